@@ -1,0 +1,129 @@
+// ModelLayout: the shapes and element types of a model's cache, and what follows from them.
+//
+// A layout says, for one tensor-parallel rank, how many bytes one KV page (all attention
+// layers, K and V, `page_size_tokens` tokens) and one Mamba state slot (all SSM layers, conv
+// and SSM state) take, and how those bytes are arranged in a "page-first" record: the unit the
+// host and disk tiers store and the copy engines move.
+//
+//   KV record    = for each attention layer a (in the order of `attention_layers`):
+//                    K[a] : [page_size_tokens, num_kv_heads, head_dim] of dtype
+//                    V[a] : same shape
+//   Mamba record = for each SSM layer s (in the order of `ssm_layers`):
+//                    conv[s] : conv_shape of conv_dtype
+//                    ssm[s]  : ssm_shape  of ssm_dtype
+//
+// Segments are packed back to back (no padding); records are padded to 4 KiB by the tiers.
+// The fingerprint is a SHA-256 of a canonical encoding of every field, so two layouts are
+// interchangeable exactly when their fingerprints are equal. It is stored in every disk record.
+//
+// Thread safety: a ModelLayout is a value; const methods may be called concurrently.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/status.h"
+#include "store/types.h"
+
+namespace cachepawl {
+
+struct AttentionLayerSpec {
+  uint32_t layer_index = 0;  // position in the decoder stack (0-based)
+  uint32_t num_kv_heads = 0;  // KV heads held by this tensor-parallel rank
+  uint32_t head_dim = 0;
+  DType dtype = DType::kBf16;
+  uint32_t sliding_window = 0;  // tokens; 0 means full attention
+};
+
+// A recurrent layer with a fixed-size per-sequence state. Mamba-1/2 keep a conv state and an
+// SSM state; other recurrent blocks (RG-LRU, Gated DeltaNet) map onto the same two tensors
+// (`block` records which, and is part of the fingerprint).
+struct SsmLayerSpec {
+  uint32_t layer_index = 0;
+  std::string block = "mamba2";           // mamba1, mamba2, rglru, gdn
+  std::vector<uint64_t> conv_shape;       // e.g. {conv_dim, d_conv - 1}
+  DType conv_dtype = DType::kBf16;
+  std::vector<uint64_t> ssm_shape;        // e.g. {nheads, head_dim, d_state}
+  DType ssm_dtype = DType::kFp32;
+};
+
+// Where one tensor of a record lies inside it.
+struct RecordSegment {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+struct ModelLayout {
+  std::string model;                 // e.g. "ai21labs/Jamba-v0.1"; part of the fingerprint
+  uint32_t num_layers = 0;           // decoder layers in the whole model (>= every layer_index+1)
+  uint32_t page_size_tokens = 16;    // tokens per KV page (and the hashing granularity)
+  std::vector<AttentionLayerSpec> attention_layers;
+  std::vector<SsmLayerSpec> ssm_layers;
+  uint32_t tp_rank = 0;
+  uint32_t tp_size = 1;
+
+  // OK, or InvalidArgument naming the field and value at fault, e.g.
+  // "attention_layers[3].num_kv_heads: 0 (must be > 0)". Checks: page size > 0, tp_rank <
+  // tp_size, at least one layer, layer indices unique within each kind and < num_layers,
+  // non-zero heads/dims/shapes, known dtypes and blocks, fp4 sizes a multiple of 16, and that no
+  // size below overflows 64 bits. Every other method assumes Validate() returned OK.
+  Status Validate() const;
+
+  bool has_attention() const { return !attention_layers.empty(); }
+  bool has_ssm() const { return !ssm_layers.empty(); }
+
+  // Bytes of K (equally V) of one attention layer for one page.
+  uint64_t KBytesPerPage(size_t attention_layer) const;
+  // Bytes of one KV page record: all attention layers, K and V.
+  uint64_t KvPageBytes() const;
+  // Bytes of one layer's conv / SSM state for one sequence.
+  uint64_t ConvStateBytes(size_t ssm_layer) const;
+  uint64_t SsmStateBytes(size_t ssm_layer) const;
+  // Bytes of one Mamba state record: all SSM layers, conv and SSM.
+  uint64_t MambaSlotBytes() const;
+  uint64_t RecordBytes(Kind kind) const {
+    return kind == Kind::kKV ? KvPageBytes() : MambaSlotBytes();
+  }
+
+  // Where K / V of attention layer `a` lie in the KV record.
+  RecordSegment KSegment(size_t attention_layer) const;
+  RecordSegment VSegment(size_t attention_layer) const;
+  // Where conv / SSM state of SSM layer `s` lie in the Mamba record.
+  RecordSegment ConvSegment(size_t ssm_layer) const;
+  RecordSegment SsmSegment(size_t ssm_layer) const;
+
+  // SHA-256 of the canonical encoding (version-tagged).
+  std::array<uint8_t, 32> Fingerprint() const;
+  std::string FingerprintHex() const;
+
+  // A multi-line, human-readable description: layers, dtypes, derived sizes, fingerprint.
+  std::string Describe() const;
+};
+
+// ---- Presets (store/layout_presets.cc; docs/MODELS.md says where every number came from) ----
+
+// Names of the built-in presets, sorted.
+std::vector<std::string> LayoutPresetNames();
+// The named preset with the given page size; NotFound naming the preset otherwise.
+StatusOr<ModelLayout> LayoutPreset(std::string_view name, uint32_t page_size_tokens = 16);
+
+// ---- Files (store/layout_json.cc) ----
+
+// Parses a layout from JSON text. Errors name the key path (e.g. "ssm_layers[2].ssm_dtype") or,
+// for syntax errors, the line and column. The result is validated.
+StatusOr<ModelLayout> ParseLayoutJson(std::string_view json_text);
+// The canonical JSON form of a layout (ParseLayoutJson(ToJson(l)) == l).
+std::string LayoutToJson(const ModelLayout& layout);
+// Reads and parses a JSON layout file; errors name the path.
+StatusOr<ModelLayout> LoadLayoutFile(const std::string& path);
+// A preset name or, when no preset has that name, a path to a JSON layout file.
+StatusOr<ModelLayout> ResolveLayout(std::string_view preset_or_path, uint32_t page_size_tokens = 16);
+
+bool operator==(const AttentionLayerSpec& a, const AttentionLayerSpec& b);
+bool operator==(const SsmLayerSpec& a, const SsmLayerSpec& b);
+bool operator==(const ModelLayout& a, const ModelLayout& b);
+
+}  // namespace cachepawl

@@ -1,0 +1,33 @@
+// Helpers shared by the test suites: temporary folders, deterministic random bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+
+namespace cachepawl::testing {
+
+// A fresh folder under $TMPDIR (or /tmp) removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Fills `out` with bytes from a seeded generator (SplitMix64): same seed, same bytes.
+void FillRandom(std::span<std::byte> out, uint64_t seed);
+
+// The seed for randomized tests: $CACHEPAWL_TEST_SEED when set, else `fallback`.
+uint64_t SeedFromEnv(uint64_t fallback);
+
+}  // namespace cachepawl::testing
