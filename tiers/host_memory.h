@@ -1,0 +1,55 @@
+// HostMemory: the seam between the host tier (which owns pinned memory and its slots) and the
+// code that reads and writes those slots (copy engines, the disk tier's io_uring).
+//
+// Every host slot holds one record in the on-disk form, so a disk read or write of a record is
+// one contiguous, 4 KiB-aligned O_DIRECT I/O straight into or out of the slot:
+//
+//   [ record header block: kRecordHeaderBytes ][ payload: layout.RecordBytes(kind), padded ]
+//
+// The header block is owned by the disk tier (it writes it before a disk write and checks it
+// after a disk read); device copies touch only the payload, at SlotPayload(slot).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "store/model_layout.h"
+#include "store/types.h"
+
+namespace cachepawl {
+
+inline constexpr uint64_t kDirectIoAlignment = 4096;
+inline constexpr uint64_t kRecordHeaderBytes = 4096;
+
+constexpr uint64_t RoundUpToAlignment(uint64_t n, uint64_t a = kDirectIoAlignment) {
+  return (n + a - 1) / a * a;
+}
+
+// Bytes of one host slot (and of one disk record) of `kind` for `layout`.
+inline uint64_t RecordSlotBytes(const ModelLayout& layout, Kind kind) {
+  return kRecordHeaderBytes + RoundUpToAlignment(layout.RecordBytes(kind));
+}
+
+// Host slot ids are opaque 64-bit values handed out by the host tier.
+using HostSlotId = uint64_t;
+
+class HostMemory {
+ public:
+  virtual ~HostMemory() = default;
+
+  // First byte of the slot (its header block). Valid while the slot is allocated.
+  virtual std::byte* SlotData(HostSlotId slot) = 0;
+  std::byte* SlotPayload(HostSlotId slot) { return SlotData(slot) + kRecordHeaderBytes; }
+  // Bytes of the slot (RecordSlotBytes of its kind).
+  virtual uint64_t SlotBytes(HostSlotId slot) const = 0;
+
+  // The memory regions that hold all slots, each 4 KiB-aligned, for io_uring buffer
+  // registration; a slot never straddles two regions. Stable for the object's lifetime.
+  virtual std::vector<std::span<std::byte>> Regions() const = 0;
+  // Index into Regions() of the region holding `slot`.
+  virtual int RegionOf(HostSlotId slot) const = 0;
+};
+
+}  // namespace cachepawl

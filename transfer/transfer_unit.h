@@ -1,0 +1,47 @@
+// CacheTransferUnit and Operation: what the transfer paths move.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/types.h"
+
+namespace cachepawl {
+
+// A place inside one tier. `slot` means, per tier:
+//   Device: for KV, a page index in the device pool; for Mamba, a state slot index.
+//   Host:   a HostSlotId (tiers/host_memory.h).
+//   Disk:   an extent id of the disk tier.
+struct TierSlot {
+  Tier tier = Tier::kHost;
+  uint64_t slot = 0;
+  friend bool operator==(const TierSlot&, const TierSlot&) = default;
+};
+
+// One move of one page or one state between two tiers.
+struct CacheTransferUnit {
+  Kind kind = Kind::kKV;
+  TierSlot src;
+  TierSlot dst;
+  friend bool operator==(const CacheTransferUnit&, const CacheTransferUnit&) = default;
+};
+
+// WriteBack moves toward slower tiers (Device->Host, Host->Disk), LoadBack toward faster ones.
+enum class Direction : uint8_t { kWriteBack = 0, kLoadBack = 1 };
+
+inline const char* DirectionName(Direction d) {
+  return d == Direction::kWriteBack ? "WriteBack" : "LoadBack";
+}
+
+// A batch of units in one direction, any mix of kinds. Completion is reported by one Fence.
+struct Operation {
+  Direction direction = Direction::kLoadBack;
+  std::vector<CacheTransferUnit> units;
+  // LoadBack to the device only: when true, the fence carries one sub-fence per attention
+  // layer of the layout, fired as that layer's pages (and all Mamba units) have landed.
+  bool per_layer_fences = false;
+};
+
+}  // namespace cachepawl
