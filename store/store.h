@@ -1,0 +1,136 @@
+// Store: the API a serving engine links against (DESIGN.md, "The life of a prefix").
+//
+//   auto store = Store::Open(options);                         // host (+ disk) tiers, transfers
+//   auto match = store->Lookup(ns, tokens);                    // hybrid-rule prefix match
+//   auto lock  = store->Lock(*match);                          // keep it from eviction
+//   auto fence = store->Load(*match, device_pages, state_slot); // disk->host->device, one fence
+//   fence->StreamWait(engine_stream);                          // no CPU thread blocks
+//   ... prefill the rest ...
+//   store->Save({ns, tokens, new_device_pages, state_slot, depth});  // device->host(->disk)
+//   store->Unlock(*lock);
+//
+// Thread safety: every method may be called from several engine threads at once. Fences fire
+// on the store's own threads. Errors: every method returns a Status naming the argument and
+// value at fault; no method throws. A miss is not an error (reusable_pages == 0).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/page_hash.h"
+#include "store/status.h"
+#include "store/store_options.h"
+#include "store/store_stats.h"
+#include "transfer/fence.h"
+
+namespace cachepawl {
+
+// The answer to a Lookup. Valid until the entries it names are evicted: Lock() it, or Load()
+// it at once (Load re-checks and fails with NotFound when something has gone meanwhile).
+struct PrefixMatch {
+  std::vector<PageHash> hashes;     // every full page of the lookup, in order
+  uint32_t page_size_tokens = 0;
+  // Pages reusable under the hybrid rule: KV pages 0..n-1 in some tier and (layouts with SSM
+  // layers) a Mamba state of depth exactly n * page_size_tokens in some tier.
+  size_t reusable_pages = 0;
+  size_t kv_only_pages = 0;          // longest prefix whose KV pages exist, state or not
+  size_t checkpoint_hint_pages = 0;  // kv_only_pages rounded down to the track interval
+  std::vector<Tier> page_tiers;      // fastest tier of each of the first kv_only_pages pages
+  std::optional<Tier> state_tier;    // fastest tier of the state at reusable_pages (if any)
+
+  uint64_t reusable_tokens() const { return uint64_t{reusable_pages} * page_size_tokens; }
+};
+
+// An engine lock on the first `pages` pages of a match (and the state at that depth).
+struct PrefixLock {
+  std::vector<PageHash> hashes;
+  bool with_state = false;
+  bool released = false;
+};
+
+struct LoadOptions {
+  size_t first_page = 0;           // the engine already holds pages [0, first_page)
+  bool per_layer_fences = false;   // one sub-fence per attention layer (GPU mode)
+};
+
+struct SaveRequest {
+  std::string_view ns;                  // namespace (tenant); part of the hash chain
+  std::span<const uint32_t> tokens;     // the prompt so far; or, instead, `hashes`
+  std::span<const PageHash> hashes;     // precomputed page hashes (engine-computed chain)
+  size_t first_page = 0;                // pages [first_page, first_page + device_pages.size())
+  std::span<const uint64_t> device_pages;
+  std::optional<uint64_t> device_state_slot;  // a Mamba state to save, taken at...
+  uint64_t state_depth_tokens = 0;            // ...this depth (a multiple of the page size)
+};
+
+class Store {
+ public:
+  // Opens (or creates) a store. Disk tier: reopens the catalog and serves its records again.
+  static StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  virtual ~Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  virtual const ModelLayout& layout() const = 0;
+  // True when transfers use a GPU; false in CPU mode (device pools in host memory).
+  virtual bool gpu_mode() const = 0;
+
+  // Page hashes of every full page of `tokens` under namespace `ns`.
+  virtual std::vector<PageHash> HashTokens(std::string_view ns,
+                                           std::span<const uint32_t> tokens) const = 0;
+
+  // The longest reusable prefix (see PrefixMatch). Refreshes recency along the path.
+  virtual StatusOr<PrefixMatch> Lookup(std::string_view ns, std::span<const uint32_t> tokens) = 0;
+  virtual StatusOr<PrefixMatch> LookupHashes(std::span<const PageHash> hashes) = 0;
+
+  // Keeps the first `pages` pages of `match` (and, when `pages == match.reusable_pages` and
+  // the layout has SSM layers, the state at that depth) from eviction until Unlock.
+  virtual StatusOr<PrefixLock> Lock(const PrefixMatch& match, size_t pages) = 0;
+  virtual Status Unlock(PrefixLock& lock) = 0;
+
+  // Loads pages [opts.first_page, opts.first_page + device_pages.size()) of `match` into the
+  // device pool's pages `device_pages`, and, when `device_state_slot` is given, the state at
+  // depth (first_page + device_pages.size()) * page_size, which must equal
+  // match.reusable_pages. Disk hits are read into host memory first (they stay cached there).
+  // One fence for everything; the engine may use the device pages once it fires OK.
+  virtual StatusOr<Fence> Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
+                               std::optional<uint64_t> device_state_slot,
+                               const LoadOptions& opts = {}) = 0;
+
+  // Brings the disk-resident pages and state of `match` into host memory ahead of Load.
+  // Cancel() stops what has not started; the fence fires either way.
+  class Prefetch {
+   public:
+    virtual ~Prefetch() = default;
+    virtual Fence fence() const = 0;
+    virtual void Cancel() = 0;
+  };
+  virtual StatusOr<std::shared_ptr<Prefetch>> StartPrefetch(const PrefixMatch& match) = 0;
+
+  // Copies new pages (and optionally a state) from the device pool into host memory (and disk
+  // by policy). Pages already cached are only refreshed. The engine may reuse the device slots
+  // once the fence fires.
+  virtual StatusOr<Fence> Save(const SaveRequest& request) = 0;
+
+  // Store-owned device pool (StoreOptions::device_pool_pages / _state_slots): reads or writes
+  // one page or state slot in record form (ModelLayout's page-first layout). For tools, tests
+  // and engines that delegate L1.
+  virtual Status WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const std::byte> record) = 0;
+  virtual Status ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte> record) = 0;
+
+  virtual StoreStats Stats() const = 0;
+
+  // Drains in-flight operations (their fences fire), persists the catalog, releases memory.
+  // Every later call fails with FailedPrecondition. Idempotent.
+  virtual Status Close() = 0;
+
+ protected:
+  Store() = default;
+};
+
+}  // namespace cachepawl

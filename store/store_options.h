@@ -1,0 +1,64 @@
+// StoreOptions: everything Store::Open needs, with defaults and Validate().
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/model_layout.h"
+#include "store/status.h"
+
+namespace cachepawl {
+
+// When a page or state saved to host memory is also written to disk.
+enum class WritePolicy : uint8_t {
+  kWriteThrough = 0,           // every entry is written to disk once, right after it reaches host
+  kWriteThroughSelective = 1,  // written to disk once it has been hit `selective_min_hits` times
+  kWriteBack = 2,              // written to disk only when it is evicted from host memory
+};
+const char* WritePolicyName(WritePolicy p);
+
+struct StoreOptions {
+  // ---- Model: `layout` when set, else `layout_name` (a preset or a JSON file path). ----
+  std::optional<ModelLayout> layout;
+  std::string layout_name;
+  uint32_t page_size_tokens = 16;  // used with a preset name
+
+  // ---- Host tier (pinned memory). ----
+  uint64_t host_bytes = 1ull << 30;
+
+  // ---- Disk tier (optional: a host-only store is valid). ----
+  // Folder for the catalog (RocksDB) and, unless `disk_data_paths` is set, the data file.
+  std::string disk_dir;
+  // Data files to stripe over (one per drive). Empty: one file in disk_dir.
+  std::vector<std::string> disk_data_paths;
+  uint64_t disk_bytes = 0;  // 0 disables the disk tier
+  uint32_t disk_queue_depth = 32;
+  WritePolicy write_policy = WritePolicy::kWriteThrough;
+  uint32_t selective_min_hits = 2;
+  // On open, when the disk catalog was written for another layout: false -> Open fails with
+  // Incompatible; true -> the disk tier is wiped and starts empty.
+  bool wipe_on_layout_mismatch = false;
+
+  // ---- Device side. ----
+  // -1: CPU mode always (device pools are host memory). >= 0: the CUDA device to use when a GPU
+  // is present; without one the store falls back to CPU mode.
+  int cuda_device = 0;
+  // A store-owned device pool (for engines that delegate L1, and for tools and tests), in
+  // pages and state slots. 0 and 0: the engine registers its own pools (RegisterDevicePools).
+  uint64_t device_pool_pages = 0;
+  uint64_t device_pool_state_slots = 0;
+  int load_stream_priority = 0;   // CUDA stream priorities (lower is higher priority)
+  int write_stream_priority = 0;
+  uint64_t staging_bytes = 64ull << 20;  // device staging per direction
+
+  // ---- Index. ----
+  // The checkpoint hint is rounded down to this many pages (0: one page).
+  uint32_t track_interval_pages = 0;
+
+  // InvalidArgument naming the field and value at fault.
+  Status Validate() const;
+};
+
+}  // namespace cachepawl
