@@ -1,0 +1,52 @@
+#include "store/store_options.h"
+
+#include <string>
+
+namespace cachepawl {
+
+const char* WritePolicyName(WritePolicy p) {
+  switch (p) {
+    case WritePolicy::kWriteThrough: return "write_through";
+    case WritePolicy::kWriteThroughSelective: return "write_through_selective";
+    case WritePolicy::kWriteBack: return "write_back";
+  }
+  return "unknown";
+}
+
+Status StoreOptions::Validate() const {
+  auto bad = [](const std::string& field, const std::string& value, const std::string& why) {
+    return Status::InvalidArgument("StoreOptions." + field + ": " + value + " (" + why + ")");
+  };
+  if (!layout && layout_name.empty()) {
+    return bad("layout_name", "''", "set a preset name, a JSON file path, or `layout`");
+  }
+  if (layout) CACHEPAWL_RETURN_IF_ERROR(layout->Validate().WithContext("StoreOptions.layout"));
+  if (page_size_tokens == 0) return bad("page_size_tokens", "0", "must be > 0");
+  if (host_bytes == 0) return bad("host_bytes", "0", "the host tier needs memory");
+  if (host_bytes % 4096 != 0) {
+    return bad("host_bytes", std::to_string(host_bytes), "must be a multiple of 4096");
+  }
+  if (disk_bytes > 0) {
+    if (disk_dir.empty()) return bad("disk_dir", "''", "required when disk_bytes > 0");
+    if (disk_queue_depth == 0 || disk_queue_depth > 4096) {
+      return bad("disk_queue_depth", std::to_string(disk_queue_depth), "must be in [1, 4096]");
+    }
+  } else if (!disk_data_paths.empty()) {
+    return bad("disk_bytes", "0", "disk_data_paths are set but the disk tier has no budget");
+  }
+  if (static_cast<uint8_t>(write_policy) > static_cast<uint8_t>(WritePolicy::kWriteBack)) {
+    return bad("write_policy", std::to_string(static_cast<int>(write_policy)), "unknown policy");
+  }
+  if (write_policy == WritePolicy::kWriteThroughSelective && selective_min_hits == 0) {
+    return bad("selective_min_hits", "0", "must be > 0 for write_through_selective");
+  }
+  if (cuda_device < -1) {
+    return bad("cuda_device", std::to_string(cuda_device), "must be -1 (CPU mode) or >= 0");
+  }
+  if (staging_bytes < (1ull << 20)) {
+    return bad("staging_bytes", std::to_string(staging_bytes), "must be at least 1 MiB");
+  }
+  return Status::OK();
+}
+
+}  // namespace cachepawl
