@@ -26,6 +26,10 @@
 #include "store/status.h"
 #include "store/store_options.h"
 #include "store/store_stats.h"
+// tiers/device_pool.h
+namespace cachepawl {
+struct DevicePoolDescription;
+}
 #include "transfer/fence.h"
 
 namespace cachepawl {
@@ -117,7 +121,20 @@ class Store {
   // once the fence fires.
   virtual StatusOr<Fence> Save(const SaveRequest& request) = 0;
 
-  // Store-owned device pool (StoreOptions::device_pool_pages / _state_slots): reads or writes
+  // The engine's own device pool (its paged KV tensors and Mamba state tensors), described by
+  // base pointers and strides (tiers/device_pool.h). Call once, before Load or Save, when the
+  // store was opened without a store-owned pool. InvalidArgument when the description does not
+  // fit the layout; FailedPrecondition when a pool is already registered.
+  virtual Status RegisterDevicePool(const DevicePoolDescription& pool) = 0;
+
+  // Store-owned device pool (StoreOptions::device_pool_bytes): hands out and
+  // takes back device slots (KV page indices, Mamba state slot indices) for engines that
+  // delegate L1, and for tools and tests. NoSpace when the pool is full; FailedPrecondition
+  // when the store has no store-owned pool.
+  virtual StatusOr<uint64_t> AllocateDeviceSlot(Kind kind) = 0;
+  virtual Status FreeDeviceSlot(Kind kind, uint64_t slot) = 0;
+
+  // Store-owned device pool (StoreOptions::device_pool_bytes): reads or writes
   // one page or state slot in record form (ModelLayout's page-first layout). For tools, tests
   // and engines that delegate L1.
   virtual Status WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const std::byte> record) = 0;

@@ -45,10 +45,10 @@ struct StoreOptions {
   // -1: CPU mode always (device pools are host memory). >= 0: the CUDA device to use when a GPU
   // is present; without one the store falls back to CPU mode.
   int cuda_device = 0;
-  // A store-owned device pool (for engines that delegate L1, and for tools and tests), in
-  // pages and state slots. 0 and 0: the engine registers its own pools (RegisterDevicePools).
-  uint64_t device_pool_pages = 0;
-  uint64_t device_pool_state_slots = 0;
+  // A store-owned device pool (for engines that delegate L1, and for tools and tests) of this
+  // many bytes of VRAM (host memory in CPU mode), holding KV pages and Mamba states under one
+  // budget. 0: the engine registers its own pool (Store::RegisterDevicePool).
+  uint64_t device_pool_bytes = 0;
   int load_stream_priority = 0;   // CUDA stream priorities (lower is higher priority)
   int write_stream_priority = 0;
   uint64_t staging_bytes = 64ull << 20;  // device staging per direction
