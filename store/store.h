@@ -26,13 +26,11 @@
 #include "store/status.h"
 #include "store/store_options.h"
 #include "store/store_stats.h"
-// tiers/device_pool.h
-namespace cachepawl {
-struct DevicePoolDescription;
-}
 #include "transfer/fence.h"
 
 namespace cachepawl {
+
+struct DevicePoolDescription;  // tiers/device_pool.h
 
 // The answer to a Lookup. Valid until the entries it names are evicted: Lock() it, or Load()
 // it at once (Load re-checks and fails with NotFound when something has gone meanwhile).
