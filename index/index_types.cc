@@ -1,0 +1,46 @@
+#include "index/index_types.h"
+
+#include <string>
+
+namespace cachepawl {
+
+Status IndexOptions::Validate() const {
+  if (track_interval_pages == 0) {
+    return Status::InvalidArgument("index.track_interval_pages: 0 (must be >= 1)");
+  }
+  if (max_pages == 0 || max_pages > kMaxIndexPages) {
+    return Status::InvalidArgument("index.max_pages: " + std::to_string(max_pages) +
+                                   " (must be 1.." + std::to_string(kMaxIndexPages) + ")");
+  }
+  if (expected_pages > max_pages) {
+    return Status::InvalidArgument("index.expected_pages: " + std::to_string(expected_pages) +
+                                   " (must be <= max_pages " + std::to_string(max_pages) + ")");
+  }
+  return Status::OK();
+}
+
+std::optional<Tier> TierLocations::Fastest() const {
+  for (int t = 0; t < kNumTiers; ++t) {
+    if ((mask >> t) & 1) return static_cast<Tier>(t);
+  }
+  return std::nullopt;
+}
+
+bool operator==(const TierLocations& a, const TierLocations& b) {
+  if (a.mask != b.mask) return false;
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (((a.mask >> t) & 1) && a.slot[t] != b.slot[t]) return false;
+  }
+  return true;
+}
+
+void MatchResult::Clear() {
+  reusable_pages = 0;
+  kv_only_pages = 0;
+  checkpoint_hint_pages = 0;
+  indexed_pages = 0;
+  pages.clear();
+  state = TierLocations{};
+}
+
+}  // namespace cachepawl

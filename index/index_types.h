@@ -1,0 +1,147 @@
+// The values the prefix index takes and returns: its options, where an entry lives in each
+// tier, the answer of a lookup, eviction victims, and counters. See index/prefix_index.h.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "index/page_hash.h"
+#include "store/status.h"
+#include "store/types.h"
+
+namespace cachepawl {
+
+// The largest number of pages one index can hold (entries are named by 32-bit indices).
+inline constexpr uint64_t kMaxIndexPages = (uint64_t{1} << 32) - 2;
+
+struct IndexOptions {
+  // True when the model has SSM layers: a prefix is then reusable only up to a page that has a
+  // Mamba state (the hybrid rule). False for attention-only layouts: reusable == KV-only.
+  bool require_mamba = false;
+  // The engine saves a Mamba state every `track_interval_pages` pages while it decodes or
+  // recomputes; MatchResult::checkpoint_hint_pages is rounded down to a multiple of it. >= 1.
+  uint32_t track_interval_pages = 1;
+  // Pre-sizes the hash table and the entry storage (no rehash below this many pages).
+  uint64_t expected_pages = 0;
+  // Inserts beyond this many pages fail with NoSpace. 1 .. kMaxIndexPages.
+  uint64_t max_pages = kMaxIndexPages;
+  // Bytes of one KV page / one Mamba state in any tier; only used for byte counters and
+  // PickVictimsForBytes (0 = unknown).
+  uint64_t kv_page_bytes = 0;
+  uint64_t mamba_state_bytes = 0;
+
+  // InvalidArgument naming the field and value at fault.
+  Status Validate() const;
+};
+
+// Where one KV page or one Mamba state is held: a bit per tier and that tier's slot (host slot
+// id, disk extent id or device page index; any 64-bit value).
+struct TierLocations {
+  uint8_t mask = 0;                        // bit (1 << tier) set when the tier holds it
+  std::array<uint64_t, kNumTiers> slot{};  // meaningful only where `mask` has the tier's bit
+
+  bool empty() const { return mask == 0; }
+  bool Has(Tier tier) const { return (mask >> static_cast<int>(tier)) & 1; }
+  std::optional<uint64_t> Slot(Tier tier) const {
+    if (!Has(tier)) return std::nullopt;
+    return slot[static_cast<int>(tier)];
+  }
+  // The fastest tier that holds it (Device, then Host, then Disk); nullopt when none does.
+  std::optional<Tier> Fastest() const;
+
+  friend bool operator==(const TierLocations& a, const TierLocations& b);
+};
+
+// The answer of PrefixIndex::Match for hashes h[0..n).
+struct MatchResult {
+  // The longest prefix reusable under the hybrid rule: KV pages 0..reusable_pages-1 each held
+  // by some tier and, when IndexOptions::require_mamba, a Mamba state after page
+  // reusable_pages-1 (depth exactly reusable_pages * page_size tokens) held by some tier.
+  size_t reusable_pages = 0;
+  // The longest prefix whose KV pages are each held by some tier (>= reusable_pages).
+  size_t kv_only_pages = 0;
+  // kv_only_pages rounded down to a multiple of IndexOptions::track_interval_pages: the depth
+  // at which the engine should save a Mamba state while it recomputes, so that the next
+  // request sharing this prefix hits.
+  size_t checkpoint_hint_pages = 0;
+  // The longest prefix known to the index at all, held by a tier or not (>= kv_only_pages):
+  // pages past kv_only_pages up to here are inserted but not (yet) located anywhere.
+  size_t indexed_pages = 0;
+  // Where each page of the KV-only prefix is: kv_only_pages elements.
+  std::vector<TierLocations> pages;
+  // Where the Mamba state after page reusable_pages-1 is; empty when reusable_pages is 0 or no
+  // tier holds one there (always the case for a miss under require_mamba).
+  TierLocations state;
+
+  void Clear();
+};
+
+// One eviction victim: `kind` of `hash` may leave `tier`, whose slot is `slot`.
+struct Victim {
+  PageHash hash;
+  Kind kind = Kind::kKV;
+  Tier tier = Tier::kHost;
+  uint64_t slot = 0;
+  uint32_t depth_pages = 0;
+
+  friend bool operator==(const Victim&, const Victim&) = default;
+};
+
+// A copy of one entry, for tests, tools and the Store's own checks.
+struct EntryInfo {
+  PageHash hash;
+  std::optional<PageHash> parent;  // nullopt for the first page of a chain
+  uint32_t depth_pages = 0;        // 1 for the first page of a chain
+  TierLocations kv;
+  TierLocations state;       // the Mamba state after this page
+  uint32_t children = 0;     // entries whose parent this is
+  uint32_t kv_locks = 0;     // engine locks on this page or a descendant
+  uint32_t state_locks = 0;  // engine locks on exactly this node (its Mamba state)
+  std::array<uint16_t, kNumTiers> kv_pins{};
+  std::array<uint16_t, kNumTiers> state_pins{};
+  uint64_t kv_last_use = 0;     // recency clock value of the last use (see prefix_index.h)
+  uint64_t state_last_use = 0;  // 0 when there is no state
+
+  friend bool operator==(const EntryInfo&, const EntryInfo&) = default;
+};
+
+// Counters and sizes. Every error path of the index has a counter here.
+struct IndexStats {
+  uint64_t entries = 0;  // indexed pages
+  uint64_t states = 0;   // entries with a Mamba state in some tier
+  // [kind][tier]: entries (kKV) or states (kMamba) held by the tier.
+  std::array<std::array<uint64_t, kNumTiers>, kNumKinds> located{};
+  // located * IndexOptions::kv_page_bytes / mamba_state_bytes.
+  std::array<std::array<uint64_t, kNumTiers>, kNumKinds> located_bytes{};
+  // [kind][tier]: how many PickVictims could return right now (unlocked, unpinned, and for KV
+  // no child in the same tier).
+  std::array<std::array<uint64_t, kNumTiers>, kNumKinds> evictable{};
+  uint64_t locked_entries = 0;  // entries with kv_locks > 0
+  uint64_t memory_bytes = 0;    // heap bytes the index's own structures reserve
+
+  uint64_t matches = 0;      // Match calls
+  uint64_t match_pages = 0;  // pages over all Match calls' kv_only_pages
+
+  // Error paths.
+  uint64_t err_bad_enum = 0;         // a Kind or Tier value out of range
+  uint64_t err_bad_hash = 0;         // the all-zero hash given as a page
+  uint64_t err_unknown_hash = 0;     // a page that is not in the index
+  uint64_t err_parent_missing = 0;   // InsertKv under a parent that is not in the index
+  uint64_t err_parent_conflict = 0;  // InsertKv of a known page under another parent
+  uint64_t err_not_located = 0;      // clear/pin of a location the tier does not hold
+  uint64_t err_slot_conflict = 0;    // SetLocation over another slot of the same tier
+  uint64_t err_locked = 0;           // clear/remove of a locked entry
+  uint64_t err_pinned = 0;           // clear of a pinned location
+  uint64_t err_not_locked = 0;       // Unlock without a matching Lock
+  uint64_t err_not_pinned = 0;       // Unpin without a matching pin
+  uint64_t err_remove_busy = 0;      // Remove of an entry still located or with children
+  uint64_t err_overflow = 0;         // a lock, pin or depth counter at its limit
+  uint64_t err_full = 0;             // insert beyond IndexOptions::max_pages
+  uint64_t err_bytes_unknown = 0;    // PickVictimsForBytes without a per-entry size
+};
+
+}  // namespace cachepawl

@@ -1,0 +1,163 @@
+// PrefixIndex: the store's memory of which pages and Mamba states are cached, in which tier and
+// slot (DESIGN.md, "The life of a prefix", invariants 2 and 3).
+//
+// One entry per page hash. The chain of hashes makes the entries a forest: every entry but the
+// first page of a chain names its parent, and its depth is its page count from the root
+// (1 for the first page). Per entry the index keeps
+//   - the KV page's location in each tier (Device, Host, Disk): a 64-bit slot;
+//   - the Mamba state *after* this page (depth exactly depth_pages * page_size tokens): its
+//     location in each tier; at most one state per entry and tier;
+//   - lock counts: Lock(node) is the engine's lock on a prefix; it locks the KV of every page
+//     from the root to `node` and the Mamba state of `node` only. Hence, per entry,
+//     kv_locks == sum of state_locks over the entry's subtree >= state_locks;
+//   - transfer pins per kind and tier (PinForTransfer): a location being read is kept;
+//   - recency: the clock value of its last use, for the KV page and for the state.
+//
+// Recency. A clock advances by two at every call of a mutating method (every method that is
+// not const, except Match), successful or not. InsertKv stamps new entries, and SetLocation a
+// newly attached Mamba state, with the clock; Match stamps the clock plus one on the pages of
+// the KV-only prefix it found and on the state it reports (the state after page
+// reusable_pages-1). So a Match is later than every mutation before it and earlier than every
+// one after it, and Matches between two mutations are simultaneous. Nothing else changes
+// recency.
+//
+// Eviction. PickVictims(tier, kind) returns, without changing anything but recency order
+// bookkeeping, the entries that should leave `tier` next, least recently used first among
+//   - KV: entries held by `tier` with no child held by `tier` (tier leaves), kv_locks == 0
+//     and no KV pin in `tier`. Picking a leaf makes its parent a leaf for the rest of the same
+//     call, so clearing the victims in the order returned never evicts a page whose child is
+//     still cached in that tier;
+//   - Mamba: states held by `tier`, state_locks == 0 and no state pin in `tier`; inner nodes'
+//     states too (the KV stays; the node keeps no state in that tier).
+// Order: smaller last use first; equal last use, the deeper entry first; then the smaller
+// hash (bytewise). The caller then moves or drops the bytes and calls ClearLocation.
+//
+// Errors. Every method that can fail returns a Status and leaves the index unchanged on
+// failure (only the recency clock advances). The order of checks is the order listed at each
+// method; the first failing check decides the code.
+//
+// Thread safety. One std::shared_mutex. Match, Lookup, Stats, DumpEntries and CheckInvariants
+// take it shared; every other method takes it exclusively. Match writes recency with relaxed
+// atomic stores of the current clock value, which cannot change while any shared holder runs,
+// so concurrent Matches store the same value. The index holds no pointers into itself that a
+// Remove could leave dangling: entries refer to each other by 32-bit indices and eviction
+// bookkeeping checks an entry's identity (depth and hash) before using an index.
+// glibc's rwlock prefers readers: a steady stream of Matches can delay writers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "index/index_types.h"
+#include "index/page_hash.h"
+#include "store/status.h"
+#include "store/types.h"
+
+namespace cachepawl {
+
+class PrefixIndex final {
+ public:
+  // InvalidArgument when options.Validate() fails.
+  static StatusOr<std::unique_ptr<PrefixIndex>> Create(const IndexOptions& options);
+
+  PrefixIndex(const PrefixIndex&) = delete;
+  PrefixIndex& operator=(const PrefixIndex&) = delete;
+  ~PrefixIndex();
+
+  const IndexOptions& options() const;
+
+  // ----- lookup ---------------------------------------------------------------------------
+
+  // Walks `hashes` (a chain from its first page: hashes[i]'s parent is hashes[i-1]) and fills
+  // `out` (see MatchResult). Page i counts only if the index has it with parent hashes[i-1]
+  // (no parent for i == 0). Refreshes recency of the KV-only prefix and of the reported state.
+  // Never fails. `out` is reused (its vector keeps its capacity).
+  void Match(std::span<const PageHash> hashes, MatchResult* out);
+  MatchResult Match(std::span<const PageHash> hashes);
+
+  // A copy of one entry; nullopt when the index does not have it. Does not change recency.
+  std::optional<EntryInfo> Lookup(const PageHash& hash) const;
+
+  // ----- inserting ------------------------------------------------------------------------
+
+  // Adds page `hash` under `parent` (nullopt or the zero hash: the first page of a chain).
+  // Idempotent: a page already there under the same parent is OK and changes nothing.
+  // Errors: InvalidArgument when `hash` is zero or equals `parent`; NotFound when `parent` is
+  // not in the index; InvalidArgument when `hash` is there under another parent; NoSpace when
+  // the index holds max_pages; FailedPrecondition when the parent's depth is at its limit.
+  Status InsertKv(const std::optional<PageHash>& parent, const PageHash& hash);
+  // InsertKv of hashes[0] under `parent`, hashes[i] under hashes[i-1]: all or nothing.
+  Status InsertChain(const std::optional<PageHash>& parent, std::span<const PageHash> hashes);
+
+  // ----- locations --------------------------------------------------------------------------
+
+  // Records that `tier` holds `kind` (the KV page, or the Mamba state after this page) of
+  // `hash` at `slot`. Setting the first Mamba location attaches the state (stamping its
+  // recency). Setting the same slot again is OK and changes nothing.
+  // Errors: InvalidArgument for an out-of-range kind or tier; NotFound when `hash` is not in
+  // the index; FailedPrecondition when the tier already holds it at another slot.
+  Status SetLocation(const PageHash& hash, Kind kind, Tier tier, uint64_t slot);
+  // Forgets that `tier` holds `kind` of `hash`; returns the slot it was at. Clearing the last
+  // tier of a state detaches it.
+  // Errors: InvalidArgument (kind, tier); NotFound when `hash` is unknown or the tier does not
+  // hold it; Busy when the location is pinned, or when the entry is locked (kv_locks > 0 for
+  // KV, state_locks > 0 for Mamba).
+  StatusOr<uint64_t> ClearLocation(const PageHash& hash, Kind kind, Tier tier);
+
+  // Deletes an entry. Errors: NotFound when unknown; FailedPrecondition when any tier still
+  // holds its KV or state, or when it has children; Busy when locked.
+  Status Remove(const PageHash& hash);
+
+  // ----- locks and pins ---------------------------------------------------------------------
+
+  // The engine's lock on the prefix ending at `node`: kv_locks+1 on every page root..node and
+  // state_locks+1 on `node`. Locked KV and states are never picked and cannot be cleared.
+  // Errors: NotFound when unknown; FailedPrecondition when a counter would overflow.
+  Status Lock(const PageHash& node);
+  // Undoes one Lock(node). Errors: NotFound when unknown; FailedPrecondition when `node` has
+  // no lock of its own (state_locks == 0: a double unlock).
+  Status Unlock(const PageHash& node);
+
+  // Keeps `kind` of each hash in `tier` from being picked or cleared while a transfer reads
+  // or writes it (counted: n pins need n Unpins). All or nothing; a hash may repeat.
+  // Errors: InvalidArgument (kind, tier); NotFound when a hash is unknown or the tier does not
+  // hold it; FailedPrecondition when a pin count would overflow (65535).
+  Status PinForTransfer(std::span<const PageHash> hashes, Kind kind, Tier tier);
+  Status PinForTransfer(const PageHash& hash, Kind kind, Tier tier);
+  // Errors: InvalidArgument (kind, tier); NotFound when a hash is unknown; FailedPrecondition
+  // when it has no pin left there. All or nothing.
+  Status Unpin(std::span<const PageHash> hashes, Kind kind, Tier tier);
+  Status Unpin(const PageHash& hash, Kind kind, Tier tier);
+
+  // ----- eviction ---------------------------------------------------------------------------
+
+  // Up to `max_count` victims for `tier` and `kind`, in eviction order (see the top of this
+  // file); fewer when fewer are evictable. Changes no location. InvalidArgument for an
+  // out-of-range kind or tier.
+  StatusOr<std::vector<Victim>> PickVictims(Tier tier, Kind kind, size_t max_count);
+  // As many victims as free `bytes` at kv_page_bytes / mamba_state_bytes each (rounded up).
+  // InvalidArgument also when that size is 0 in the options.
+  StatusOr<std::vector<Victim>> PickVictimsForBytes(Tier tier, Kind kind, uint64_t bytes);
+
+  // ----- inspection -------------------------------------------------------------------------
+
+  IndexStats Stats() const;
+  // Every entry, sorted by hash. O(entries); for tests and dump tools.
+  std::vector<EntryInfo> DumpEntries() const;
+  // Checks every structural invariant (table and entries agree, depths and parents, child and
+  // per-tier child counts, kv_locks == subtree sum of state_locks, pins only on held
+  // locations, counters, eviction bookkeeping covers every evictable entry). Internal naming
+  // the first violation. O(entries).
+  Status CheckInvariants() const;
+
+ private:
+  struct Impl;
+  explicit PrefixIndex(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cachepawl
