@@ -1,0 +1,203 @@
+#include "tiers/disk_catalog.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <cstring>
+
+namespace cachepawl {
+namespace {
+
+constexpr char kRecordPrefix = 'R';
+constexpr char kMetaKey[] = "M";
+constexpr uint8_t kValueVersion = 1;
+constexpr size_t kValueBytes = 1 + 4 + 8 + 8 + 8 + 32 + 32 + 8 + 8;
+
+Status FromRocks(const rocksdb::Status& s, const std::string& context) {
+  if (s.ok()) return Status::OK();
+  if (s.IsCorruption()) return Status::Corruption(context + ": " + s.ToString());
+  if (s.IsNotFound()) return Status::NotFound(context + ": " + s.ToString());
+  return Status::IOError(context + ": " + s.ToString());
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void Int(T v) {
+    char b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));
+    out.append(b, sizeof(T));
+  }
+  void Bytes(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+  std::string out;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  bool Int(T* v) {
+    if (in_.size() < sizeof(T)) return false;
+    std::memcpy(v, in_.data(), sizeof(T));
+    in_.remove_prefix(sizeof(T));
+    return true;
+  }
+  bool Bytes(void* p, size_t n) {
+    if (in_.size() < n) return false;
+    std::memcpy(p, in_.data(), n);
+    in_.remove_prefix(n);
+    return true;
+  }
+  bool done() const { return in_.empty(); }
+
+ private:
+  std::string_view in_;
+};
+
+std::string RecordKey(const DiskKey& key) { return kRecordPrefix + DiskKeyIdentity(key); }
+
+rocksdb::Options CatalogOptions() {
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  o.max_open_files = 64;
+  o.keep_log_file_num = 2;
+  o.max_log_file_size = 1 << 20;
+  o.info_log_level = rocksdb::WARN_LEVEL;
+  o.write_buffer_size = 8 << 20;
+  o.max_background_jobs = 1;
+  o.paranoid_checks = true;
+  return o;
+}
+
+}  // namespace
+
+std::string EncodeCatalogValue(const CatalogRecord& r) {
+  Writer w;
+  w.Int<uint8_t>(kValueVersion);
+  w.Int<uint32_t>(r.extent.file);
+  w.Int<uint64_t>(r.extent.offset);
+  w.Int<uint64_t>(r.extent.bytes);
+  w.Int<uint64_t>(r.checksum);
+  w.Bytes(r.parent.bytes.data(), 32);
+  w.Bytes(r.fingerprint.data(), 32);
+  w.Int<uint64_t>(r.key.depth);
+  w.Int<uint64_t>(r.stamp);
+  return std::move(w.out);
+}
+
+std::optional<CatalogRecord> DecodeCatalogRecord(std::string_view raw_key, std::string_view value) {
+  if (raw_key.empty() || raw_key[0] != kRecordPrefix) return std::nullopt;
+  auto key = ParseDiskKeyIdentity(raw_key.substr(1));
+  if (!key || value.size() != kValueBytes) return std::nullopt;
+  CatalogRecord r;
+  r.key = *key;
+  Reader rd(value);
+  uint8_t version = 0;
+  uint64_t depth = 0;
+  if (!rd.Int(&version) || version != kValueVersion || !rd.Int(&r.extent.file) ||
+      !rd.Int(&r.extent.offset) || !rd.Int(&r.extent.bytes) || !rd.Int(&r.checksum) ||
+      !rd.Bytes(r.parent.bytes.data(), 32) || !rd.Bytes(r.fingerprint.data(), 32) ||
+      !rd.Int(&depth) || !rd.Int(&r.stamp) || !rd.done()) {
+    return std::nullopt;
+  }
+  if (r.key.kind == Kind::kMamba && depth != r.key.depth) return std::nullopt;
+  r.key.depth = depth;
+  return r;
+}
+
+DiskCatalog::DiskCatalog(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync)
+    : dir_(std::move(dir)), db_(std::move(db)), sync_(sync) {}
+
+DiskCatalog::~DiskCatalog() {
+  if (db_) db_->Close().PermitUncheckedError();
+}
+
+StatusOr<std::unique_ptr<DiskCatalog>> DiskCatalog::Open(const std::string& dir, bool sync) {
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(CatalogOptions(), dir, &raw);
+  if (!s.ok()) return FromRocks(s, "catalog '" + dir + "' cannot be opened");
+  return std::unique_ptr<DiskCatalog>(
+      new DiskCatalog(dir, std::unique_ptr<rocksdb::DB>(raw), sync));
+}
+
+Status DiskCatalog::Destroy(const std::string& dir) {
+  return FromRocks(rocksdb::DestroyDB(dir, CatalogOptions()),
+                   "catalog '" + dir + "' cannot be destroyed");
+}
+
+StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kMetaKey, &value);
+  if (s.IsNotFound()) return std::optional<CatalogMeta>();
+  if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reading meta");
+  CatalogMeta m;
+  Reader rd(value);
+  uint32_t n = 0;
+  bool good = rd.Int(&m.format_version) && rd.Bytes(m.fingerprint.data(), 32) && rd.Int(&n) &&
+              n <= kMaxDiskFiles;
+  for (uint32_t i = 0; good && i < n; ++i) {
+    uint32_t len = 0;
+    good = rd.Int(&len) && len <= 4096;
+    std::string p(good ? len : 0, '\0');
+    good = good && rd.Bytes(p.data(), len);
+    m.paths.push_back(std::move(p));
+  }
+  if (!good || !rd.done()) {
+    return Status::Corruption("catalog '" + dir_ + "': meta entry of " +
+                              std::to_string(value.size()) + " bytes cannot be decoded");
+  }
+  return std::optional<CatalogMeta>(std::move(m));
+}
+
+Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
+  Writer w;
+  w.Int<uint32_t>(m.format_version);
+  w.Bytes(m.fingerprint.data(), 32);
+  w.Int<uint32_t>(static_cast<uint32_t>(m.paths.size()));
+  for (const std::string& p : m.paths) {
+    w.Int<uint32_t>(static_cast<uint32_t>(p.size()));
+    w.Bytes(p.data(), p.size());
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Put(wo, kMetaKey, w.out), "catalog '" + dir_ + "': writing meta");
+}
+
+Status DiskCatalog::Apply(std::span<const CatalogRecord> puts, std::span<const DiskKey> deletes) {
+  if (puts.empty() && deletes.empty()) return Status::OK();
+  rocksdb::WriteBatch batch;
+  for (const DiskKey& k : deletes) batch.Delete(RecordKey(k));
+  for (const CatalogRecord& r : puts) batch.Put(RecordKey(r.key), EncodeCatalogValue(r));
+  rocksdb::WriteOptions wo;
+  wo.sync = sync_;
+  return FromRocks(db_->Write(wo, &batch), "catalog '" + dir_ + "': write batch");
+}
+
+Status DiskCatalog::ForEach(const std::function<void(const CatalogRecord&)>& fn,
+                            const std::function<void(const std::string& raw_key)>& bad) const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  const std::string prefix(1, kRecordPrefix);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    const std::string_view k(it->key().data(), it->key().size());
+    const std::string_view v(it->value().data(), it->value().size());
+    auto rec = DecodeCatalogRecord(k, v);
+    if (rec) {
+      fn(*rec);
+    } else {
+      bad(std::string(k));
+    }
+  }
+  return FromRocks(it->status(), "catalog '" + dir_ + "': scan");
+}
+
+Status DiskCatalog::DeleteRaw(std::span<const std::string> raw_keys) {
+  if (raw_keys.empty()) return Status::OK();
+  rocksdb::WriteBatch batch;
+  for (const std::string& k : raw_keys) batch.Delete(k);
+  rocksdb::WriteOptions wo;
+  wo.sync = sync_;
+  return FromRocks(db_->Write(wo, &batch), "catalog '" + dir_ + "': deleting bad entries");
+}
+
+}  // namespace cachepawl

@@ -1,0 +1,98 @@
+#include "tiers/disk_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+
+namespace cachepawl {
+
+Status CreateFolder(const std::string& dir) {
+  if (dir.empty()) return Status::InvalidArgument("folder path is empty");
+  std::filesystem::path p(dir);
+  std::filesystem::path partial;
+  for (const auto& part : p) {
+    partial /= part;
+    if (partial.empty() || partial == partial.root_path()) continue;
+    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Status::FromErrno("creating folder '" + partial.string() + "'", errno);
+    }
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno("stat '" + dir + "'", errno);
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument("'" + dir + "' exists and is not a folder");
+  }
+  return Status::OK();
+}
+
+DiskDataFiles::~DiskDataFiles() {
+  for (int fd : fds_) ::close(fd);
+}
+
+StatusOr<std::unique_ptr<DiskDataFiles>> DiskDataFiles::Open(const std::vector<std::string>& dirs,
+                                                             uint64_t bytes_per_file,
+                                                             std::vector<FileReport>* reports) {
+  std::unique_ptr<DiskDataFiles> files(new DiskDataFiles());
+  files->bytes_per_file_ = bytes_per_file;
+  reports->clear();
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    const std::string where = "paths[" + std::to_string(i) + "] '" + dirs[i] + "'";
+    CACHEPAWL_RETURN_IF_ERROR(CreateFolder(dirs[i]).WithContext(where));
+    const std::string path = (std::filesystem::path(dirs[i]) / kDataFileName).string();
+    FileReport report;
+    struct stat st;
+    report.created = ::stat(path.c_str(), &st) != 0;
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      const int err = errno;
+      if (err == EINVAL) {
+        return Status::Unavailable(where +
+                                   ": the file system does not support O_DIRECT (tmpfs? use a "
+                                   "folder on a local disk)");
+      }
+      return Status::FromErrno(where + ": opening data file '" + path + "'", err);
+    }
+    files->fds_.push_back(fd);
+    files->paths_.push_back(path);
+    if (::fstat(fd, &st) != 0) return Status::FromErrno("fstat '" + path + "'", errno);
+    if (!S_ISREG(st.st_mode)) {
+      return Status::InvalidArgument(where + ": '" + path + "' is not a regular file");
+    }
+    report.size_found = static_cast<uint64_t>(st.st_size);
+    if (report.size_found > bytes_per_file &&
+        ::ftruncate(fd, static_cast<off_t>(bytes_per_file)) != 0) {
+      return Status::FromErrno(where + ": truncating '" + path + "'", errno);
+    }
+    if (bytes_per_file > 0) {
+      const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_per_file));
+      if (err == ENOSPC || err == EFBIG) {
+        return Status::NoSpace(where + ": cannot preallocate " + std::to_string(bytes_per_file) +
+                               " bytes for '" + path + "' (" +
+                               (err == ENOSPC ? "ENOSPC" : "EFBIG") +
+                               "): lower capacity_bytes or free the drive");
+      }
+      if (err != 0) return Status::FromErrno(where + ": preallocating '" + path + "'", err);
+    }
+    // Probe that O_DIRECT I/O really works here (some file systems accept the flag at open and
+    // fail every read).
+    void* probe = nullptr;
+    if (::posix_memalign(&probe, 4096, 4096) != 0) return Status::Internal("posix_memalign");
+    const ssize_t got = bytes_per_file >= 4096 ? ::pread(fd, probe, 4096, 0) : 4096;
+    const int probe_err = errno;
+    std::free(probe);
+    if (got < 0) {
+      if (probe_err == EINVAL) {
+        return Status::Unavailable(where + ": the file system rejects O_DIRECT reads");
+      }
+      return Status::FromErrno(where + ": probing '" + path + "'", probe_err);
+    }
+    reports->push_back(report);
+  }
+  return files;
+}
+
+}  // namespace cachepawl

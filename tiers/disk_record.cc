@@ -1,0 +1,212 @@
+#include "tiers/disk_record.h"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
+#include <bit>
+#include <cstdio>
+#include <cstring>
+
+#include "tiers/host_memory.h"
+
+namespace cachepawl {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the disk record format is little-endian; this build assumes a little-endian host");
+
+// Field offsets in the header block.
+constexpr size_t kOffMagic = 0;
+constexpr size_t kOffVersion = 8;
+constexpr size_t kOffKind = 12;
+constexpr size_t kOffHash = 16;
+constexpr size_t kOffParent = 48;
+constexpr size_t kOffDepth = 80;
+constexpr size_t kOffFingerprint = 88;
+constexpr size_t kOffPayloadBytes = 120;
+constexpr size_t kOffRecordBytes = 128;
+constexpr size_t kOffChecksum = 136;
+constexpr size_t kOffHeaderCheck = 144;
+static_assert(kOffHeaderCheck + 8 == kDiskRecordHeaderUsedBytes);
+
+template <typename T>
+void Put(std::byte* base, size_t off, T v) {
+  std::memcpy(base + off, &v, sizeof(T));
+}
+template <typename T>
+T Get(const std::byte* base, size_t off) {
+  T v;
+  std::memcpy(&v, base + off, sizeof(T));
+  return v;
+}
+
+uint64_t ComputeChecksum(const std::byte* record, uint64_t payload_bytes) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, record, kOffChecksum);
+  XXH3_64bits_update(&state, record + kRecordHeaderBytes, payload_bytes);
+  return XXH3_64bits_digest(&state);
+}
+
+std::string Hex8(uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string FingerprintHex(const LayoutFingerprint& f) {
+  PageHash h;
+  h.bytes = f;
+  return h.ToHex();
+}
+
+}  // namespace
+
+bool DiskKey::SameIdentity(const DiskKey& other) const {
+  if (kind != other.kind || hash != other.hash) return false;
+  return kind == Kind::kKV || depth == other.depth;
+}
+
+std::string DiskKey::ToString() const {
+  std::string s(KindName(kind));
+  s += ':';
+  s += hash.ToHex();
+  if (kind == Kind::kMamba) s += '@' + std::to_string(depth);
+  return s;
+}
+
+std::string DiskKeyIdentity(const DiskKey& key) {
+  std::string out;
+  out.reserve(41);
+  out.push_back(static_cast<char>(key.kind));
+  out.append(reinterpret_cast<const char*>(key.hash.bytes.data()), key.hash.bytes.size());
+  if (key.kind == Kind::kMamba) {
+    for (int i = 7; i >= 0; --i) out.push_back(static_cast<char>((key.depth >> (8 * i)) & 0xff));
+  }
+  return out;
+}
+
+std::optional<DiskKey> ParseDiskKeyIdentity(std::string_view bytes) {
+  if (bytes.size() < 33) return std::nullopt;
+  const auto raw_kind = static_cast<uint8_t>(bytes[0]);
+  if (!IsValidKind(raw_kind)) return std::nullopt;
+  DiskKey key;
+  key.kind = static_cast<Kind>(raw_kind);
+  const size_t want = key.kind == Kind::kMamba ? 41 : 33;
+  if (bytes.size() != want) return std::nullopt;
+  std::memcpy(key.hash.bytes.data(), bytes.data() + 1, 32);
+  if (key.kind == Kind::kMamba) {
+    for (size_t i = 0; i < 8; ++i)
+      key.depth = (key.depth << 8) | static_cast<uint8_t>(bytes[33 + i]);
+  }
+  return key;
+}
+
+uint64_t WriteRecordHeader(std::span<std::byte> record, const RecordHeader& h) {
+  std::byte* b = record.data();
+  std::memset(b, 0, kRecordHeaderBytes);
+  std::memcpy(b + kOffMagic, kDiskRecordMagic.data(), kDiskRecordMagic.size());
+  Put<uint32_t>(b, kOffVersion, kDiskFormatVersion);
+  Put<uint8_t>(b, kOffKind, static_cast<uint8_t>(h.kind));
+  std::memcpy(b + kOffHash, h.hash.bytes.data(), 32);
+  std::memcpy(b + kOffParent, h.parent.bytes.data(), 32);
+  Put<uint64_t>(b, kOffDepth, h.depth);
+  std::memcpy(b + kOffFingerprint, h.fingerprint.data(), 32);
+  Put<uint64_t>(b, kOffPayloadBytes, h.payload_bytes);
+  Put<uint64_t>(b, kOffRecordBytes, h.record_bytes);
+  const uint64_t checksum = ComputeChecksum(b, h.payload_bytes);
+  Put<uint64_t>(b, kOffChecksum, checksum);
+  Put<uint64_t>(b, kOffHeaderCheck, XXH3_64bits(b, kOffHeaderCheck));
+  return checksum;
+}
+
+StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> block) {
+  if (block.size() < kDiskRecordHeaderUsedBytes) {
+    return Status::Corruption("record header: " + std::to_string(block.size()) + " bytes (need " +
+                              std::to_string(kDiskRecordHeaderUsedBytes) + ")");
+  }
+  const std::byte* b = block.data();
+  if (std::memcmp(b + kOffMagic, kDiskRecordMagic.data(), kDiskRecordMagic.size()) != 0) {
+    return Status::Corruption("record header: bad magic (not a cachepawl record)");
+  }
+  const auto version = Get<uint32_t>(b, kOffVersion);
+  if (version != kDiskFormatVersion) {
+    return Status::Corruption("record header: format version " + std::to_string(version) +
+                              " (this build reads " + std::to_string(kDiskFormatVersion) + ")");
+  }
+  const auto stored_check = Get<uint64_t>(b, kOffHeaderCheck);
+  const auto check = XXH3_64bits(b, kOffHeaderCheck);
+  if (stored_check != check) {
+    return Status::Corruption("record header: header check " + Hex8(stored_check) +
+                              " != computed " + Hex8(check));
+  }
+  const auto raw_kind = Get<uint8_t>(b, kOffKind);
+  if (!IsValidKind(raw_kind)) {
+    return Status::Corruption("record header: kind " + std::to_string(raw_kind));
+  }
+  RecordHeader h;
+  h.kind = static_cast<Kind>(raw_kind);
+  std::memcpy(h.hash.bytes.data(), b + kOffHash, 32);
+  std::memcpy(h.parent.bytes.data(), b + kOffParent, 32);
+  h.depth = Get<uint64_t>(b, kOffDepth);
+  std::memcpy(h.fingerprint.data(), b + kOffFingerprint, 32);
+  h.payload_bytes = Get<uint64_t>(b, kOffPayloadBytes);
+  h.record_bytes = Get<uint64_t>(b, kOffRecordBytes);
+  h.checksum = Get<uint64_t>(b, kOffChecksum);
+  return h;
+}
+
+Status VerifyRecord(std::span<const std::byte> record, const RecordExpectation& expect,
+                    RecordFault* fault, RecordHeader* out) {
+  *fault = RecordFault::kHeader;
+  if (record.size() < expect.record_bytes || expect.record_bytes < kRecordHeaderBytes ||
+      expect.payload_bytes > expect.record_bytes - kRecordHeaderBytes) {
+    return Status::Corruption("record: buffer of " + std::to_string(record.size()) +
+                              " bytes cannot hold a record of " +
+                              std::to_string(expect.record_bytes));
+  }
+  auto parsed = ParseRecordHeader(record.first(kRecordHeaderBytes));
+  if (!parsed.ok()) return parsed.status();
+  const RecordHeader& h = *parsed;
+  const std::string who = expect.key.ToString();
+  if (h.kind != expect.key.kind) {
+    return Status::Corruption("record " + who + ": kind " + std::string(KindName(h.kind)));
+  }
+  if (h.hash != expect.key.hash) {
+    return Status::Corruption("record " + who + ": page hash " + h.hash.ToHex());
+  }
+  if (h.depth != expect.key.depth) {
+    return Status::Corruption("record " + who + ": depth " + std::to_string(h.depth) +
+                              " (asked for " + std::to_string(expect.key.depth) + ")");
+  }
+  if (expect.parent && h.parent != *expect.parent) {
+    return Status::Corruption("record " + who + ": parent " + h.parent.ToHex() + " (catalog says " +
+                              expect.parent->ToHex() + ")");
+  }
+  if (h.fingerprint != expect.fingerprint) {
+    return Status::Corruption("record " + who + ": layout fingerprint " +
+                              FingerprintHex(h.fingerprint) + " (this store's layout is " +
+                              FingerprintHex(expect.fingerprint) + ")");
+  }
+  if (h.payload_bytes != expect.payload_bytes || h.record_bytes != expect.record_bytes) {
+    return Status::Corruption("record " + who + ": lengths " + std::to_string(h.payload_bytes) +
+                              "/" + std::to_string(h.record_bytes) + " (expected " +
+                              std::to_string(expect.payload_bytes) + "/" +
+                              std::to_string(expect.record_bytes) + ")");
+  }
+  if (expect.checksum && h.checksum != *expect.checksum) {
+    return Status::Corruption("record " + who + ": header checksum " + Hex8(h.checksum) +
+                              " (catalog says " + Hex8(*expect.checksum) + ")");
+  }
+  *fault = RecordFault::kChecksum;
+  const uint64_t computed = ComputeChecksum(record.data(), h.payload_bytes);
+  if (computed != h.checksum) {
+    return Status::Corruption("record " + who + ": checksum " + Hex8(computed) + " != stored " +
+                              Hex8(h.checksum));
+  }
+  *fault = RecordFault::kNone;
+  if (out != nullptr) *out = h;
+  return Status::OK();
+}
+
+}  // namespace cachepawl

@@ -1,0 +1,579 @@
+#include "tiers/disk_tier.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "tiers/host_memory.h"
+
+namespace cachepawl {
+
+struct DiskTier::Entry {
+  DiskRecordInfo info;
+  std::string id;
+  bool committed = false;  // false: its write is pending
+  bool in_map = true;      // false: removed or dropped; extent freed once readers == 0
+  bool extent_freed = false;
+  bool stamp_dirty = false;  // stamp newer than the catalog's copy
+  int readers = 0;           // in-flight reads
+  bool in_lru = false;
+  std::list<Entry*>::iterator lru_it;
+};
+
+struct DiskTier::Ticket {
+  std::shared_ptr<Entry> entry;
+};
+
+namespace {
+
+std::string FingerprintHex(const LayoutFingerprint& f) {
+  PageHash h;
+  h.bytes = f;
+  return h.ToHex();
+}
+
+std::string JoinPaths(const std::vector<std::string>& paths) {
+  std::string out = "[";
+  for (size_t i = 0; i < paths.size(); ++i) out += (i ? ", '" : "'") + paths[i] + "'";
+  return out + "]";
+}
+
+}  // namespace
+
+Status DiskTierOptions::Validate() const {
+  if (paths.empty()) return Status::InvalidArgument("disk.paths: empty (need at least one folder)");
+  if (paths.size() > kMaxDiskFiles) {
+    return Status::InvalidArgument("disk.paths: " + std::to_string(paths.size()) +
+                                   " folders (at most " + std::to_string(kMaxDiskFiles) + ")");
+  }
+  std::set<std::string> seen;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (paths[i].empty()) {
+      return Status::InvalidArgument("disk.paths[" + std::to_string(i) + "]: empty");
+    }
+    const std::string norm = std::filesystem::path(paths[i]).lexically_normal().string();
+    if (!seen.insert(norm).second) {
+      return Status::InvalidArgument("disk.paths[" + std::to_string(i) + "]: '" + paths[i] +
+                                     "' is listed twice");
+    }
+  }
+  if (capacity_bytes == 0) return Status::InvalidArgument("disk.capacity_bytes: 0 (must be > 0)");
+  if (capacity_bytes / paths.size() >= kMaxDiskFileBytes) {
+    return Status::InvalidArgument("disk.capacity_bytes: " + std::to_string(capacity_bytes) +
+                                   " (more than 2^56 bytes per file)");
+  }
+  return Status::OK();
+}
+
+std::vector<std::pair<const char*, uint64_t>> DiskTierStats::Fields() const {
+  return {{"records_kv", records_kv},
+          {"records_mamba", records_mamba},
+          {"bytes_used", bytes_used},
+          {"capacity_bytes", capacity_bytes},
+          {"largest_free_bytes", largest_free_bytes},
+          {"reads", reads},
+          {"read_bytes", read_bytes},
+          {"writes", writes},
+          {"write_bytes", write_bytes},
+          {"writes_existing", writes_existing},
+          {"read_misses", read_misses},
+          {"checksum_failures", checksum_failures},
+          {"header_mismatches", header_mismatches},
+          {"short_reads", short_reads},
+          {"short_writes", short_writes},
+          {"read_io_errors", read_io_errors},
+          {"write_io_errors", write_io_errors},
+          {"no_space", no_space},
+          {"busy", busy},
+          {"catalog_errors", catalog_errors},
+          {"evictions", evictions},
+          {"removes", removes},
+          {"dropped_on_read", dropped_on_read},
+          {"dropped_at_open", dropped_at_open}};
+}
+
+DiskTier::DiskTier(DiskTierOptions options, ModelLayout layout)
+    : options_(std::move(options)), layout_(std::move(layout)) {}
+
+DiskTier::~DiskTier() {
+  Status s = Close();
+  if (!s.ok()) spdlog::warn("disk tier: close: {}", s.ToString());
+}
+
+StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options,
+                                                   const ModelLayout& layout) {
+  CACHEPAWL_RETURN_IF_ERROR(options.Validate());
+  CACHEPAWL_RETURN_IF_ERROR(layout.Validate().WithContext("layout"));
+  std::unique_ptr<DiskTier> tier(new DiskTier(options, layout));
+  DiskTier& t = *tier;
+  t.fingerprint_ = layout.Fingerprint();
+  for (Kind k : {Kind::kKV, Kind::kMamba}) {
+    const int i = static_cast<int>(k);
+    const bool used = k == Kind::kKV ? layout.has_attention() : layout.has_ssm();
+    t.payload_bytes_[i] = used ? layout.RecordBytes(k) : 0;
+    t.record_bytes_[i] = used ? RecordSlotBytes(layout, k) : 0;
+  }
+  const uint64_t n = options.paths.size();
+  const uint64_t per_file = options.capacity_bytes / n / kDirectIoAlignment * kDirectIoAlignment;
+  const uint64_t largest = std::max(t.record_bytes_[0], t.record_bytes_[1]);
+  if (per_file < largest) {
+    return Status::InvalidArgument(
+        "disk.capacity_bytes: " + std::to_string(options.capacity_bytes) + " gives " +
+        std::to_string(per_file) + " bytes per data file, less than one record of " +
+        std::to_string(largest) + " bytes (" + std::to_string(n) + " paths)");
+  }
+  if (largest > (1ull << 40)) {
+    return Status::InvalidArgument("layout: records of " + std::to_string(largest) +
+                                   " bytes exceed the disk tier's 1 TiB record limit");
+  }
+
+  // The catalog first: a mismatch must be reported before anything on disk is touched.
+  std::string catalog_dir = options.catalog_dir;
+  if (catalog_dir.empty()) {
+    catalog_dir = (std::filesystem::path(options.paths[0]) / "catalog").string();
+  }
+  CACHEPAWL_RETURN_IF_ERROR(CreateFolder(std::filesystem::path(catalog_dir).parent_path().string())
+                                .WithContext("disk.catalog_dir"));
+  auto catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog);
+  if (!catalog.ok()) {
+    if (!options.wipe_unreadable_catalog) {
+      return catalog.status().WithContext("disk tier (set wipe_unreadable_catalog to start empty)");
+    }
+    spdlog::warn("disk tier: {}; wiping it", catalog.status().ToString());
+    CACHEPAWL_RETURN_IF_ERROR(DiskCatalog::Destroy(catalog_dir));
+    std::error_code ec;
+    std::filesystem::remove_all(catalog_dir, ec);
+    catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog);
+    if (!catalog.ok()) return catalog.status();
+  }
+  t.catalog_ = std::move(catalog).value();
+
+  auto meta = t.catalog_->ReadMeta();
+  bool fresh = false;
+  if (!meta.ok() && !options.wipe_on_mismatch) {
+    return meta.status().WithContext("disk tier (set wipe_on_mismatch to start empty)");
+  }
+  if (meta.ok() && !meta->has_value()) fresh = true;
+  if (!fresh) {
+    std::string why;
+    if (!meta.ok()) {
+      why = meta.status().ToString();
+    } else {
+      const CatalogMeta& m = **meta;
+      if (m.format_version != kDiskFormatVersion) {
+        why = "catalog '" + catalog_dir + "' has disk format version " +
+              std::to_string(m.format_version) + ", this build writes " +
+              std::to_string(kDiskFormatVersion);
+      } else if (m.fingerprint != t.fingerprint_) {
+        why = "catalog '" + catalog_dir + "' was written for layout fingerprint " +
+              FingerprintHex(m.fingerprint) + ", this store's layout (" + layout.model +
+              ") has fingerprint " + FingerprintHex(t.fingerprint_);
+      } else if (m.paths != options.paths) {
+        why = "catalog '" + catalog_dir + "' was written for disk.paths " + JoinPaths(m.paths) +
+              ", now " + JoinPaths(options.paths);
+      }
+    }
+    if (!why.empty()) {
+      if (!options.wipe_on_mismatch) {
+        return Status::Incompatible(why + " (set wipe_on_mismatch to start empty)");
+      }
+      spdlog::warn("disk tier: {}; wiping", why);
+      t.catalog_.reset();
+      CACHEPAWL_RETURN_IF_ERROR(DiskCatalog::Destroy(catalog_dir));
+      CACHEPAWL_ASSIGN_OR_RETURN(t.catalog_, DiskCatalog::Open(catalog_dir, options.sync_catalog));
+      fresh = true;
+    }
+  }
+
+  std::vector<DiskDataFiles::FileReport> reports;
+  CACHEPAWL_ASSIGN_OR_RETURN(t.files_, DiskDataFiles::Open(options.paths, per_file, &reports));
+  t.allocator_ = std::make_unique<ExtentAllocator>(std::vector<uint64_t>(n, per_file));
+  if (fresh) {
+    CatalogMeta m;
+    m.fingerprint = t.fingerprint_;
+    m.paths = options.paths;
+    CACHEPAWL_RETURN_IF_ERROR(t.catalog_->WriteMeta(m));
+  }
+  CACHEPAWL_RETURN_IF_ERROR(t.Recover(reports));
+  return tier;
+}
+
+Status DiskTier::Recover(const std::vector<DiskDataFiles::FileReport>& reports) {
+  std::vector<CatalogRecord> good;
+  std::vector<DiskKey> drop;
+  std::vector<std::string> bad_raw;
+  CACHEPAWL_RETURN_IF_ERROR(catalog_->ForEach(
+      [&](const CatalogRecord& r) {
+        const int k = static_cast<int>(r.key.kind);
+        const bool ok = r.fingerprint == fingerprint_ && record_bytes_[k] != 0 &&
+                        r.extent.bytes == record_bytes_[k] && r.extent.file < reports.size() &&
+                        !reports[r.extent.file].created &&
+                        r.extent.end() <= reports[r.extent.file].size_found &&
+                        r.extent.end() <= files_->bytes_per_file() &&
+                        allocator_->Reserve(r.extent).ok();
+        if (ok) {
+          good.push_back(r);
+        } else {
+          drop.push_back(r.key);
+        }
+      },
+      [&](const std::string& raw) { bad_raw.push_back(raw); }));
+  if (!drop.empty() || !bad_raw.empty()) {
+    spdlog::warn("disk tier: recovery drops {} catalog entries ({} undecodable)",
+                 drop.size() + bad_raw.size(), bad_raw.size());
+    CACHEPAWL_RETURN_IF_ERROR(catalog_->Apply({}, drop));
+    CACHEPAWL_RETURN_IF_ERROR(catalog_->DeleteRaw(bad_raw));
+    dropped_at_open_ = drop.size() + bad_raw.size();
+  }
+  std::sort(good.begin(), good.end(),
+            [](const CatalogRecord& a, const CatalogRecord& b) { return a.stamp < b.stamp; });
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const CatalogRecord& r : good) {
+    auto e = std::make_shared<Entry>();
+    e->info = DiskRecordInfo{r.key, r.parent, r.extent, r.checksum, r.stamp};
+    e->id = DiskKeyIdentity(r.key);
+    e->committed = true;
+    auto& list = lru_[static_cast<int>(r.key.kind)];
+    e->lru_it = list.insert(list.end(), e.get());
+    e->in_lru = true;
+    clock_ = std::max(clock_, r.stamp);
+    map_.emplace(e->id, std::move(e));
+  }
+  return Status::OK();
+}
+
+std::optional<DiskExtent> DiskTier::AllocateLocked(uint64_t bytes, std::vector<DiskKey>* evicted,
+                                                   Status* error) {
+  if (auto e = allocator_->Allocate(bytes)) return e;
+  auto full = [&] {
+    return Status::NoSpace(
+        "disk tier full: " + std::to_string(allocator_->used_bytes()) + " of " +
+        std::to_string(allocator_->capacity_bytes()) + " bytes used, largest free range " +
+        std::to_string(allocator_->LargestFree()) + " < " + std::to_string(bytes) + " needed" +
+        (options_.evict_when_full ? " (the rest is in flight)" : ""));
+  };
+  if (!options_.evict_when_full) {
+    *error = full();
+    return std::nullopt;
+  }
+  // Evict least recently used unpinned records, Mamba states first, until a range fits. Their
+  // extents are freed in the allocator now, but nothing is allocated from them before the
+  // catalog batch deleting their records returns OK (invariant 4).
+  std::vector<std::shared_ptr<Entry>> victims;
+  while (allocator_->LargestFree() < bytes) {
+    Entry* victim = nullptr;
+    for (Kind k : {Kind::kMamba, Kind::kKV}) {
+      for (Entry* e : lru_[static_cast<int>(k)]) {
+        if (e->readers == 0) {
+          victim = e;
+          break;
+        }
+      }
+      if (victim != nullptr) break;
+    }
+    if (victim == nullptr) break;
+    lru_[static_cast<int>(victim->info.key.kind)].erase(victim->lru_it);
+    victim->in_lru = false;
+    auto it = map_.find(victim->id);
+    victims.push_back(it->second);
+    map_.erase(it);
+    allocator_->Free(victim->info.extent);
+  }
+  auto undo = [&] {
+    for (auto it = victims.rbegin(); it != victims.rend(); ++it) {
+      Entry* v = it->get();
+      Status s = allocator_->Reserve(v->info.extent);
+      (void)s;  // cannot fail: nothing was allocated since the extent was freed
+      auto& list = lru_[static_cast<int>(v->info.key.kind)];
+      v->lru_it = list.insert(list.begin(), v);
+      v->in_lru = true;
+      map_.emplace(v->id, *it);
+    }
+  };
+  if (allocator_->LargestFree() < bytes) {
+    undo();
+    *error = full();
+    return std::nullopt;
+  }
+  std::vector<DiskKey> keys;
+  for (const auto& v : victims) keys.push_back(v->info.key);
+  Status s = catalog_->Apply({}, keys);
+  if (!s.ok()) {
+    undo();
+    Count(Counter::kCatalogErrors);
+    *error = s;
+    return std::nullopt;
+  }
+  for (const auto& v : victims) {
+    v->in_map = false;
+    v->extent_freed = true;
+  }
+  evictions_ += victims.size();
+  evicted->insert(evicted->end(), keys.begin(), keys.end());
+  return allocator_->Allocate(bytes);
+}
+
+StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const PageHash& parent,
+                                                   std::vector<DiskKey>* evicted) {
+  const uint64_t bytes = record_bytes(key.kind);
+  if (bytes == 0) {
+    return Status::InvalidArgument("key " + key.ToString() + ": the layout has no " +
+                                   std::string(KindName(key.kind)) + " records");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return Status::FailedPrecondition("disk tier is closed");
+  const std::string id = DiskKeyIdentity(key);
+  auto it = map_.find(id);
+  if (it != map_.end()) {
+    if (!it->second->committed) {
+      Count(Counter::kBusy);
+      return Status::Busy("disk record " + key.ToString() + ": a write of it is in flight");
+    }
+    WritePlan plan;
+    plan.existing = true;
+    plan.extent = it->second->info.extent;
+    return plan;
+  }
+  Status error;
+  std::optional<DiskExtent> extent = AllocateLocked(bytes, evicted, &error);
+  if (!extent) {
+    if (error.IsNoSpace()) Count(Counter::kNoSpace);
+    return error;
+  }
+  auto e = std::make_shared<Entry>();
+  e->info.key = key;
+  e->info.parent = parent;
+  e->info.extent = *extent;
+  e->id = id;
+  map_.emplace(id, e);
+  WritePlan plan;
+  plan.ticket = std::make_shared<Ticket>(Ticket{std::move(e)});
+  plan.extent = *extent;
+  return plan;
+}
+
+Status DiskTier::CommitWrites(std::span<const TicketPtr> tickets,
+                              std::span<const uint64_t> checksums) {
+  if (tickets.empty()) return Status::OK();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CatalogRecord> puts;
+  puts.reserve(tickets.size());
+  Status s = closed_ ? Status::FailedPrecondition("disk tier is closed") : Status::OK();
+  if (s.ok()) {
+    for (size_t i = 0; i < tickets.size(); ++i) {
+      const Entry& e = *tickets[i]->entry;
+      CatalogRecord r;
+      r.key = e.info.key;
+      r.parent = e.info.parent;
+      r.extent = e.info.extent;
+      r.checksum = checksums[i];
+      r.fingerprint = fingerprint_;
+      r.stamp = clock_ + 1 + i;
+      puts.push_back(r);
+    }
+    s = catalog_->Apply(puts, {});
+  }
+  if (!s.ok()) {
+    Count(Counter::kCatalogErrors);
+    for (const TicketPtr& t : tickets) {
+      map_.erase(t->entry->id);
+      ReleaseExtentLocked(*t->entry);
+    }
+    return s;
+  }
+  for (size_t i = 0; i < tickets.size(); ++i) {
+    Entry* e = tickets[i]->entry.get();
+    e->committed = true;
+    e->info.checksum = checksums[i];
+    e->info.stamp = puts[i].stamp;
+    auto& list = lru_[static_cast<int>(e->info.key.kind)];
+    e->lru_it = list.insert(list.end(), e);
+    e->in_lru = true;
+  }
+  clock_ += tickets.size();
+  return Status::OK();
+}
+
+void DiskTier::ReleaseExtentLocked(Entry& e) {
+  e.in_map = false;
+  if (!e.extent_freed && e.readers == 0) {
+    allocator_->Free(e.info.extent);
+    e.extent_freed = true;
+  }
+}
+
+void DiskTier::AbortWrite(const TicketPtr& ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = *ticket->entry;
+  if (e.committed || !e.in_map) return;
+  map_.erase(e.id);
+  ReleaseExtentLocked(e);
+}
+
+StatusOr<std::pair<DiskTier::TicketPtr, DiskRecordInfo>> DiskTier::BeginRead(const DiskKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return Status::FailedPrecondition("disk tier is closed");
+  auto it = map_.find(DiskKeyIdentity(key));
+  if (it == map_.end() || !it->second->committed) {
+    return Status::NotFound("disk record " + key.ToString() + " is not on disk");
+  }
+  Entry& e = *it->second;
+  if (key.kind == Kind::kKV && key.depth != 0 && key.depth != e.info.key.depth) {
+    return Status::NotFound("disk record " + key.ToString() + ": asked at depth " +
+                            std::to_string(key.depth) + ", the record is at depth " +
+                            std::to_string(e.info.key.depth));
+  }
+  ++e.readers;
+  return std::make_pair(std::make_shared<Ticket>(Ticket{it->second}), e.info);
+}
+
+void DiskTier::DropLocked(const std::shared_ptr<Entry>& e) {
+  if (!e->in_map) return;
+  if (e->in_lru) {
+    lru_[static_cast<int>(e->info.key.kind)].erase(e->lru_it);
+    e->in_lru = false;
+  }
+  map_.erase(e->id);
+  const DiskKey key = e->info.key;
+  Status s = catalog_ ? catalog_->Apply({}, std::span<const DiskKey>(&key, 1))
+                      : Status::FailedPrecondition("closed");
+  if (!s.ok()) {
+    // The catalog still names the extent: never reuse it (a restart re-verifies the record).
+    Count(Counter::kCatalogErrors);
+    e->in_map = false;
+    e->extent_freed = true;
+    spdlog::warn("disk tier: dropping {}: {}", key.ToString(), s.ToString());
+    return;
+  }
+  ReleaseExtentLocked(*e);
+}
+
+void DiskTier::EndRead(const TicketPtr& ticket, bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::shared_ptr<Entry>& e = ticket->entry;
+  --e->readers;
+  if (ok) {
+    if (e->in_lru) {
+      auto& list = lru_[static_cast<int>(e->info.key.kind)];
+      list.splice(list.end(), list, e->lru_it);
+      e->info.stamp = ++clock_;
+      e->stamp_dirty = true;
+    }
+  } else if (e->in_map) {
+    ++dropped_on_read_;
+    DropLocked(e);
+  }
+  if (!e->in_map) ReleaseExtentLocked(*e);
+}
+
+std::optional<DiskRecordInfo> DiskTier::Lookup(const DiskKey& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = map_.find(DiskKeyIdentity(key));
+  if (it == map_.end() || !it->second->committed) return std::nullopt;
+  return it->second->info;
+}
+
+Status DiskTier::Remove(const DiskKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return Status::FailedPrecondition("disk tier is closed");
+  auto it = map_.find(DiskKeyIdentity(key));
+  if (it == map_.end())
+    return Status::NotFound("disk record " + key.ToString() + " is not on disk");
+  const std::shared_ptr<Entry> e = it->second;
+  if (!e->committed || e->readers > 0) {
+    Count(Counter::kBusy);
+    return Status::Busy("disk record " + key.ToString() + " is in flight");
+  }
+  lru_[static_cast<int>(e->info.key.kind)].erase(e->lru_it);
+  e->in_lru = false;
+  Status s = catalog_->Apply({}, std::span<const DiskKey>(&e->info.key, 1));
+  if (!s.ok()) {
+    Count(Counter::kCatalogErrors);
+    auto& list = lru_[static_cast<int>(e->info.key.kind)];
+    e->lru_it = list.insert(list.begin(), e.get());
+    e->in_lru = true;
+    return s;
+  }
+  map_.erase(it);
+  ReleaseExtentLocked(*e);
+  ++removes_;
+  return Status::OK();
+}
+
+std::vector<DiskKey> DiskTier::LruOrder(Kind kind, size_t max) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<DiskKey> out;
+  for (const Entry* e : lru_[static_cast<int>(kind)]) {
+    if (out.size() >= max) break;
+    if (e->readers == 0) out.push_back(e->info.key);
+  }
+  return out;
+}
+
+void DiskTier::ForEachRecord(const std::function<void(const DiskRecordInfo&)>& fn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, e] : map_) {
+    if (e->committed) fn(e->info);
+  }
+}
+
+DiskTierStats DiskTier::stats() const {
+  DiskTierStats s;
+  auto c = [&](Counter x) { return counters_[static_cast<size_t>(x)].load(); };
+  s.reads = c(Counter::kReads);
+  s.read_bytes = c(Counter::kReadBytes);
+  s.writes = c(Counter::kWrites);
+  s.write_bytes = c(Counter::kWriteBytes);
+  s.writes_existing = c(Counter::kWritesExisting);
+  s.read_misses = c(Counter::kReadMisses);
+  s.checksum_failures = c(Counter::kChecksumFailures);
+  s.header_mismatches = c(Counter::kHeaderMismatches);
+  s.short_reads = c(Counter::kShortReads);
+  s.short_writes = c(Counter::kShortWrites);
+  s.read_io_errors = c(Counter::kReadIoErrors);
+  s.write_io_errors = c(Counter::kWriteIoErrors);
+  s.no_space = c(Counter::kNoSpace);
+  s.busy = c(Counter::kBusy);
+  s.catalog_errors = c(Counter::kCatalogErrors);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, e] : map_) {
+    if (!e->committed) continue;
+    (e->info.key.kind == Kind::kKV ? s.records_kv : s.records_mamba)++;
+  }
+  if (allocator_) {
+    s.bytes_used = allocator_->used_bytes();
+    s.capacity_bytes = allocator_->capacity_bytes();
+    s.largest_free_bytes = allocator_->LargestFree();
+  }
+  s.evictions = evictions_;
+  s.removes = removes_;
+  s.dropped_on_read = dropped_on_read_;
+  s.dropped_at_open = dropped_at_open_;
+  return s;
+}
+
+Status DiskTier::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return Status::OK();
+  closed_ = true;
+  if (!catalog_) return Status::OK();
+  std::vector<CatalogRecord> puts;
+  for (const auto& [id, e] : map_) {
+    if (!e->committed || !e->stamp_dirty) continue;
+    CatalogRecord r;
+    r.key = e->info.key;
+    r.parent = e->info.parent;
+    r.extent = e->info.extent;
+    r.checksum = e->info.checksum;
+    r.fingerprint = fingerprint_;
+    r.stamp = e->info.stamp;
+    puts.push_back(r);
+  }
+  Status s = catalog_->Apply(puts, {});
+  catalog_.reset();
+  return s;
+}
+
+}  // namespace cachepawl

@@ -1,0 +1,229 @@
+// DiskTier: the bookkeeping of the store's NVMe tier (L3): data files, extents, the RocksDB
+// catalog, LRU order, pins, and counters. It moves no data itself: transfer/io_uring_disk.h
+// (DiskEngine) reads and writes records through io_uring and drives this object:
+//
+//   write:  BeginWrite (reserve an extent) -> data write -> CommitWrites (catalog put) or
+//           AbortWrite (extent back to free space)
+//   read:   BeginRead (pin the record) -> data read -> verify -> EndRead (unpin; on a failed
+//           verification the record is dropped from the catalog)
+//
+// Invariants kept here: a record is in the catalog only after its data write completed
+// (CommitWrites is called after); an extent is reused only after the catalog batch deleting
+// the record that named it returned OK; a record pinned by an in-flight read or a pending
+// write is never evicted, removed or overwritten (Remove answers Busy).
+//
+// Open rebuilds everything from the catalog (extents, LRU order from the stored access stamps)
+// and exposes every record through ForEachRecord so the Store can rebuild its prefix index.
+//
+// Thread safety: every method may be called from any thread; one internal mutex. Callbacks
+// (ForEachRecord) run under it and must not call back into the tier.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "index/page_hash.h"
+#include "store/model_layout.h"
+#include "store/status.h"
+#include "tiers/disk_catalog.h"
+#include "tiers/disk_extent_allocator.h"
+#include "tiers/disk_files.h"
+#include "tiers/disk_record.h"
+
+namespace cachepawl {
+
+struct DiskTierOptions {
+  // Folders holding one data file each; records are striped across them (one folder per drive).
+  // Created (0700) when missing. Must be non-empty, without duplicates.
+  std::vector<std::string> paths;
+  // The byte budget of the tier, for both kinds together, split evenly over the files and
+  // preallocated. Each file's share must hold at least one record of the larger kind.
+  uint64_t capacity_bytes = 0;
+  // Where the RocksDB catalog lives; empty means "<paths[0]>/catalog".
+  std::string catalog_dir;
+  // When the catalog was made for another layout (fingerprint), format version or set of
+  // paths: false -> Open fails with Incompatible naming both; true -> start empty.
+  bool wipe_on_mismatch = false;
+  // When the catalog cannot be opened (damaged files): false -> Open fails naming the reason;
+  // true -> delete it and start empty.
+  bool wipe_unreadable_catalog = false;
+  // fsync the catalog's log on every commit (survive power loss, not only process death).
+  bool sync_catalog = false;
+  // When no extent is free for a write: true -> evict least recently used unpinned records
+  // (Mamba states first, then KV pages) and report them; false -> the write fails NoSpace.
+  bool evict_when_full = true;
+
+  // OK, or InvalidArgument naming the field and value at fault.
+  Status Validate() const;
+};
+
+// What the tier knows of one record.
+struct DiskRecordInfo {
+  DiskKey key;        // depth set for both kinds
+  PageHash parent;    // zero for the first page of a chain
+  DiskExtent extent;  // extent.Id() is the record's Disk TierSlot
+  uint64_t checksum = 0;
+  uint64_t stamp = 0;  // access order: higher is more recent
+};
+
+// Counters: every error path has one. Snapshot with DiskTier::stats().
+struct DiskTierStats {
+  uint64_t records_kv = 0;
+  uint64_t records_mamba = 0;
+  uint64_t bytes_used = 0;
+  uint64_t capacity_bytes = 0;
+  uint64_t largest_free_bytes = 0;
+  // I/O (counted by the engine that moves the data).
+  uint64_t reads = 0;  // records read and verified
+  uint64_t read_bytes = 0;
+  uint64_t writes = 0;  // records written and committed
+  uint64_t write_bytes = 0;
+  uint64_t writes_existing = 0;  // write asked for a key already on disk: nothing written
+  uint64_t read_misses = 0;      // read asked for a key not on disk (NotFound)
+  uint64_t checksum_failures = 0;
+  uint64_t header_mismatches = 0;
+  uint64_t short_reads = 0;
+  uint64_t short_writes = 0;
+  uint64_t read_io_errors = 0;
+  uint64_t write_io_errors = 0;
+  uint64_t no_space = 0;  // writes refused: no extent (ENOSPC from the drive included)
+  uint64_t busy = 0;      // writes or removes refused: the record is in flight
+  uint64_t catalog_errors = 0;
+  // Bookkeeping.
+  uint64_t evictions = 0;
+  uint64_t removes = 0;
+  uint64_t dropped_on_read = 0;  // records dropped because a read failed or did not verify
+  uint64_t dropped_at_open = 0;  // catalog entries dropped by recovery (bad, out of range...)
+
+  // name -> value, in declaration order (for tools and JSON).
+  std::vector<std::pair<const char*, uint64_t>> Fields() const;
+};
+
+class DiskTier {
+ public:
+  // Opens or creates the tier for `layout` (which must Validate()). Errors: InvalidArgument
+  // (options or layout), Incompatible (catalog made for another layout/format/paths and
+  // !wipe_on_mismatch; the message names both fingerprints), the catalog's error (unreadable
+  // and !wipe_unreadable_catalog), Unavailable (no O_DIRECT), NoSpace (cannot preallocate).
+  static StatusOr<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options,
+                                                  const ModelLayout& layout);
+  ~DiskTier();
+  DiskTier(const DiskTier&) = delete;
+  DiskTier& operator=(const DiskTier&) = delete;
+
+  // ---- The write protocol (used by the engine) -------------------------------------------
+
+  struct Ticket;  // one record in flight (opaque)
+  using TicketPtr = std::shared_ptr<Ticket>;
+
+  // What BeginWrite decided.
+  struct WritePlan {
+    TicketPtr ticket;       // null when nothing must be written (`existing` is set)
+    DiskExtent extent;      // where to write (or where the existing record lies)
+    bool existing = false;  // the key is on disk already
+  };
+  // Reserves an extent for `key`. Existing key: `existing`, nothing to write. Errors: Busy (a
+  // write of the key is in flight), NoSpace (no extent even after eviction, or eviction off),
+  // IOError (catalog), FailedPrecondition (closed). Keys evicted to make room are appended
+  // to `*evicted` (they are gone from the catalog when this returns).
+  StatusOr<WritePlan> BeginWrite(const DiskKey& key, const PageHash& parent,
+                                 std::vector<DiskKey>* evicted);
+  // Publishes written records: one catalog batch. `checksums[i]` is the checksum written in
+  // the header of tickets[i]. On error none is published and every ticket is aborted.
+  Status CommitWrites(std::span<const TicketPtr> tickets, std::span<const uint64_t> checksums);
+  // The write failed: the extent goes back to free space.
+  void AbortWrite(const TicketPtr& ticket);
+
+  // ---- The read protocol ------------------------------------------------------------------
+
+  // Pins `key`'s record for a read. NotFound when it is not on disk (or its write is pending).
+  StatusOr<std::pair<TicketPtr, DiskRecordInfo>> BeginRead(const DiskKey& key);
+  // Unpins. `ok`: the record verified (it becomes most recently used); otherwise it is dropped
+  // from the catalog (its extent freed once no other read pins it).
+  void EndRead(const TicketPtr& ticket, bool ok);
+
+  // ---- Queries and maintenance -------------------------------------------------------------
+
+  std::optional<DiskRecordInfo> Lookup(const DiskKey& key) const;
+  bool Contains(const DiskKey& key) const { return Lookup(key).has_value(); }
+  // Deletes the record. NotFound when absent, Busy while a read or write of it is in flight.
+  Status Remove(const DiskKey& key);
+  // Up to `max` unpinned records of `kind`, least recently used first (eviction candidates).
+  std::vector<DiskKey> LruOrder(Kind kind, size_t max) const;
+  // Every committed record (order unspecified). `fn` must not call into the tier.
+  void ForEachRecord(const std::function<void(const DiskRecordInfo&)>& fn) const;
+
+  DiskTierStats stats() const;
+  const ModelLayout& layout() const { return layout_; }
+  const DiskTierOptions& options() const { return options_; }
+  const DiskDataFiles& files() const { return *files_; }
+  uint64_t record_bytes(Kind kind) const { return record_bytes_[static_cast<int>(kind)]; }
+  uint64_t payload_bytes(Kind kind) const { return payload_bytes_[static_cast<int>(kind)]; }
+  const LayoutFingerprint& fingerprint() const { return fingerprint_; }
+
+  // Counters bumped by the engine (thread-safe).
+  enum class Counter {
+    kReads,
+    kReadBytes,
+    kWrites,
+    kWriteBytes,
+    kWritesExisting,
+    kReadMisses,
+    kChecksumFailures,
+    kHeaderMismatches,
+    kShortReads,
+    kShortWrites,
+    kReadIoErrors,
+    kWriteIoErrors,
+    kNoSpace,
+    kBusy,
+    kCatalogErrors,
+    kNumCounters
+  };
+  void Count(Counter c, uint64_t n = 1) {
+    counters_[static_cast<size_t>(c)].fetch_add(n, std::memory_order_relaxed);
+  }
+
+  // Persists access stamps and closes the catalog. Later calls fail FailedPrecondition.
+  // The caller must have finished every ticket. Idempotent.
+  Status Close();
+
+ private:
+  struct Entry;
+  DiskTier(DiskTierOptions options, ModelLayout layout);
+  Status Recover(const std::vector<DiskDataFiles::FileReport>& reports);
+  std::optional<DiskExtent> AllocateLocked(uint64_t bytes, std::vector<DiskKey>* evicted,
+                                           Status* error);
+  void DropLocked(const std::shared_ptr<Entry>& e);
+  void ReleaseExtentLocked(Entry& e);
+
+  const DiskTierOptions options_;
+  const ModelLayout layout_;
+  LayoutFingerprint fingerprint_{};
+  std::array<uint64_t, kNumKinds> record_bytes_{};
+  std::array<uint64_t, kNumKinds> payload_bytes_{};
+  std::unique_ptr<DiskDataFiles> files_;
+  std::unique_ptr<DiskCatalog> catalog_;
+
+  mutable std::mutex mu_;
+  bool closed_ = false;                                          // guarded by mu_
+  std::unique_ptr<ExtentAllocator> allocator_;                   // guarded by mu_
+  std::unordered_map<std::string, std::shared_ptr<Entry>> map_;  // guarded by mu_
+  std::array<std::list<Entry*>, kNumKinds> lru_;                 // guarded by mu_ (front: oldest)
+  uint64_t clock_ = 0;                                           // guarded by mu_
+  uint64_t evictions_ = 0, removes_ = 0, dropped_on_read_ = 0, dropped_at_open_ = 0;  // mu_
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(Counter::kNumCounters)> counters_{};
+};
+
+}  // namespace cachepawl

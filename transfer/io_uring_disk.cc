@@ -1,0 +1,391 @@
+#include "transfer/io_uring_disk.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "tiers/disk_record.h"
+#include "transfer/io_uring_ring.h"
+
+namespace cachepawl {
+
+// One I/O request of a record (records above kMaxBlockIoBytes take several).
+struct DiskEngine::Piece {
+  RecordIo* record = nullptr;
+  uint32_t len = 0;
+};
+
+// One record of a batch with I/O in flight.
+struct DiskEngine::RecordIo {
+  OpState* op = nullptr;
+  size_t index = 0;  // into the batch
+  DiskTier::TicketPtr ticket;
+  DiskRecordInfo info;  // reads: what the catalog says; writes: key, parent, extent
+  HostSlotId slot = 0;
+  std::byte* data = nullptr;
+  uint64_t bytes = 0;
+  uint64_t checksum = 0;  // writes
+  uint32_t pieces_left = 0;
+  int64_t error = 0;   // first negative result
+  uint64_t moved = 0;  // bytes moved by all pieces
+};
+
+struct DiskEngine::OpState {
+  Direction direction = Direction::kWriteBack;
+  FenceCompleter completer;
+  std::shared_ptr<DiskBatchResult> result = std::make_shared<DiskBatchResult>();
+  std::vector<RecordIo> records;  // sized before any I/O: stable addresses
+  std::vector<Piece> pieces;
+  // Records still in flight, plus one held by the submitting thread until it is done.
+  std::atomic<size_t> remaining{1};
+};
+
+namespace {
+
+Status ErrnoStatus(const char* what, const DiskKey& key, int64_t result) {
+  const int err = static_cast<int>(-result);
+  if (err == ECANCELED) {
+    return Status::Aborted(std::string(what) + " of " + key.ToString() +
+                           " cancelled: the disk tier is closing");
+  }
+  if (err == ENOSPC) {
+    return Status::NoSpace(std::string(what) + " of " + key.ToString() +
+                           ": the drive is full (ENOSPC)");
+  }
+  return Status::FromErrno(std::string(what) + " of " + key.ToString(), err);
+}
+
+}  // namespace
+
+Status DiskEngineOptions::Validate() const {
+  CACHEPAWL_RETURN_IF_ERROR(tier.Validate());
+  IoUringOptions ring;
+  ring.queue_depth = queue_depth;
+  return ring.Validate().WithContext("disk");
+}
+
+DiskEngine::DiskEngine(HostMemory* host) : host_(host) {}
+
+DiskEngine::~DiskEngine() {
+  Status s = Close();
+  if (!s.ok()) spdlog::warn("disk engine: close: {}", s.ToString());
+}
+
+StatusOr<std::unique_ptr<DiskEngine>> DiskEngine::Open(const DiskEngineOptions& options,
+                                                       const ModelLayout& layout,
+                                                       HostMemory* host) {
+  if (host == nullptr)
+    return Status::InvalidArgument("host: null (the disk tier needs host memory)");
+  CACHEPAWL_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<DiskEngine> engine(new DiskEngine(host));
+  CACHEPAWL_ASSIGN_OR_RETURN(engine->tier_, DiskTier::Open(options.tier, layout));
+  IoUringOptions ring_options;
+  ring_options.queue_depth = options.queue_depth;
+  CACHEPAWL_ASSIGN_OR_RETURN(auto ring, IoUringRing::Open(ring_options));
+  std::unique_ptr<BlockIo> io = std::move(ring);
+  if (options.wrap_block_io) io = options.wrap_block_io(std::move(io));
+  if (!io) return Status::InvalidArgument("disk.wrap_block_io returned null");
+  engine->io_ = std::move(io);
+  DiskEngine* self = engine.get();
+  engine->io_->SetCompletionHandler(
+      [self](std::span<const BlockIoCompletion> c) { self->OnCompletions(c); });
+  if (options.register_buffers) {
+    const auto regions = host->Regions();
+    Status s = engine->io_->RegisterBuffers(regions);
+    if (!s.ok()) {
+      spdlog::warn(
+          "disk engine: host memory not registered with io_uring ({}); using plain "
+          "reads and writes",
+          s.ToString());
+    }
+  }
+  return engine;
+}
+
+DiskOp DiskEngine::ClosedOp(size_t n) {
+  auto result = std::make_shared<DiskBatchResult>();
+  const Status s = Status::FailedPrecondition("disk tier is closed");
+  result->records.assign(n, DiskRecordResult{s, 0, false});
+  result->failed = n;
+  return DiskOp{Fence::Completed(n == 0 ? Status::OK() : s), result};
+}
+
+template <typename Item>
+DiskEngine::OpState* DiskEngine::NewOp(Direction direction, std::span<const Item> items) {
+  auto* op = new OpState();
+  op->direction = direction;
+  op->result->records.resize(items.size());
+  op->records.resize(items.size());
+  // One piece per kMaxBlockIoBytes of each record, reserved up front: stable addresses.
+  size_t max_pieces = 0;
+  for (const Item& item : items) {
+    max_pieces += (tier_->record_bytes(item.key.kind) + kMaxBlockIoBytes - 1) / kMaxBlockIoBytes;
+  }
+  op->pieces.reserve(max_pieces);
+  return op;
+}
+
+Status DiskEngine::CheckSlot(const char* field, size_t i, Kind kind, HostSlotId slot,
+                             std::byte** data) {
+  const uint64_t bytes = tier_->record_bytes(kind);
+  const std::string where =
+      std::string(field) + "[" + std::to_string(i) + "].slot " + std::to_string(slot);
+  if (bytes == 0 || host_->SlotBytes(slot) != bytes) {
+    return Status::InvalidArgument(where + ": a host slot of " +
+                                   std::to_string(host_->SlotBytes(slot)) +
+                                   " bytes cannot hold a " + std::string(KindName(kind)) +
+                                   " record of " + std::to_string(bytes) + " bytes");
+  }
+  *data = host_->SlotData(slot);
+  if (reinterpret_cast<uintptr_t>(*data) % kDirectIoAlignment != 0) {
+    return Status::InvalidArgument(where + ": not 4 KiB-aligned");
+  }
+  return Status::OK();
+}
+
+DiskEngine::RecordIo& DiskEngine::StartRecord(OpState* op, size_t i, DiskTier::TicketPtr ticket,
+                                              const DiskRecordInfo& info, HostSlotId slot,
+                                              std::byte* data) {
+  RecordIo& r = op->records[i];
+  r.op = op;
+  r.index = i;
+  r.ticket = std::move(ticket);
+  r.info = info;
+  r.slot = slot;
+  r.data = data;
+  r.bytes = tier_->record_bytes(info.key.kind);
+  return r;
+}
+
+void DiskEngine::AddRequests(OpState* op, RecordIo& r, BlockIoOp kind,
+                             std::vector<BlockIoRequest>* requests) {
+  op->remaining.fetch_add(1, std::memory_order_relaxed);
+  const int fd = tier_->files().fd(r.info.extent.file);
+  for (uint64_t off = 0; off < r.bytes; off += kMaxBlockIoBytes) {
+    const auto len = static_cast<uint32_t>(std::min<uint64_t>(kMaxBlockIoBytes, r.bytes - off));
+    op->pieces.push_back(Piece{&r, len});
+    ++r.pieces_left;
+    requests->push_back(BlockIoRequest{kind, fd, r.info.extent.offset + off, r.data + off, len,
+                                       reinterpret_cast<uint64_t>(&op->pieces.back())});
+  }
+}
+
+DiskOp DiskEngine::WriteBack(std::span<const DiskWrite> writes) {
+  std::shared_lock<std::shared_mutex> guard(close_mu_);
+  if (closed_) return ClosedOp(writes.size());
+  OpState* op = NewOp(Direction::kWriteBack, writes);
+  DiskOp out{op->completer.fence(), op->result};
+  DiskBatchResult& result = *op->result;
+  std::vector<BlockIoRequest> requests;
+  uint64_t pending_bytes = 0;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const DiskWrite& w = writes[i];
+    DiskRecordResult& rr = result.records[i];
+    std::byte* data = nullptr;
+    rr.status = CheckSlot("writes", i, w.key.kind, w.slot, &data);
+    if (!rr.status.ok()) continue;
+    auto plan = tier_->BeginWrite(w.key, w.parent, &result.evicted);
+    if (!plan.ok()) {
+      rr.status = plan.status();
+      continue;
+    }
+    if (plan->existing) {
+      rr.existing = true;
+      rr.extent_id = plan->extent.Id();
+      tier_->Count(DiskTier::Counter::kWritesExisting);
+      continue;
+    }
+    DiskRecordInfo info;
+    info.key = w.key;
+    info.parent = w.parent;
+    info.extent = plan->extent;
+    RecordIo& r = StartRecord(op, i, std::move(plan->ticket), info, w.slot, data);
+    RecordHeader h;
+    h.kind = w.key.kind;
+    h.hash = w.key.hash;
+    h.parent = w.parent;
+    h.depth = w.key.depth;
+    h.fingerprint = tier_->fingerprint();
+    h.payload_bytes = tier_->payload_bytes(w.key.kind);
+    h.record_bytes = r.bytes;
+    r.checksum = WriteRecordHeader(std::span<std::byte>(data, r.bytes), h);
+    AddRequests(op, r, BlockIoOp::kWrite, &requests);
+    pending_bytes += r.bytes;
+    // Submit in groups so the drive starts while later records are being checksummed.
+    if (pending_bytes >= (8u << 20) || requests.size() >= 16) {
+      io_->Submit(requests);
+      requests.clear();
+      pending_bytes = 0;
+    }
+  }
+  if (!requests.empty()) io_->Submit(requests);
+  RecordDone(op);  // the submitter's hold
+  return out;
+}
+
+DiskOp DiskEngine::LoadBack(std::span<const DiskRead> reads) {
+  std::shared_lock<std::shared_mutex> guard(close_mu_);
+  if (closed_) return ClosedOp(reads.size());
+  OpState* op = NewOp(Direction::kLoadBack, reads);
+  DiskOp out{op->completer.fence(), op->result};
+  DiskBatchResult& result = *op->result;
+  std::vector<BlockIoRequest> requests;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const DiskRead& rd = reads[i];
+    DiskRecordResult& rr = result.records[i];
+    std::byte* data = nullptr;
+    rr.status = CheckSlot("reads", i, rd.key.kind, rd.slot, &data);
+    if (!rr.status.ok()) continue;
+    auto pinned = tier_->BeginRead(rd.key);
+    if (!pinned.ok()) {
+      if (pinned.status().IsNotFound()) tier_->Count(DiskTier::Counter::kReadMisses);
+      rr.status = pinned.status();
+      continue;
+    }
+    RecordIo& r = StartRecord(op, i, std::move(pinned->first), pinned->second, rd.slot, data);
+    AddRequests(op, r, BlockIoOp::kRead, &requests);
+  }
+  if (!requests.empty()) io_->Submit(requests);
+  RecordDone(op);
+  return out;
+}
+
+void DiskEngine::FinishRead(RecordIo& r) {
+  DiskRecordResult& rr = r.op->result->records[r.index];
+  const DiskKey& key = r.info.key;
+  bool ok = false;
+  if (r.error != 0) {
+    rr.status = ErrnoStatus("disk read", key, r.error);
+    tier_->Count(DiskTier::Counter::kReadIoErrors);
+  } else if (r.moved != r.bytes) {
+    rr.status = Status::Corruption("disk read of " + key.ToString() + ": short read, " +
+                                   std::to_string(r.moved) + " of " + std::to_string(r.bytes) +
+                                   " bytes (data file truncated?)");
+    tier_->Count(DiskTier::Counter::kShortReads);
+  } else {
+    RecordExpectation expect;
+    expect.key = key;
+    expect.fingerprint = tier_->fingerprint();
+    expect.payload_bytes = tier_->payload_bytes(key.kind);
+    expect.record_bytes = r.bytes;
+    expect.checksum = r.info.checksum;
+    expect.parent = r.info.parent;
+    RecordFault fault = RecordFault::kNone;
+    rr.status = VerifyRecord(std::span<const std::byte>(r.data, r.bytes), expect, &fault);
+    if (fault == RecordFault::kHeader) tier_->Count(DiskTier::Counter::kHeaderMismatches);
+    if (fault == RecordFault::kChecksum) tier_->Count(DiskTier::Counter::kChecksumFailures);
+    ok = rr.status.ok();
+  }
+  if (ok) {
+    rr.extent_id = r.info.extent.Id();
+    tier_->Count(DiskTier::Counter::kReads);
+    tier_->Count(DiskTier::Counter::kReadBytes, r.bytes);
+  } else {
+    // Whatever landed in the slot is not the record: make sure it cannot pass for one.
+    std::memset(r.data, 0, kDiskRecordHeaderUsedBytes);
+  }
+  // An aborted read (closing) says nothing about the record: keep it.
+  const bool aborted = r.error == -ECANCELED;
+  tier_->EndRead(r.ticket, ok || aborted);
+  r.ticket.reset();
+}
+
+void DiskEngine::OnCompletions(std::span<const BlockIoCompletion> completions) {
+  std::vector<RecordIo*> done;
+  for (const BlockIoCompletion& c : completions) {
+    Piece* piece = reinterpret_cast<Piece*>(c.tag);
+    RecordIo* r = piece->record;
+    if (c.result < 0) {
+      if (r->error == 0) r->error = c.result;
+    } else {
+      r->moved += static_cast<uint64_t>(c.result);
+    }
+    if (--r->pieces_left == 0) done.push_back(r);
+  }
+  // Writes: publish every record whose data landed in one catalog batch (invariant 4).
+  std::vector<DiskTier::TicketPtr> commit;
+  std::vector<uint64_t> checksums;
+  std::vector<RecordIo*> committing;
+  for (RecordIo* r : done) {
+    if (r->op->direction == Direction::kLoadBack) {
+      FinishRead(*r);
+      continue;
+    }
+    DiskRecordResult& rr = r->op->result->records[r->index];
+    if (r->error != 0) {
+      rr.status = ErrnoStatus("disk write", r->info.key, r->error);
+      tier_->Count(r->error == -ENOSPC ? DiskTier::Counter::kNoSpace
+                                       : DiskTier::Counter::kWriteIoErrors);
+      tier_->AbortWrite(r->ticket);
+    } else if (r->moved != r->bytes) {
+      rr.status =
+          Status::IOError("disk write of " + r->info.key.ToString() + ": short write, " +
+                          std::to_string(r->moved) + " of " + std::to_string(r->bytes) + " bytes");
+      tier_->Count(DiskTier::Counter::kShortWrites);
+      tier_->AbortWrite(r->ticket);
+    } else {
+      commit.push_back(r->ticket);
+      checksums.push_back(r->checksum);
+      committing.push_back(r);
+    }
+  }
+  if (!commit.empty()) {
+    const Status s = tier_->CommitWrites(commit, checksums);
+    for (RecordIo* r : committing) {
+      DiskRecordResult& rr = r->op->result->records[r->index];
+      rr.status = s;
+      if (s.ok()) {
+        rr.extent_id = r->info.extent.Id();
+        tier_->Count(DiskTier::Counter::kWrites);
+        tier_->Count(DiskTier::Counter::kWriteBytes, r->bytes);
+      }
+    }
+  }
+  for (RecordIo* r : done) {
+    r->ticket.reset();
+    RecordDone(r->op);
+  }
+}
+
+void DiskEngine::RecordDone(OpState* op) {
+  if (op->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) FinishOp(op);
+}
+
+void DiskEngine::FinishOp(OpState* op) {
+  DiskBatchResult& result = *op->result;
+  const Status* first = nullptr;
+  for (size_t i = 0; i < result.records.size(); ++i) {
+    const DiskRecordResult& rr = result.records[i];
+    if (!rr.status.ok()) {
+      ++result.failed;
+      if (first == nullptr) first = &rr.status;
+      continue;
+    }
+    if (rr.existing) continue;
+    const RecordIo& r = op->records[i];
+    const TierSlot host{Tier::kHost, r.slot};
+    const TierSlot disk{Tier::kDisk, rr.extent_id};
+    result.units.push_back(op->direction == Direction::kWriteBack
+                               ? CacheTransferUnit{r.info.key.kind, host, disk}
+                               : CacheTransferUnit{r.info.key.kind, disk, host});
+  }
+  Status status;
+  if (first != nullptr) {
+    status = first->WithContext(std::to_string(result.failed) + " of " +
+                                std::to_string(result.records.size()) + " records failed; first");
+  }
+  op->completer.Complete(std::move(status));
+  delete op;
+}
+
+Status DiskEngine::Close() {
+  std::unique_lock<std::shared_mutex> guard(close_mu_);
+  if (closed_) return Status::OK();
+  closed_ = true;
+  if (io_) io_->Shutdown();  // every batch's I/O completes; their fences fire
+  return tier_ ? tier_->Close() : Status::OK();
+}
+
+}  // namespace cachepawl

@@ -1,0 +1,154 @@
+// DiskEngine: the store's NVMe tier (L3) as one object: the bookkeeping of tiers/disk_tier.h
+// (data files, extents, RocksDB catalog, LRU, pins, counters) driven by an io_uring ring
+// (transfer/io_uring_ring.h) that moves records between pinned host slots and the data files.
+//
+// Each record is one contiguous O_DIRECT read or write (read_fixed / write_fixed: the host
+// memory's regions are registered with the ring) of RecordSlotBytes(layout, kind) bytes, the
+// host slot as is: header block + payload (tiers/host_memory.h, tiers/disk_record.h).
+//
+//   WriteBack: for each {key, parent, host slot}: reserve an extent (evicting LRU records when
+//     full), fill the slot's header block (hash, parent, depth, layout fingerprint, lengths,
+//     XXH3-64 over header and payload), write, and once the write completed publish the record
+//     in the catalog (invariant 4). A key already on disk is not written again.
+//   LoadBack: for each {key, host slot}: pin the record, read it into the slot, verify every
+//     header field against the key and the layout and the checksum. A record that fails
+//     (short read, I/O error, bad header, bad checksum) is dropped from the catalog, counted,
+//     and reported as a miss (Corruption / IOError): the slot's bytes must not be used.
+//
+// Every batch returns a DiskOp whose fence always fires (invariant 5): on success, on any
+// per-record error, on a full disk, and on Close with I/O in flight (Close waits for the I/O).
+//
+// Usage (the Store):
+//   DiskEngineOptions o; o.tier.paths = {"/nvme0/cp", "/nvme1/cp"}; o.tier.capacity_bytes = ..;
+//   auto disk = DiskEngine::Open(o, layout, &host_arena);        // StatusOr<unique_ptr<>>
+//   (*disk)->tier().ForEachRecord([&](const DiskRecordInfo& r) {...});  // rebuild the index
+//   DiskOp op = (*disk)->WriteBack(writes);                       // returns at once
+//   op.fence.OnComplete(...) / op.fence.Wait(); then op.result->records[i].status
+//
+// Thread safety: WriteBack, LoadBack and tier() may be called from any thread concurrently.
+// Close (and the destructor) must not race with them from the caller's side; batches already
+// submitted complete normally.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <shared_mutex>
+#include <span>
+#include <vector>
+
+#include "index/page_hash.h"
+#include "store/model_layout.h"
+#include "store/status.h"
+#include "tiers/disk_tier.h"
+#include "tiers/host_memory.h"
+#include "transfer/block_io.h"
+#include "transfer/fence.h"
+#include "transfer/transfer_unit.h"
+
+namespace cachepawl {
+
+struct DiskEngineOptions {
+  DiskTierOptions tier;
+  // io_uring requests in flight at most (1..4096).
+  uint32_t queue_depth = 32;
+  // Register the host memory's regions as io_uring fixed buffers (read_fixed / write_fixed).
+  // When the kernel refuses (RLIMIT_MEMLOCK), plain reads and writes are used and a warning
+  // is logged.
+  bool register_buffers = true;
+  // Test seam: given the io_uring ring, returns the BlockIo to use (e.g. a fault-injecting
+  // wrapper around it). Null: the ring itself.
+  std::function<std::unique_ptr<BlockIo>(std::unique_ptr<BlockIo>)> wrap_block_io;
+
+  Status Validate() const;
+};
+
+// One record to write: the host slot holds the payload (the header block is filled here).
+struct DiskWrite {
+  DiskKey key;      // depth: tokens through the end of the page (KV) / consumed (Mamba)
+  PageHash parent;  // zero for the first page of a chain
+  HostSlotId slot = 0;
+};
+
+// One record to read into a host slot of the key's kind.
+struct DiskRead {
+  DiskKey key;  // KV: depth 0 means "any" (a page hash fixes its depth)
+  HostSlotId slot = 0;
+};
+
+struct DiskRecordResult {
+  // Writes: OK, Busy (a write of the key is in flight), NoSpace, IOError, InvalidArgument
+  // (slot of the wrong size), Aborted (closing). Reads: OK, NotFound (not on disk),
+  // Corruption (failed verification or short read: dropped), IOError (dropped),
+  // InvalidArgument, Aborted.
+  Status status;
+  uint64_t extent_id = 0;  // the record's Disk TierSlot when OK
+  bool existing = false;   // writes: the key was on disk already; nothing was written
+};
+
+struct DiskBatchResult {
+  std::vector<DiskRecordResult> records;  // one per input, same order
+  std::vector<CacheTransferUnit> units;   // the moves done (Host->Disk or Disk->Host)
+  std::vector<DiskKey> evicted;           // writes: records evicted to make room
+  size_t failed = 0;                      // records whose status is not OK
+};
+
+struct DiskOp {
+  // Fires when every record of the batch is done: OK when every record is OK, else the first
+  // failure's status prefixed with how many failed.
+  Fence fence;
+  // Complete once `fence` is Ready(); do not read it before.
+  std::shared_ptr<const DiskBatchResult> result;
+};
+
+class DiskEngine {
+ public:
+  // Opens the tier (see DiskTier::Open for its errors) and its io_uring ring (Unavailable
+  // without io_uring). `host` must outlive the engine; its regions are registered with the
+  // ring. InvalidArgument when host is null or options are bad.
+  static StatusOr<std::unique_ptr<DiskEngine>> Open(const DiskEngineOptions& options,
+                                                    const ModelLayout& layout, HostMemory* host);
+  ~DiskEngine();  // Close()
+  DiskEngine(const DiskEngine&) = delete;
+  DiskEngine& operator=(const DiskEngine&) = delete;
+
+  // Writes host slots to disk. Returns at once; per-record outcome in the result.
+  DiskOp WriteBack(std::span<const DiskWrite> writes);
+  // Reads records into host slots. Returns at once; per-record outcome in the result.
+  DiskOp LoadBack(std::span<const DiskRead> reads);
+
+  // Lookup, Remove, LruOrder, ForEachRecord, stats: see tiers/disk_tier.h.
+  DiskTier& tier() { return *tier_; }
+  const DiskTier& tier() const { return *tier_; }
+  DiskTierStats stats() const { return tier_->stats(); }
+
+  // Waits for the I/O in flight (its fences fire), then closes the tier. Batches submitted
+  // afterwards fail with FailedPrecondition. Idempotent.
+  Status Close();
+
+ private:
+  struct OpState;
+  struct RecordIo;
+  struct Piece;
+  explicit DiskEngine(HostMemory* host);
+  template <typename Item>
+  OpState* NewOp(Direction direction, std::span<const Item> items);
+  Status CheckSlot(const char* field, size_t i, Kind kind, HostSlotId slot, std::byte** data);
+  RecordIo& StartRecord(OpState* op, size_t i, DiskTier::TicketPtr ticket,
+                        const DiskRecordInfo& info, HostSlotId slot, std::byte* data);
+  void AddRequests(OpState* op, RecordIo& r, BlockIoOp kind, std::vector<BlockIoRequest>* requests);
+  void OnCompletions(std::span<const BlockIoCompletion> completions);
+  void FinishRead(RecordIo& r);
+  void RecordDone(OpState* op);
+  void FinishOp(OpState* op);
+  DiskOp ClosedOp(size_t n);
+
+  HostMemory* const host_;
+  std::unique_ptr<DiskTier> tier_;
+  std::unique_ptr<BlockIo> io_;
+  std::shared_mutex close_mu_;  // shared: a batch being submitted; exclusive: Close
+  bool closed_ = false;         // guarded by close_mu_
+};
+
+}  // namespace cachepawl
