@@ -41,7 +41,7 @@ struct CatalogRecord {
 struct CatalogMeta {
   uint32_t format_version = kDiskFormatVersion;
   LayoutFingerprint fingerprint{};
-  std::vector<std::string> paths;  // the data folders, in stripe order
+  std::vector<std::string> paths;  // the data files, in stripe order
 };
 
 class DiskCatalog {

@@ -33,16 +33,17 @@ DiskDataFiles::~DiskDataFiles() {
   for (int fd : fds_) ::close(fd);
 }
 
-StatusOr<std::unique_ptr<DiskDataFiles>> DiskDataFiles::Open(const std::vector<std::string>& dirs,
+StatusOr<std::unique_ptr<DiskDataFiles>> DiskDataFiles::Open(const std::vector<std::string>& paths,
                                                              uint64_t bytes_per_file,
                                                              std::vector<FileReport>* reports) {
   std::unique_ptr<DiskDataFiles> files(new DiskDataFiles());
   files->bytes_per_file_ = bytes_per_file;
   reports->clear();
-  for (size_t i = 0; i < dirs.size(); ++i) {
-    const std::string where = "paths[" + std::to_string(i) + "] '" + dirs[i] + "'";
-    CACHEPAWL_RETURN_IF_ERROR(CreateFolder(dirs[i]).WithContext(where));
-    const std::string path = (std::filesystem::path(dirs[i]) / kDataFileName).string();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& path = paths[i];
+    const std::string where = "data file '" + path + "'";
+    const std::string folder = std::filesystem::path(path).parent_path().string();
+    if (!folder.empty()) CACHEPAWL_RETURN_IF_ERROR(CreateFolder(folder).WithContext(where));
     FileReport report;
     struct stat st;
     report.created = ::stat(path.c_str(), &st) != 0;
@@ -54,28 +55,27 @@ StatusOr<std::unique_ptr<DiskDataFiles>> DiskDataFiles::Open(const std::vector<s
                                    ": the file system does not support O_DIRECT (tmpfs? use a "
                                    "folder on a local disk)");
       }
-      return Status::FromErrno(where + ": opening data file '" + path + "'", err);
+      return Status::FromErrno(where + ": open", err);
     }
     files->fds_.push_back(fd);
     files->paths_.push_back(path);
-    if (::fstat(fd, &st) != 0) return Status::FromErrno("fstat '" + path + "'", errno);
+    if (::fstat(fd, &st) != 0) return Status::FromErrno(where + ": fstat", errno);
     if (!S_ISREG(st.st_mode)) {
-      return Status::InvalidArgument(where + ": '" + path + "' is not a regular file");
+      return Status::InvalidArgument(where + ": not a regular file");
     }
     report.size_found = static_cast<uint64_t>(st.st_size);
     if (report.size_found > bytes_per_file &&
         ::ftruncate(fd, static_cast<off_t>(bytes_per_file)) != 0) {
-      return Status::FromErrno(where + ": truncating '" + path + "'", errno);
+      return Status::FromErrno(where + ": truncate", errno);
     }
     if (bytes_per_file > 0) {
       const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_per_file));
       if (err == ENOSPC || err == EFBIG) {
         return Status::NoSpace(where + ": cannot preallocate " + std::to_string(bytes_per_file) +
-                               " bytes for '" + path + "' (" +
-                               (err == ENOSPC ? "ENOSPC" : "EFBIG") +
+                               " bytes (" + (err == ENOSPC ? "ENOSPC" : "EFBIG") +
                                "): lower capacity_bytes or free the drive");
       }
-      if (err != 0) return Status::FromErrno(where + ": preallocating '" + path + "'", err);
+      if (err != 0) return Status::FromErrno(where + ": preallocate", err);
     }
     // Probe that O_DIRECT I/O really works here (some file systems accept the flag at open and
     // fail every read).
@@ -88,7 +88,7 @@ StatusOr<std::unique_ptr<DiskDataFiles>> DiskDataFiles::Open(const std::vector<s
       if (probe_err == EINVAL) {
         return Status::Unavailable(where + ": the file system rejects O_DIRECT reads");
       }
-      return Status::FromErrno(where + ": probing '" + path + "'", probe_err);
+      return Status::FromErrno(where + ": probe read", probe_err);
     }
     reports->push_back(report);
   }

@@ -1,9 +1,9 @@
-// DiskDataFiles: the disk tier's data files, one per folder (one folder per drive to stripe).
+// DiskDataFiles: the disk tier's data files (one per drive to stripe records across drives).
 //
-// Each folder is created with mode 0700 when missing and holds one file, kDataFileName,
-// created with mode 0600, opened O_DIRECT, and preallocated with fallocate to its share of the
-// capacity. A file system that rejects O_DIRECT (some tmpfs, FUSE and network file systems)
-// gets an Unavailable error naming the folder.
+// Each file is created with mode 0600 (its missing folders 0700), opened O_DIRECT, and
+// preallocated with fallocate to its share of the capacity. A file system that rejects
+// O_DIRECT (some tmpfs, FUSE and network file systems) gets an Unavailable error naming the
+// file.
 //
 // Thread safety: the object is immutable after Open; fds may be used from any thread.
 #pragma once
@@ -27,11 +27,11 @@ class DiskDataFiles {
     uint64_t size_found = 0;  // bytes it had (0 when created)
   };
 
-  // Opens or creates one file per folder in `dirs`, each sized to `bytes_per_file` (a 4 KiB
-  // multiple): a shorter file is extended (fallocate), a longer one truncated. Errors name the
-  // folder: Unavailable (no O_DIRECT), NoSpace (fallocate: ENOSPC), IOError (anything else),
-  // InvalidArgument (a path that is not a folder).
-  static StatusOr<std::unique_ptr<DiskDataFiles>> Open(const std::vector<std::string>& dirs,
+  // Opens or creates the files `paths`, each sized to `bytes_per_file` (a 4 KiB multiple): a
+  // shorter file is extended (fallocate), a longer one truncated. Errors name the file:
+  // Unavailable (no O_DIRECT), NoSpace (fallocate: ENOSPC), IOError (anything else),
+  // InvalidArgument (not a regular file).
+  static StatusOr<std::unique_ptr<DiskDataFiles>> Open(const std::vector<std::string>& paths,
                                                        uint64_t bytes_per_file,
                                                        std::vector<FileReport>* reports);
   ~DiskDataFiles();

@@ -42,25 +42,37 @@ std::string JoinPaths(const std::vector<std::string>& paths) {
 
 }  // namespace
 
+std::vector<std::string> DiskTierOptions::DataFiles() const {
+  if (!data_paths.empty()) return data_paths;
+  return {(std::filesystem::path(dir) / kDataFileName).string()};
+}
+
+std::string DiskTierOptions::CatalogDir() const {
+  return (std::filesystem::path(dir) / "catalog").string();
+}
+
 Status DiskTierOptions::Validate() const {
-  if (paths.empty()) return Status::InvalidArgument("disk.paths: empty (need at least one folder)");
-  if (paths.size() > kMaxDiskFiles) {
-    return Status::InvalidArgument("disk.paths: " + std::to_string(paths.size()) +
-                                   " folders (at most " + std::to_string(kMaxDiskFiles) + ")");
+  if (dir.empty()) return Status::InvalidArgument("disk.dir: empty (the catalog's folder)");
+  if (data_paths.size() > kMaxDiskFiles) {
+    return Status::InvalidArgument("disk.data_paths: " + std::to_string(data_paths.size()) +
+                                   " files (at most " + std::to_string(kMaxDiskFiles) + ")");
   }
   std::set<std::string> seen;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    if (paths[i].empty()) {
-      return Status::InvalidArgument("disk.paths[" + std::to_string(i) + "]: empty");
+  for (size_t i = 0; i < data_paths.size(); ++i) {
+    const std::string field = "disk.data_paths[" + std::to_string(i) + "]";
+    if (data_paths[i].empty()) return Status::InvalidArgument(field + ": empty");
+    const std::filesystem::path p = std::filesystem::path(data_paths[i]).lexically_normal();
+    if (!p.has_filename()) {
+      return Status::InvalidArgument(field + ": '" + data_paths[i] +
+                                     "' names a folder, not a file");
     }
-    const std::string norm = std::filesystem::path(paths[i]).lexically_normal().string();
-    if (!seen.insert(norm).second) {
-      return Status::InvalidArgument("disk.paths[" + std::to_string(i) + "]: '" + paths[i] +
-                                     "' is listed twice");
+    if (!seen.insert(std::filesystem::absolute(p).string()).second) {
+      return Status::InvalidArgument(field + ": '" + data_paths[i] + "' is listed twice");
     }
   }
   if (capacity_bytes == 0) return Status::InvalidArgument("disk.capacity_bytes: 0 (must be > 0)");
-  if (capacity_bytes / paths.size() >= kMaxDiskFileBytes) {
+  const uint64_t files = data_paths.empty() ? 1 : data_paths.size();
+  if (capacity_bytes / files >= kMaxDiskFileBytes) {
     return Status::InvalidArgument("disk.capacity_bytes: " + std::to_string(capacity_bytes) +
                                    " (more than 2^56 bytes per file)");
   }
@@ -115,14 +127,15 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
     t.payload_bytes_[i] = used ? layout.RecordBytes(k) : 0;
     t.record_bytes_[i] = used ? RecordSlotBytes(layout, k) : 0;
   }
-  const uint64_t n = options.paths.size();
+  const std::vector<std::string> data_files = options.DataFiles();
+  const uint64_t n = data_files.size();
   const uint64_t per_file = options.capacity_bytes / n / kDirectIoAlignment * kDirectIoAlignment;
   const uint64_t largest = std::max(t.record_bytes_[0], t.record_bytes_[1]);
   if (per_file < largest) {
     return Status::InvalidArgument(
         "disk.capacity_bytes: " + std::to_string(options.capacity_bytes) + " gives " +
         std::to_string(per_file) + " bytes per data file, less than one record of " +
-        std::to_string(largest) + " bytes (" + std::to_string(n) + " paths)");
+        std::to_string(largest) + " bytes (" + std::to_string(n) + " data files)");
   }
   if (largest > (1ull << 40)) {
     return Status::InvalidArgument("layout: records of " + std::to_string(largest) +
@@ -130,12 +143,8 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
   }
 
   // The catalog first: a mismatch must be reported before anything on disk is touched.
-  std::string catalog_dir = options.catalog_dir;
-  if (catalog_dir.empty()) {
-    catalog_dir = (std::filesystem::path(options.paths[0]) / "catalog").string();
-  }
-  CACHEPAWL_RETURN_IF_ERROR(CreateFolder(std::filesystem::path(catalog_dir).parent_path().string())
-                                .WithContext("disk.catalog_dir"));
+  const std::string catalog_dir = options.CatalogDir();
+  CACHEPAWL_RETURN_IF_ERROR(CreateFolder(options.dir).WithContext("disk.dir"));
   auto catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog);
   if (!catalog.ok()) {
     if (!options.wipe_unreadable_catalog) {
@@ -170,9 +179,9 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
         why = "catalog '" + catalog_dir + "' was written for layout fingerprint " +
               FingerprintHex(m.fingerprint) + ", this store's layout (" + layout.model +
               ") has fingerprint " + FingerprintHex(t.fingerprint_);
-      } else if (m.paths != options.paths) {
-        why = "catalog '" + catalog_dir + "' was written for disk.paths " + JoinPaths(m.paths) +
-              ", now " + JoinPaths(options.paths);
+      } else if (m.paths != data_files) {
+        why = "catalog '" + catalog_dir + "' was written for data files " + JoinPaths(m.paths) +
+              ", now " + JoinPaths(data_files);
       }
     }
     if (!why.empty()) {
@@ -188,12 +197,12 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
   }
 
   std::vector<DiskDataFiles::FileReport> reports;
-  CACHEPAWL_ASSIGN_OR_RETURN(t.files_, DiskDataFiles::Open(options.paths, per_file, &reports));
+  CACHEPAWL_ASSIGN_OR_RETURN(t.files_, DiskDataFiles::Open(data_files, per_file, &reports));
   t.allocator_ = std::make_unique<ExtentAllocator>(std::vector<uint64_t>(n, per_file));
   if (fresh) {
     CatalogMeta m;
     m.fingerprint = t.fingerprint_;
-    m.paths = options.paths;
+    m.paths = data_files;
     CACHEPAWL_RETURN_IF_ERROR(t.catalog_->WriteMeta(m));
   }
   CACHEPAWL_RETURN_IF_ERROR(t.Recover(reports));

@@ -44,16 +44,17 @@
 namespace cachepawl {
 
 struct DiskTierOptions {
-  // Folders holding one data file each; records are striped across them (one folder per drive).
-  // Created (0700) when missing. Must be non-empty, without duplicates.
-  std::vector<std::string> paths;
+  // The tier's folder (created 0700 when missing): holds the catalog (<dir>/catalog) and,
+  // when `data_paths` is empty, the one data file <dir>/cachepawl.data. Required.
+  std::string dir;
+  // Data files to stripe records over (one per drive), created 0600 (their folders 0700) when
+  // missing. Empty: one file in `dir`. No duplicates.
+  std::vector<std::string> data_paths;
   // The byte budget of the tier, for both kinds together, split evenly over the files and
   // preallocated. Each file's share must hold at least one record of the larger kind.
   uint64_t capacity_bytes = 0;
-  // Where the RocksDB catalog lives; empty means "<paths[0]>/catalog".
-  std::string catalog_dir;
   // When the catalog was made for another layout (fingerprint), format version or set of
-  // paths: false -> Open fails with Incompatible naming both; true -> start empty.
+  // data files: false -> Open fails with Incompatible naming both; true -> start empty.
   bool wipe_on_mismatch = false;
   // When the catalog cannot be opened (damaged files): false -> Open fails naming the reason;
   // true -> delete it and start empty.
@@ -66,6 +67,9 @@ struct DiskTierOptions {
 
   // OK, or InvalidArgument naming the field and value at fault.
   Status Validate() const;
+  // The data files: `data_paths`, or {<dir>/cachepawl.data}.
+  std::vector<std::string> DataFiles() const;
+  std::string CatalogDir() const;  // <dir>/catalog
 };
 
 // What the tier knows of one record.

@@ -19,7 +19,8 @@
 // per-record error, on a full disk, and on Close with I/O in flight (Close waits for the I/O).
 //
 // Usage (the Store):
-//   DiskEngineOptions o; o.tier.paths = {"/nvme0/cp", "/nvme1/cp"}; o.tier.capacity_bytes = ..;
+//   DiskEngineOptions o; o.tier.dir = "/nvme0/cp"; o.tier.capacity_bytes = ..;
+//   o.tier.data_paths = {"/nvme0/cp/data", "/nvme1/cp/data"};   // optional: stripe over drives
 //   auto disk = DiskEngine::Open(o, layout, &host_arena);        // StatusOr<unique_ptr<>>
 //   (*disk)->tier().ForEachRecord([&](const DiskRecordInfo& r) {...});  // rebuild the index
 //   DiskOp op = (*disk)->WriteBack(writes);                       // returns at once

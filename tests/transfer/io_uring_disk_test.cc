@@ -26,7 +26,9 @@ class DiskEngineTest : public ::testing::Test {
   void SetUp() override {
     layout_ = SmallHybridLayout();
     host_ = TestHostMemory::ForLayout(layout_, 64, 16);
-    options_.tier.paths = {(dir_.path() / "d0").string(), (dir_.path() / "d1").string()};
+    options_.tier.dir = (dir_.path() / "disk").string();
+    options_.tier.data_paths = {(dir_.path() / "d0" / "data").string(),
+                                (dir_.path() / "d1" / "data").string()};
     options_.tier.capacity_bytes = 4 << 20;
     options_.queue_depth = 8;
   }
