@@ -23,8 +23,7 @@ Status Fence::Wait(std::chrono::milliseconds timeout) const {
   if (!state_) return Status::OK();
   std::unique_lock<std::mutex> lock(state_->mu);
   if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
-    return Status::TimedOut("fence did not fire within " + std::to_string(timeout.count()) +
-                            " ms");
+    return Status::TimedOut("fence did not fire within " + std::to_string(timeout.count()) + " ms");
   }
   return state_->status;
 }
@@ -84,8 +83,9 @@ Status Fence::StreamWait(void* cuda_stream) const {
   std::function<Status(void*)> waiter;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
+    // A fired fence needs no GPU wait: its operation's device work has finished.
+    if (state_->done) return state_->status;
     waiter = state_->gpu_stream_waiter;
-    if (!waiter && state_->done) return state_->status;
   }
   if (!waiter) {
     return Status::Unavailable(

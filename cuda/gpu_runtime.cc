@@ -1,0 +1,189 @@
+#include "cuda/gpu_runtime.h"
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#if CACHEPAWL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace cachepawl::cuda {
+
+#if CACHEPAWL_HAVE_CUDA
+namespace {
+
+Status CudaError(const char* call, cudaError_t err) {
+  return Status::Internal(std::string(call) + " failed: " + cudaGetErrorName(err) + " (" +
+                          cudaGetErrorString(err) + ")");
+}
+
+}  // namespace
+#endif
+
+bool BuiltWithCuda() { return CACHEPAWL_HAVE_CUDA != 0; }
+
+int DeviceCount() {
+#if CACHEPAWL_HAVE_CUDA
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();  // clear the sticky "no device" error
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+#else
+  return 0;
+#endif
+}
+
+std::string DescribeDevice(int device) {
+#if CACHEPAWL_HAVE_CUDA
+  if (DeviceCount() == 0) return "no GPU (cudaGetDeviceCount failed or found none)";
+  if (device < 0 || device >= DeviceCount()) return "no GPU " + std::to_string(device);
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "GPU " + std::to_string(device);
+  int driver = 0;
+  (void)cudaDriverGetVersion(&driver);
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " +
+         std::to_string(prop.totalGlobalMem >> 20) + " MiB, driver API " +
+         std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) + ")";
+#else
+  (void)device;
+  return "no GPU (built without CUDA)";
+#endif
+}
+
+Status SetDevice(int device) {
+#if CACHEPAWL_HAVE_CUDA
+  if (device < 0 || device >= DeviceCount()) {
+    return Status::InvalidArgument("device: " + std::to_string(device) + " (" +
+                                   std::to_string(DeviceCount()) + " GPUs visible)");
+  }
+  cudaError_t err = cudaSetDevice(device);
+  if (err != cudaSuccess) return CudaError("cudaSetDevice", err);
+  return Status::OK();
+#else
+  (void)device;
+  return Status::Unavailable("built without CUDA");
+#endif
+}
+
+Status HostRegister(void* ptr, size_t bytes) {
+#if CACHEPAWL_HAVE_CUDA
+  if (DeviceCount() == 0) return Status::Unavailable("cudaHostRegister: no GPU");
+  cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CudaError("cudaHostRegister", err).WithContext(std::to_string(bytes) + " bytes");
+  }
+  return Status::OK();
+#else
+  (void)ptr;
+  (void)bytes;
+  return Status::Unavailable("cudaHostRegister: built without CUDA");
+#endif
+}
+
+Status HostUnregister(void* ptr) {
+#if CACHEPAWL_HAVE_CUDA
+  cudaError_t err = cudaHostUnregister(ptr);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CudaError("cudaHostUnregister", err);
+  }
+  return Status::OK();
+#else
+  (void)ptr;
+  return Status::Unavailable("cudaHostUnregister: built without CUDA");
+#endif
+}
+
+StatusOr<void*> DeviceAlloc(int device, size_t bytes) {
+#if CACHEPAWL_HAVE_CUDA
+  CACHEPAWL_RETURN_IF_ERROR(SetDevice(device));
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (err == cudaErrorMemoryAllocation) {
+      return Status::NoSpace("cudaMalloc of " + std::to_string(bytes) + " bytes on GPU " +
+                             std::to_string(device) + ": out of device memory");
+    }
+    return CudaError("cudaMalloc", err);
+  }
+  return p;
+#else
+  (void)device;
+  (void)bytes;
+  return Status::Unavailable("cudaMalloc: built without CUDA");
+#endif
+}
+
+void DeviceFree(int device, void* ptr) {
+#if CACHEPAWL_HAVE_CUDA
+  if (ptr == nullptr) return;
+  (void)cudaSetDevice(device);
+  (void)cudaFree(ptr);
+#else
+  (void)device;
+  (void)ptr;
+#endif
+}
+
+Status CheckDevicePointer(const void* ptr, int device, const std::string& what) {
+#if CACHEPAWL_HAVE_CUDA
+  cudaPointerAttributes attr{};
+  cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::InvalidArgument(what + ": cudaPointerGetAttributes failed (" +
+                                   cudaGetErrorName(err) + ")");
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+    return Status::InvalidArgument(what + ": not device memory (memory type " +
+                                   std::to_string(static_cast<int>(attr.type)) + ")");
+  }
+  if (attr.device != device) {
+    return Status::InvalidArgument(what + ": memory of GPU " + std::to_string(attr.device) +
+                                   ", expected GPU " + std::to_string(device));
+  }
+  return Status::OK();
+#else
+  (void)ptr;
+  (void)device;
+  return Status::Unavailable(what + ": built without CUDA");
+#endif
+}
+
+Status CopySync(void* dst, const void* src, size_t bytes) {
+#if CACHEPAWL_HAVE_CUDA
+  cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+  if (err != cudaSuccess) return CudaError("cudaMemcpy", err);
+  return Status::OK();
+#else
+  (void)dst;
+  (void)src;
+  (void)bytes;
+  return Status::Unavailable("cudaMemcpy: built without CUDA");
+#endif
+}
+
+Status FillSync(void* dst, int byte_value, size_t bytes) {
+#if CACHEPAWL_HAVE_CUDA
+  cudaError_t err = cudaMemset(dst, byte_value, bytes);
+  if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) return CudaError("cudaMemset", err);
+  return Status::OK();
+#else
+  (void)dst;
+  (void)byte_value;
+  (void)bytes;
+  return Status::Unavailable("cudaMemset: built without CUDA");
+#endif
+}
+
+}  // namespace cachepawl::cuda

@@ -1,0 +1,45 @@
+// Thin, CUDA-free wrappers over the few CUDA runtime calls that code outside cuda/ needs (host
+// registration, device memory, device selection). Callable from any .cc file: without CUDA in
+// the build, or without a usable GPU at run time, they report Unavailable.
+//
+// "No GPU" is decided once per process: any failure of cudaGetDeviceCount (no driver, no
+// device, CUDA_VISIBLE_DEVICES="") means CPU mode.
+//
+// Thread safety: every function may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "store/status.h"
+
+namespace cachepawl::cuda {
+
+// True when this build has the CUDA data path (CACHEPAWL_HAVE_CUDA).
+bool BuiltWithCuda();
+// Number of usable GPUs; 0 when the build has no CUDA or the runtime reports an error.
+int DeviceCount();
+inline bool GpuAvailable() { return DeviceCount() > 0; }
+// "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, driver 13.0)" or "no GPU (...why...)".
+std::string DescribeDevice(int device);
+
+// Makes `device` current on the calling thread. InvalidArgument when out of range.
+Status SetDevice(int device);
+
+// cudaHostRegister (portable, mapped) of [ptr, ptr+bytes); both 4 KiB aligned.
+Status HostRegister(void* ptr, size_t bytes);
+Status HostUnregister(void* ptr);
+
+// cudaMalloc / cudaFree on `device`.
+StatusOr<void*> DeviceAlloc(int device, size_t bytes);
+void DeviceFree(int device, void* ptr);
+
+// OK when [ptr, ptr+bytes) is device memory of `device` (cudaPointerGetAttributes);
+// InvalidArgument naming `what` otherwise.
+Status CheckDevicePointer(const void* ptr, int device, const std::string& what);
+
+// Synchronous copies and fills, for tests and tools (device or host pointers; cudaMemcpyDefault).
+Status CopySync(void* dst, const void* src, size_t bytes);
+Status FillSync(void* dst, int byte_value, size_t bytes);
+
+}  // namespace cachepawl::cuda

@@ -1,0 +1,103 @@
+// The transfer planner: record maps (tiles, layers, direct detection), copy-run merging, and
+// chunking of operations into staging halves.
+#include "transfer/transfer_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/transfer/transfer_test_util.h"
+
+namespace cachepawl::internal {
+namespace {
+
+using testing::MakeHybridLayout;
+using testing::PoolForm;
+using testing::TestPool;
+
+TEST(AppendCopy, MergesContiguousAndConstantPitchRuns) {
+  std::vector<CopyRun> runs;
+  std::byte* h = reinterpret_cast<std::byte*>(0x100000);
+  AppendCopy(runs, h, 0, 100);
+  AppendCopy(runs, h + 100, 100, 50);  // contiguous on both sides
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].width, 150u);
+  AppendCopy(runs, h + 1000, 1000, 150);  // same width, pitches 1000/1000: a 2-D run
+  AppendCopy(runs, h + 2000, 2000, 150);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].height, 3u);
+  EXPECT_EQ(runs[0].host_pitch, 1000u);
+  AppendCopy(runs, h + 3000, 3100, 150);  // breaks the pitch
+  AppendCopy(runs, h + 2500, 5000, 150);  // goes backwards on the host: no 2-D run
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[2].height, 1u);
+  uint64_t total = 0;
+  for (const auto& r : runs) total += r.bytes();
+  EXPECT_EQ(total, 150u * 5);
+}
+
+TEST(RecordMap, TilesLayersAndDirectDetection) {
+  const ModelLayout l = MakeHybridLayout(16, 3, 2, 64, DType::kBf16, 2, 256, 64);
+  TestPool lf(l, -1, PoolForm::kLayerFirst, 4, 2);
+  RecordMap kv = RecordMap::Build(l, lf.desc(), Kind::kKV, 4096);
+  EXPECT_FALSE(kv.direct);
+  EXPECT_EQ(kv.record_bytes, l.KvPageBytes());
+  ASSERT_EQ(kv.layer_tiles.size(), 4u);
+  EXPECT_EQ(kv.tiles.size(), 6u);  // 3 layers x (K, V) x one 4 KiB tile
+  EXPECT_EQ(kv.tile_offset.back(), l.KvPageBytes());
+  EXPECT_EQ(kv.DeviceAddress(3, 2), reinterpret_cast<uintptr_t>(lf.desc().V(1, 2)));
+  RecordMap m = RecordMap::Build(l, lf.desc(), Kind::kMamba, 1024);
+  EXPECT_EQ(m.tiles.size(), 2u * (2 + 4));  // conv 1536 B -> 2 tiles, ssm 4096 B -> 4 tiles
+  TestPool bc(l, -1, PoolForm::kBlockContiguous, 4, 2);
+  EXPECT_TRUE(RecordMap::Build(l, bc.desc(), Kind::kKV, 4096).direct);
+  EXPECT_TRUE(RecordMap::Build(l, bc.desc(), Kind::kMamba, 4096).direct);
+  RecordMap none = RecordMap::Build(MakeHybridLayout(16, 2, 2, 64, DType::kBf16, 0, 0, 0),
+                                    lf.desc(), Kind::kMamba, 4096);
+  EXPECT_EQ(none.num_slots, 0u);
+}
+
+TEST(PlanOperation, ChunksNeverExceedAHalfAndCoverEveryByte) {
+  const ModelLayout l = MakeHybridLayout(16, 3, 2, 64, DType::kBf16, 2, 256, 300);
+  TestPool pool(l, -1, PoolForm::kLayerFirst, 16, 4);
+  RecordMap kv = RecordMap::Build(l, pool.desc(), Kind::kKV, 4096);
+  RecordMap mamba = RecordMap::Build(l, pool.desc(), Kind::kMamba, 4096);
+  const RecordMap* maps[2] = {&kv, &mamba};
+  Operation op;
+  op.direction = Direction::kWriteBack;
+  std::vector<std::byte> host(1 << 20);
+  std::vector<std::byte*> payloads;
+  for (uint64_t i = 0; i < 10; ++i) {
+    const Kind k = i % 4 == 3 ? Kind::kMamba : Kind::kKV;
+    op.units.push_back({k, {Tier::kDevice, i % 4}, {Tier::kHost, i}});
+    payloads.push_back(host.data() + i * 65536);
+  }
+  const uint64_t half = 16 << 10;
+  PlannedOperation plan;
+  PlanOperation(op, payloads, maps, half, &plan);
+  EXPECT_EQ(plan.units, 10u);
+  uint64_t copied = 0, tiles = 0;
+  for (const auto& c : plan.chunks) {
+    EXPECT_LE(c.staging_bytes, half);
+    for (const auto& r : c.copies) {
+      copied += r.bytes();
+      EXPECT_LE(r.other + (r.height - 1) * r.other_pitch + r.width, half);
+    }
+    for (int k = 0; k < 2; ++k) {
+      for (const auto& j : c.jobs[k]) {
+        tiles += j.tile_count;
+        const RecordMap& m = *maps[k];
+        EXPECT_GE(j.staging_record_base + static_cast<int64_t>(m.tile_offset[j.tile_begin]), 0);
+        EXPECT_LE(j.staging_record_base + m.tile_offset[j.tile_begin + j.tile_count], half);
+      }
+    }
+  }
+  EXPECT_EQ(copied, plan.bytes);
+  EXPECT_EQ(tiles, 8 * kv.tiles.size() + 2 * mamba.tiles.size());
+  EXPECT_GT(plan.chunks.size(), 3u);  // the 40 KiB Mamba records must have been split
+  auto restricted = RestrictJobs(plan.chunks[0].jobs[0], kv.layer_tiles[1], kv.layer_tiles[2]);
+  for (const auto& j : restricted) {
+    EXPECT_GE(j.tile_begin, kv.layer_tiles[1]);
+    EXPECT_LE(j.tile_begin + j.tile_count, kv.layer_tiles[2]);
+  }
+}
+
+}  // namespace
+}  // namespace cachepawl::internal

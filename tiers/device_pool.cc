@@ -1,0 +1,195 @@
+#include "tiers/device_pool.h"
+
+#include <string>
+
+#include "cuda/gpu_runtime.h"
+
+namespace cachepawl {
+
+namespace {
+
+// One strided tensor of a pool: `count` pieces of `bytes` at base + i * stride.
+struct StridedTensor {
+  std::string name;  // "device_pool.attention[3].k"
+  int kind = 0;
+  uintptr_t base = 0;
+  uint64_t stride = 0;
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  uint64_t span() const { return (count - 1) * stride + bytes; }
+};
+
+Status CheckTensor(const StridedTensor& t, const char* stride_field) {
+  if (t.base == 0) return Status::InvalidArgument(t.name + "_base: null");
+  if (t.count > 1 && t.stride < t.bytes) {
+    return Status::InvalidArgument(t.name + "_" + stride_field + ": " + std::to_string(t.stride) +
+                                   " (smaller than the " + std::to_string(t.bytes) +
+                                   " bytes of one slot: slots would overlap)");
+  }
+  if (t.count > 1 && t.stride > (UINT64_MAX - t.bytes) / (t.count - 1)) {
+    return Status::InvalidArgument(t.name + "_" + stride_field + ": " + std::to_string(t.stride) +
+                                   " (the tensor's span overflows 64 bits)");
+  }
+  if (t.span() > UINTPTR_MAX - t.base) {
+    return Status::InvalidArgument(t.name + "_base: the tensor's end wraps the address space");
+  }
+  return Status::OK();
+}
+
+// True when no byte of `a` can be a byte of `b`. Exact for disjoint spans; for overlapping spans
+// with equal strides, checks that the two tensors occupy disjoint residues modulo the stride;
+// otherwise (overlapping spans, different strides) conservatively reports an overlap.
+bool Disjoint(const StridedTensor& a, const StridedTensor& b) {
+  if (a.base + a.span() <= b.base || b.base + b.span() <= a.base) return true;
+  const StridedTensor& lo = a.base <= b.base ? a : b;
+  const StridedTensor& hi = a.base <= b.base ? b : a;
+  if (lo.stride != hi.stride || lo.stride == 0 || lo.count == 1 || hi.count == 1) return false;
+  const uint64_t d = (hi.base - lo.base) % lo.stride;
+  return d >= lo.bytes && d + hi.bytes <= lo.stride;
+}
+
+}  // namespace
+
+Status DevicePoolDescription::Validate(const ModelLayout& layout) const {
+  if (device < -1) {
+    return Status::InvalidArgument("device_pool.device: " + std::to_string(device) +
+                                   " (must be a GPU index, or -1 for host memory)");
+  }
+  if (num_pages > 0 && !layout.has_attention()) {
+    return Status::InvalidArgument("device_pool.num_pages: " + std::to_string(num_pages) +
+                                   " (the layout has no attention layers)");
+  }
+  if (num_state_slots > 0 && !layout.has_ssm()) {
+    return Status::InvalidArgument(
+        "device_pool.num_state_slots: " + std::to_string(num_state_slots) +
+        " (the layout has no SSM layers)");
+  }
+  if (num_pages > 0 && attention.size() != layout.attention_layers.size()) {
+    return Status::InvalidArgument(
+        "device_pool.attention: " + std::to_string(attention.size()) + " entries (the layout has " +
+        std::to_string(layout.attention_layers.size()) + " attention layers)");
+  }
+  if (num_state_slots > 0 && ssm.size() != layout.ssm_layers.size()) {
+    return Status::InvalidArgument("device_pool.ssm: " + std::to_string(ssm.size()) +
+                                   " entries (the layout has " +
+                                   std::to_string(layout.ssm_layers.size()) + " SSM layers)");
+  }
+  if (num_pages == 0 && num_state_slots == 0) {
+    return Status::InvalidArgument("device_pool: num_pages and num_state_slots are both 0");
+  }
+  std::vector<StridedTensor> tensors;
+  if (num_pages > 0) {
+    for (size_t a = 0; a < attention.size(); ++a) {
+      const std::string n = "device_pool.attention[" + std::to_string(a) + "].";
+      const uint64_t kb = layout.KBytesPerPage(a);
+      tensors.push_back({n + "k", 0, reinterpret_cast<uintptr_t>(attention[a].k_base),
+                         attention[a].k_page_stride, kb, num_pages});
+      tensors.push_back({n + "v", 0, reinterpret_cast<uintptr_t>(attention[a].v_base),
+                         attention[a].v_page_stride, kb, num_pages});
+    }
+  }
+  if (num_state_slots > 0) {
+    for (size_t s = 0; s < ssm.size(); ++s) {
+      const std::string n = "device_pool.ssm[" + std::to_string(s) + "].";
+      tensors.push_back({n + "conv", 1, reinterpret_cast<uintptr_t>(ssm[s].conv_base),
+                         ssm[s].conv_slot_stride, layout.ConvStateBytes(s), num_state_slots});
+      tensors.push_back({n + "ssm", 1, reinterpret_cast<uintptr_t>(ssm[s].ssm_base),
+                         ssm[s].ssm_slot_stride, layout.SsmStateBytes(s), num_state_slots});
+    }
+  }
+  for (const StridedTensor& t : tensors) {
+    CACHEPAWL_RETURN_IF_ERROR(CheckTensor(t, t.kind == 0 ? "page_stride" : "slot_stride"));
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    for (size_t j = i + 1; j < tensors.size(); ++j) {
+      if (kinds_share_memory && tensors[i].kind != tensors[j].kind) continue;
+      if (!Disjoint(tensors[i], tensors[j])) {
+        return Status::InvalidArgument(tensors[i].name + " overlaps " + tensors[j].name);
+      }
+    }
+  }
+  if (device >= 0) {
+    if (!cuda::GpuAvailable()) {
+      return Status::InvalidArgument("device_pool.device: " + std::to_string(device) +
+                                     " but no GPU is usable (" + cuda::DescribeDevice(device) +
+                                     "); use -1 for a host-memory pool");
+    }
+    for (const StridedTensor& t : tensors) {
+      CACHEPAWL_RETURN_IF_ERROR(
+          cuda::CheckDevicePointer(reinterpret_cast<const void*>(t.base), device, t.name));
+      CACHEPAWL_RETURN_IF_ERROR(cuda::CheckDevicePointer(
+          reinterpret_cast<const void*>(t.base + t.span() - 1), device, t.name + " (last byte)"));
+    }
+  }
+  return Status::OK();
+}
+
+uint64_t DevicePoolDescription::LayerFirstKvBytes(const ModelLayout& layout, size_t a,
+                                                  uint64_t num_pages) {
+  return layout.KBytesPerPage(a) * num_pages;
+}
+
+DevicePoolDescription DevicePoolDescription::LayerFirst(const ModelLayout& layout, int device,
+                                                        uint64_t num_pages,
+                                                        const std::vector<std::byte*>& k_bases,
+                                                        const std::vector<std::byte*>& v_bases,
+                                                        bool interleaved, uint64_t num_state_slots,
+                                                        const std::vector<std::byte*>& conv_bases,
+                                                        const std::vector<std::byte*>& ssm_bases) {
+  DevicePoolDescription d;
+  d.device = device;
+  d.num_pages = num_pages;
+  d.num_state_slots = num_state_slots;
+  if (num_pages > 0) {
+    for (size_t a = 0; a < k_bases.size(); ++a) {
+      const uint64_t kb = layout.KBytesPerPage(a);
+      KvLayerPool p;
+      p.k_base = k_bases[a];
+      if (interleaved) {
+        p.v_base = k_bases[a] + kb;
+        p.k_page_stride = p.v_page_stride = 2 * kb;
+      } else {
+        p.v_base = a < v_bases.size() ? v_bases[a] : nullptr;
+        p.k_page_stride = p.v_page_stride = kb;
+      }
+      d.attention.push_back(p);
+    }
+  }
+  if (num_state_slots > 0) {
+    for (size_t s = 0; s < conv_bases.size(); ++s) {
+      SsmLayerPool p;
+      p.conv_base = conv_bases[s];
+      p.ssm_base = s < ssm_bases.size() ? ssm_bases[s] : nullptr;
+      p.conv_slot_stride = layout.ConvStateBytes(s);
+      p.ssm_slot_stride = layout.SsmStateBytes(s);
+      d.ssm.push_back(p);
+    }
+  }
+  return d;
+}
+
+DevicePoolDescription DevicePoolDescription::BlockContiguous(
+    const ModelLayout& layout, int device, std::byte* kv_base, uint64_t num_pages,
+    uint64_t page_stride, std::byte* state_base, uint64_t num_state_slots, uint64_t state_stride) {
+  DevicePoolDescription d;
+  d.device = device;
+  d.num_pages = num_pages;
+  d.num_state_slots = num_state_slots;
+  if (num_pages > 0) {
+    if (page_stride == 0) page_stride = layout.KvPageBytes();
+    for (size_t a = 0; a < layout.attention_layers.size(); ++a) {
+      d.attention.push_back({kv_base + layout.KSegment(a).offset,
+                             kv_base + layout.VSegment(a).offset, page_stride, page_stride});
+    }
+  }
+  if (num_state_slots > 0) {
+    if (state_stride == 0) state_stride = layout.MambaSlotBytes();
+    for (size_t s = 0; s < layout.ssm_layers.size(); ++s) {
+      d.ssm.push_back({state_base + layout.ConvSegment(s).offset,
+                       state_base + layout.SsmSegment(s).offset, state_stride, state_stride});
+    }
+  }
+  return d;
+}
+
+}  // namespace cachepawl

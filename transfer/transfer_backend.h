@@ -1,0 +1,47 @@
+// Internal to the transfer engine: the backend that moves the bytes of planned operations.
+// CPU backend: memcpy on the dispatcher thread. CUDA backend (transfer/cuda_backend.cc): kernels
+// and copy engines on two streams per direction, completion on a thread per direction.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "store/status.h"
+#include "transfer/transfer_plan.h"
+
+namespace cachepawl {
+struct TransferEngineOptions;
+}
+
+namespace cachepawl::internal {
+
+// The backend that moves the bytes: CPU (memcpy on the dispatcher thread) or CUDA.
+class TransferBackend {
+ public:
+  virtual ~TransferBackend() = default;
+  // Called on the direction's dispatcher thread, in submission order. Runs or enqueues `op` and
+  // eventually completes op->completer (per layer, then whole) exactly once, after the op's
+  // memory accesses ended, in submission order per direction.
+  virtual void Dispatch(std::unique_ptr<PlannedOperation> op) = 0;
+  // Blocks until every dispatched operation has completed.
+  virtual void Drain() = 0;
+  // A function that makes a CUDA stream wait until operation `seq` of `direction` completed;
+  // empty in CPU mode.
+  virtual std::function<Status(void*)> StreamWaiter(Direction direction, uint64_t seq) = 0;
+  // Counters.
+  virtual uint64_t kernel_launches() const = 0;
+  virtual uint64_t copy_calls() const = 0;
+  virtual uint64_t execution_errors() const = 0;
+};
+
+// memcpy backend; `staging_bytes` of host memory per direction.
+std::unique_ptr<TransferBackend> MakeCpuBackend(const RecordMap* const maps[kNumKinds],
+                                                uint64_t staging_bytes);
+
+// CUDA backend on GPU `device` (Unavailable in builds without CUDA).
+StatusOr<std::unique_ptr<TransferBackend>> MakeCudaBackend(const RecordMap* const maps[kNumKinds],
+                                                           const TransferEngineOptions& options,
+                                                           int device);
+
+}  // namespace cachepawl::internal

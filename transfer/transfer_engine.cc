@@ -1,0 +1,276 @@
+#include "transfer/transfer_engine.h"
+
+#include <set>
+#include <string>
+#include <utility>
+
+#include "cuda/gpu_runtime.h"
+#include "transfer/transfer_backend.h"
+#include "transfer/transfer_plan.h"
+
+namespace cachepawl {
+
+using internal::PlannedOperation;
+using internal::RecordMap;
+
+struct TransferEngine::DirectionQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<PlannedOperation>> pending;  // guarded by mu
+  uint64_t next_seq = 0;                                  // guarded by mu
+  bool stop = false;                                      // guarded by mu
+  std::thread dispatcher;
+  std::atomic<uint64_t> submitted{0}, completed_ok{0}, failed{0}, units{0}, bytes{0};
+};
+
+Status TransferEngineOptions::Validate() const {
+  if (mode != Mode::kAuto && mode != Mode::kGpu && mode != Mode::kCpu) {
+    return Status::InvalidArgument("transfer.mode: " + std::to_string(static_cast<int>(mode)));
+  }
+  if (tile_bytes == 0 || tile_bytes % 4096 != 0 || tile_bytes > (uint64_t{1} << 30)) {
+    return Status::InvalidArgument("transfer.tile_bytes: " + std::to_string(tile_bytes) +
+                                   " (must be a multiple of 4096 in [4096, 1 GiB])");
+  }
+  if (staging_bytes < 2 * tile_bytes || staging_bytes > (uint64_t{16} << 30)) {
+    return Status::InvalidArgument(
+        "transfer.staging_bytes: " + std::to_string(staging_bytes) +
+        " (must be in [2 * tile_bytes = " + std::to_string(2 * tile_bytes) + ", 16 GiB])");
+  }
+  if (kernel_ctas > 65535) {
+    return Status::InvalidArgument("transfer.kernel_ctas: " + std::to_string(kernel_ctas) +
+                                   " (must be <= 65535; 0 means one per SM)");
+  }
+  if (writeback_priority < -1000 || writeback_priority > 1000) {
+    return Status::InvalidArgument("transfer.writeback_priority: " +
+                                   std::to_string(writeback_priority));
+  }
+  if (loadback_priority < -1000 || loadback_priority > 1000) {
+    return Status::InvalidArgument("transfer.loadback_priority: " +
+                                   std::to_string(loadback_priority));
+  }
+  return Status::OK();
+}
+
+TransferEngine::TransferEngine(const ModelLayout& layout, const DevicePoolDescription& pool,
+                               HostArena* host, const TransferEngineOptions& options)
+    : layout_(layout), pool_(pool), host_(host), options_(options) {}
+
+StatusOr<std::unique_ptr<TransferEngine>> TransferEngine::Create(
+    const ModelLayout& layout, const DevicePoolDescription& pool, HostArena* host,
+    const TransferEngineOptions& options) {
+  CACHEPAWL_RETURN_IF_ERROR(options.Validate());
+  CACHEPAWL_RETURN_IF_ERROR(layout.Validate().WithContext("transfer engine layout"));
+  if (host == nullptr) return Status::InvalidArgument("transfer engine: host arena is null");
+  if (host->layout().Fingerprint() != layout.Fingerprint()) {
+    return Status::InvalidArgument("transfer engine: the host arena's layout (" +
+                                   host->layout().FingerprintHex() +
+                                   ") differs from the engine's (" + layout.FingerprintHex() + ")");
+  }
+  CACHEPAWL_RETURN_IF_ERROR(pool.Validate(layout));
+  bool gpu = false;
+  switch (options.mode) {
+    case TransferEngineOptions::Mode::kCpu:
+      if (pool.device != -1) {
+        return Status::InvalidArgument("transfer.mode: kCpu but device_pool.device is " +
+                                       std::to_string(pool.device) +
+                                       " (CPU mode needs a host-memory pool, device -1)");
+      }
+      break;
+    case TransferEngineOptions::Mode::kGpu:
+      if (!cuda::GpuAvailable()) {
+        return Status::Unavailable("transfer.mode: kGpu but no GPU is usable (" +
+                                   cuda::DescribeDevice(0) + ")");
+      }
+      if (pool.device < 0) {
+        return Status::InvalidArgument(
+            "transfer.mode: kGpu but device_pool.device is -1 (host memory)");
+      }
+      gpu = true;
+      break;
+    case TransferEngineOptions::Mode::kAuto:
+      gpu = pool.device >= 0;
+      break;
+  }
+  if (gpu && !host->pinning()) {
+    return Status::InvalidArgument("transfer engine: the device pool is on GPU " +
+                                   std::to_string(pool.device) +
+                                   " but the host arena is not pinned (opened in CPU mode)");
+  }
+  std::unique_ptr<TransferEngine> e(new TransferEngine(layout, pool, host, options));
+  e->gpu_ = gpu;
+  for (Kind k : {Kind::kKV, Kind::kMamba}) {
+    e->maps_[static_cast<int>(k)] =
+        std::make_unique<RecordMap>(RecordMap::Build(layout, pool, k, options.tile_bytes));
+  }
+  const RecordMap* maps[kNumKinds] = {e->maps_[0].get(), e->maps_[1].get()};
+  if (gpu) {
+    CACHEPAWL_ASSIGN_OR_RETURN(e->backend_, internal::MakeCudaBackend(maps, options, pool.device));
+  } else {
+    e->backend_ = internal::MakeCpuBackend(maps, options.staging_bytes);
+  }
+  for (int d = 0; d < 2; ++d) {
+    e->queues_[d] = std::make_unique<DirectionQueue>();
+    e->queues_[d]->dispatcher = std::thread([ptr = e.get(), d] { ptr->DispatchLoop(d); });
+  }
+  return e;
+}
+
+TransferEngine::~TransferEngine() {
+  for (auto& q : queues_) {
+    if (!q) continue;
+    {
+      std::lock_guard<std::mutex> lock(q->mu);
+      q->stop = true;
+    }
+    q->cv.notify_all();
+  }
+  for (auto& q : queues_) {
+    if (q && q->dispatcher.joinable()) q->dispatcher.join();
+  }
+  if (backend_) backend_->Drain();
+  backend_.reset();
+}
+
+void TransferEngine::DispatchLoop(int direction) {
+  DirectionQueue& q = *queues_[direction];
+  for (;;) {
+    std::unique_ptr<PlannedOperation> op;
+    {
+      std::unique_lock<std::mutex> lock(q.mu);
+      q.cv.wait(lock, [&] { return q.stop || !q.pending.empty(); });
+      if (q.pending.empty()) return;  // stopping and drained
+      op = std::move(q.pending.front());
+      q.pending.pop_front();
+    }
+    if (options_.fault_injection && op->pre_status.ok()) {
+      Status st = options_.fault_injection(op->op);
+      if (!st.ok()) op->pre_status = st.WithContext("injected fault");
+    }
+    backend_->Dispatch(std::move(op));
+  }
+}
+
+Status TransferEngine::Validate(const Operation& op) const {
+  if (op.direction != Direction::kWriteBack && op.direction != Direction::kLoadBack) {
+    return Status::InvalidArgument("operation.direction: " +
+                                   std::to_string(static_cast<int>(op.direction)));
+  }
+  const bool wb = op.direction == Direction::kWriteBack;
+  if (op.per_layer_fences && wb) {
+    return Status::InvalidArgument(
+        "operation.per_layer_fences: true on a WriteBack (only LoadBack has per-layer fences)");
+  }
+  const Tier src_tier = wb ? Tier::kDevice : Tier::kHost;
+  const Tier dst_tier = wb ? Tier::kHost : Tier::kDevice;
+  std::set<std::pair<int, uint64_t>> destinations;
+  for (size_t i = 0; i < op.units.size(); ++i) {
+    const CacheTransferUnit& u = op.units[i];
+    const std::string at = "units[" + std::to_string(i) + "]";
+    if (!IsValidKind(static_cast<uint8_t>(u.kind))) {
+      return Status::InvalidArgument(at + ".kind: " + std::to_string(static_cast<int>(u.kind)));
+    }
+    if (u.src.tier != src_tier || u.dst.tier != dst_tier) {
+      return Status::InvalidArgument(
+          at + ": " + std::string(TierName(u.src.tier)) + "->" + std::string(TierName(u.dst.tier)) +
+          " in a " + DirectionName(op.direction) + " (this engine moves " +
+          std::string(TierName(src_tier)) + "->" + std::string(TierName(dst_tier)) +
+          " only; disk units belong to the disk tier)");
+    }
+    const RecordMap& m = *maps_[static_cast<int>(u.kind)];
+    const TierSlot& dev = wb ? u.src : u.dst;
+    const TierSlot& host = wb ? u.dst : u.src;
+    const char* dev_field = wb ? ".src.slot" : ".dst.slot";
+    if (dev.slot >= m.num_slots) {
+      return Status::InvalidArgument(at + dev_field + ": " + std::to_string(dev.slot) +
+                                     " (the device pool has " + std::to_string(m.num_slots) +
+                                     (u.kind == Kind::kKV ? " KV pages)" : " state slots)"));
+    }
+    Status st = host_->CheckSlot(host.slot, u.kind);
+    if (!st.ok()) return st.WithContext(at + (wb ? ".dst" : ".src"));
+    const TierSlot& dst = u.dst;
+    if (!destinations.insert({static_cast<int>(u.kind), dst.slot}).second) {
+      return Status::InvalidArgument(at + ".dst: " + std::string(TierName(dst.tier)) + " slot " +
+                                     std::to_string(dst.slot) +
+                                     " is the destination of an earlier unit too");
+    }
+  }
+  return Status::OK();
+}
+
+Fence TransferEngine::Submit(Operation op) {
+  const size_t layers = op.per_layer_fences ? layout_.attention_layers.size() : 0;
+  Status st = Validate(op);
+  if (!st.ok()) {
+    invalid_operations_.fetch_add(1, std::memory_order_relaxed);
+    FenceCompleter c(op.per_layer_fences ? layers : 0);
+    Fence f = c.fence();
+    c.Complete(std::move(st));
+    return f;
+  }
+  const int d = static_cast<int>(op.direction);
+  DirectionQueue& q = *queues_[d];
+  if (op.units.empty()) {
+    FenceCompleter c(layers);
+    Fence f = c.fence();
+    c.Complete(Status::OK());
+    return f;
+  }
+  auto planned = std::make_unique<PlannedOperation>();
+  std::vector<std::byte*> payloads(op.units.size());
+  for (size_t i = 0; i < op.units.size(); ++i) {
+    const TierSlot& host =
+        op.direction == Direction::kWriteBack ? op.units[i].dst : op.units[i].src;
+    payloads[i] = host_->SlotPayload(host.slot);
+  }
+  const RecordMap* maps[kNumKinds] = {maps_[0].get(), maps_[1].get()};
+  internal::PlanOperation(op, payloads, maps, options_.staging_bytes / 2, planned.get());
+  staged_chunks_.fetch_add(planned->chunks.size(), std::memory_order_relaxed);
+  planned->per_layer = op.per_layer_fences;
+  planned->num_layers = layers;
+  planned->completer = FenceCompleter(layers);
+  Fence fence = planned->completer.fence();
+  const uint64_t units = planned->units, bytes = planned->bytes;
+  planned->before_complete = [&q, units, bytes](const Status& s) {
+    if (s.ok()) {
+      q.completed_ok.fetch_add(1, std::memory_order_relaxed);
+      q.units.fetch_add(units, std::memory_order_relaxed);
+      q.bytes.fetch_add(bytes, std::memory_order_relaxed);
+    } else {
+      q.failed.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  planned->op = std::move(op);
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    planned->seq = ++q.next_seq;
+    std::function<Status(void*)> waiter = backend_->StreamWaiter(planned->direction, planned->seq);
+    if (waiter) {
+      std::lock_guard<std::mutex> fl(fence.state()->mu);
+      fence.state()->gpu_stream_waiter = std::move(waiter);
+    }
+    q.submitted.fetch_add(1, std::memory_order_relaxed);
+    q.pending.push_back(std::move(planned));
+  }
+  q.cv.notify_one();
+  return fence;
+}
+
+TransferEngineStats TransferEngine::stats() const {
+  TransferEngineStats s;
+  for (int d = 0; d < 2; ++d) {
+    const DirectionQueue& q = *queues_[d];
+    s.submitted[d] = q.submitted.load(std::memory_order_relaxed);
+    s.completed_ok[d] = q.completed_ok.load(std::memory_order_relaxed);
+    s.failed[d] = q.failed.load(std::memory_order_relaxed);
+    s.units[d] = q.units.load(std::memory_order_relaxed);
+    s.bytes[d] = q.bytes.load(std::memory_order_relaxed);
+  }
+  s.invalid_operations = invalid_operations_.load(std::memory_order_relaxed);
+  s.staged_chunks = staged_chunks_.load(std::memory_order_relaxed);
+  s.execution_errors = backend_->execution_errors();
+  s.kernel_launches = backend_->kernel_launches();
+  s.copy_calls = backend_->copy_calls();
+  return s;
+}
+
+}  // namespace cachepawl

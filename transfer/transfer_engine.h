@@ -1,0 +1,152 @@
+// TransferEngine: runs Operations of CacheTransferUnits between the device tier (a device pool)
+// and the host tier (a HostArena), in both directions at once, and reports each through a Fence.
+//
+//   WriteBack: units {kind, src = {Device, page or state index}, dst = {Host, HostSlotId}}
+//   LoadBack:  units {kind, src = {Host, HostSlotId}, dst = {Device, page or state index}}
+// (Host<->Disk units belong to the disk tier; this engine refuses them.)
+//
+// Data path (GPU mode). The PCIe link is crossed by copy engines in large contiguous records;
+// SMs only move bytes within HBM. WriteBack: a gather kernel copies each unit's scattered
+// layer-first pieces into a page-first record in a device staging buffer, then copy engines move
+// the records to the host slots' payloads (runs of adjacent slots as one 2-D copy). LoadBack: the
+// reverse, with a scatter kernel. The staging buffer of each direction is bounded
+// (options.staging_bytes) and double-buffered, so the kernel of one half overlaps the copies of
+// the other and operations of any size stream through it. Pools whose records are contiguous on
+// the device (block-contiguous, DevicePoolArena) skip staging: copy engines move whole records.
+// Each direction has its own two non-blocking streams (copy, kernel) at options' priority;
+// operations of one direction run in submission order; the two directions overlap.
+//
+// CPU mode (no GPU, options.mode == kCpu): the same planning and staging, with memcpy on one
+// worker thread per direction; the device pool is host memory (DevicePoolDescription::device
+// == -1). Every behaviour but the CUDA calls is the same, so CI tests it.
+//
+// Fences (transfer/fence.h): Submit returns one per operation; it always fires. Success means
+// every byte of every unit landed. Errors (a unit that names a tier pair other than
+// Device<->Host, a device slot out of range, a host slot that is not allocated or holds the other
+// kind, a destination named twice, a CUDA error) complete it with a non-OK status; a failed
+// operation may have written any subset of its destinations. LoadBack with per_layer_fences: the
+// fence has one sub-fence per attention layer, fired once that layer's pages and every Mamba unit
+// of the operation have landed. Fence::StreamWait(stream) makes a CUDA stream wait for the
+// operation on the GPU without blocking the CPU, even when called before the engine has enqueued
+// the operation's copies (a 32-bit counter in pinned memory, written by the direction's last
+// stream with cuStreamWriteValue32 and awaited with cuStreamWaitValue32). The waiting stream is
+// released on error too: check the fence's status before trusting the bytes.
+//
+// Ownership: the engine borrows the HostArena and the device pool memory; both must outlive it.
+// The caller must keep every host and device slot named by an operation allocated, and must not
+// read or write its destination bytes, until the operation's fence fires (the store's locks).
+// A stream that StreamWait()ed must be synchronized before the engine and the last copy of that
+// fence are destroyed.
+//
+// Thread safety: Submit(), stats() and every Fence method may be called concurrently from any
+// number of threads. Operations of one direction run in the order in which their Submit calls
+// entered the direction's queue (for calls from one thread: call order). The destructor waits until
+// every submitted operation's fence has fired; no Submit may run concurrently with it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "store/model_layout.h"
+#include "store/status.h"
+#include "tiers/device_pool.h"
+#include "tiers/host_arena.h"
+#include "transfer/fence.h"
+#include "transfer/transfer_unit.h"
+
+namespace cachepawl {
+
+namespace internal {
+struct PlannedOperation;
+struct RecordMap;
+class TransferBackend;
+}  // namespace internal
+
+struct TransferEngineOptions {
+  enum class Mode : uint8_t {
+    kAuto = 0,  // GPU when the pool is on a GPU (description.device >= 0), CPU otherwise
+    kGpu = 1,   // fails with Unavailable without a GPU
+    kCpu = 2,   // requires a host-memory pool (description.device == -1)
+  };
+  Mode mode = Mode::kAuto;
+  // CUDA stream priorities of the WriteBack and LoadBack streams (lower numbers run first; the
+  // device's range is typically [-5, 0]; values outside it are clamped). 0 = lowest priority.
+  int writeback_priority = 0;
+  int loadback_priority = 0;
+  // Device staging bytes per direction (two halves); at least 2 * tile_bytes.
+  uint64_t staging_bytes = uint64_t{64} << 20;
+  // Gather/scatter work unit: the largest piece one CTA copies at once; a record is split at
+  // tile boundaries when it does not fit in a staging half. A multiple of 4 KiB.
+  uint64_t tile_bytes = uint64_t{64} << 10;
+  // CTAs of each gather/scatter kernel launch (fewer CTAs leave more SMs to the engine's model).
+  uint32_t kernel_ctas = 16;
+  // Tests only: called on the dispatcher thread before each operation runs; a non-OK status
+  // fails the operation as a CUDA error would (after the operations before it completed).
+  std::function<Status(const Operation&)> fault_injection;
+
+  // OK, or InvalidArgument naming the field and value at fault.
+  Status Validate() const;
+};
+
+struct TransferEngineStats {
+  uint64_t submitted[2] = {0, 0};  // per Direction
+  uint64_t completed_ok[2] = {0, 0};
+  uint64_t failed[2] = {0, 0};
+  uint64_t units[2] = {0, 0};
+  uint64_t bytes[2] = {0, 0};       // record bytes moved by successful operations
+  uint64_t invalid_operations = 0;  // refused at Submit
+  uint64_t execution_errors = 0;    // CUDA errors and injected faults
+  uint64_t staged_chunks = 0;       // staging halves filled
+  uint64_t kernel_launches = 0;
+  uint64_t copy_calls = 0;  // copy-engine calls (a 2-D run counts once)
+};
+
+class TransferEngine {
+ public:
+  // Errors: InvalidArgument (options, layout, a pool description that fails Validate, a pool on
+  // another GPU than the mode allows), Unavailable (kGpu without a GPU), Internal (CUDA setup).
+  static StatusOr<std::unique_ptr<TransferEngine>> Create(const ModelLayout& layout,
+                                                          const DevicePoolDescription& pool,
+                                                          HostArena* host,
+                                                          const TransferEngineOptions& options);
+  ~TransferEngine();
+  TransferEngine(const TransferEngine&) = delete;
+  TransferEngine& operator=(const TransferEngine&) = delete;
+
+  // Queues `op` and returns its fence at once (it never waits for the transfer). An operation
+  // that fails validation returns a fence that has already fired with InvalidArgument naming
+  // the unit (e.g. "units[4].src.slot: 9000 (the pool has 4096 pages)"). An empty operation
+  // returns a fence that has fired with OK.
+  Fence Submit(Operation op);
+
+  bool gpu_mode() const { return gpu_; }
+  const ModelLayout& layout() const { return layout_; }
+  TransferEngineStats stats() const;
+
+ private:
+  struct DirectionQueue;
+  TransferEngine(const ModelLayout& layout, const DevicePoolDescription& pool, HostArena* host,
+                 const TransferEngineOptions& options);
+  Status Validate(const Operation& op) const;
+  std::unique_ptr<internal::PlannedOperation> Plan(Operation op) const;
+  void DispatchLoop(int direction);
+
+  const ModelLayout layout_;
+  const DevicePoolDescription pool_;
+  HostArena* const host_;
+  const TransferEngineOptions options_;
+  bool gpu_ = false;
+  std::unique_ptr<internal::RecordMap> maps_[kNumKinds];
+  std::unique_ptr<internal::TransferBackend> backend_;
+  std::unique_ptr<DirectionQueue> queues_[2];
+  std::atomic<uint64_t> invalid_operations_{0};
+  std::atomic<uint64_t> staged_chunks_{0};
+};
+
+}  // namespace cachepawl

@@ -1,0 +1,152 @@
+#include "transfer/transfer_plan.h"
+
+#include <algorithm>
+
+namespace cachepawl::internal {
+
+namespace {
+constexpr uint64_t kStagingAlignment = 256;
+uint64_t AlignStaging(uint64_t n) {
+  return (n + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment;
+}
+}  // namespace
+
+RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescription& pool, Kind kind,
+                           uint64_t tile_bytes) {
+  RecordMap m;
+  m.kind = kind;
+  const bool has = kind == Kind::kKV ? layout.has_attention() : layout.has_ssm();
+  if (!has) return m;
+  m.record_bytes = layout.RecordBytes(kind);
+  m.num_slots = kind == Kind::kKV ? pool.num_pages : pool.num_state_slots;
+  if (m.num_slots == 0) return m;
+  auto add = [&](RecordSegment rs, const std::byte* base, uint64_t stride, int layer) {
+    m.segments.push_back({rs.offset, rs.bytes, reinterpret_cast<uintptr_t>(base), stride, layer});
+  };
+  if (kind == Kind::kKV) {
+    for (size_t a = 0; a < layout.attention_layers.size(); ++a) {
+      add(layout.KSegment(a), pool.attention[a].k_base, pool.attention[a].k_page_stride,
+          static_cast<int>(a));
+      add(layout.VSegment(a), pool.attention[a].v_base, pool.attention[a].v_page_stride,
+          static_cast<int>(a));
+    }
+  } else {
+    for (size_t s = 0; s < layout.ssm_layers.size(); ++s) {
+      add(layout.ConvSegment(s), pool.ssm[s].conv_base, pool.ssm[s].conv_slot_stride, -1);
+      add(layout.SsmSegment(s), pool.ssm[s].ssm_base, pool.ssm[s].ssm_slot_stride, -1);
+    }
+  }
+  int last_layer = -1;
+  for (uint32_t i = 0; i < m.segments.size(); ++i) {
+    const Segment& s = m.segments[i];
+    if (s.attention_layer >= 0 && s.attention_layer != last_layer) {
+      m.layer_tiles.push_back(static_cast<uint32_t>(m.tiles.size()));
+      last_layer = s.attention_layer;
+    }
+    for (uint64_t off = 0; off < s.bytes; off += tile_bytes) {
+      m.tiles.push_back({i, off, std::min(tile_bytes, s.bytes - off)});
+      m.tile_offset.push_back(s.record_offset + off);
+    }
+  }
+  m.tile_offset.push_back(m.record_bytes);
+  if (kind == Kind::kKV) m.layer_tiles.push_back(static_cast<uint32_t>(m.tiles.size()));
+  // Direct: every segment at the same stride, placed as in the record.
+  m.direct = true;
+  const Segment& s0 = m.segments[0];
+  for (const Segment& s : m.segments) {
+    if (s.device_stride != s0.device_stride ||
+        s.device_base - s0.device_base != s.record_offset - s0.record_offset) {
+      m.direct = false;
+      break;
+    }
+  }
+  if (m.direct) {
+    m.direct_base = s0.device_base - s0.record_offset;
+    m.direct_stride = s0.device_stride;
+  }
+  return m;
+}
+
+void AppendCopy(std::vector<CopyRun>& runs, std::byte* host, uint64_t other, uint64_t bytes) {
+  if (!runs.empty()) {
+    CopyRun& r = runs.back();
+    if (r.height == 1 && r.host + r.width == host && r.other + r.width == other) {
+      r.width += bytes;
+      return;
+    }
+    if (bytes == r.width) {
+      if (r.height == 1) {
+        if (host > r.host && other > r.other && static_cast<uint64_t>(host - r.host) >= r.width &&
+            other - r.other >= r.width) {
+          r.host_pitch = static_cast<uint64_t>(host - r.host);
+          r.other_pitch = other - r.other;
+          r.height = 2;
+          return;
+        }
+      } else if (host == r.host + r.height * r.host_pitch &&
+                 other == r.other + r.height * r.other_pitch) {
+        ++r.height;
+        return;
+      }
+    }
+  }
+  runs.push_back({host, 0, other, 0, bytes, 1});
+}
+
+void PlanOperation(const Operation& op, const std::vector<std::byte*>& host_payloads,
+                   const RecordMap* const maps[kNumKinds], uint64_t half_bytes,
+                   PlannedOperation* out) {
+  out->direction = op.direction;
+  const bool write_back = op.direction == Direction::kWriteBack;
+  StagedChunk* chunk = nullptr;
+  auto new_chunk = [&] {
+    out->chunks.emplace_back();
+    chunk = &out->chunks.back();
+  };
+  for (size_t i = 0; i < op.units.size(); ++i) {
+    const CacheTransferUnit& u = op.units[i];
+    const RecordMap& m = *maps[static_cast<int>(u.kind)];
+    const uint64_t slot = write_back ? u.src.slot : u.dst.slot;
+    std::byte* host = host_payloads[i];
+    ++out->units;
+    out->bytes += m.record_bytes;
+    if (m.direct) {
+      AppendCopy(out->direct, host, m.direct_base + slot * m.direct_stride, m.record_bytes);
+      continue;
+    }
+    const uint32_t ntiles = static_cast<uint32_t>(m.tiles.size());
+    uint32_t t = 0;
+    while (t < ntiles) {
+      if (chunk == nullptr) new_chunk();
+      const uint64_t room = half_bytes - chunk->staging_bytes;
+      // The last tile end e with tile_offset[e] - tile_offset[t] <= room.
+      auto it = std::upper_bound(m.tile_offset.begin() + t + 1, m.tile_offset.end(),
+                                 m.tile_offset[t] + room);
+      const uint32_t end = static_cast<uint32_t>(it - m.tile_offset.begin()) - 1;
+      if (end == t) {  // not even one tile fits: next half
+        new_chunk();
+        continue;
+      }
+      const uint64_t bytes = m.tile_offset[end] - m.tile_offset[t];
+      const uint64_t at = chunk->staging_bytes;
+      chunk->jobs[static_cast<int>(u.kind)].push_back(
+          {slot, t, end - t, static_cast<int64_t>(at) - static_cast<int64_t>(m.tile_offset[t])});
+      AppendCopy(chunk->copies, host + m.tile_offset[t], at, bytes);
+      chunk->staging_bytes = std::min(half_bytes, AlignStaging(at + bytes));
+      t = end;
+    }
+  }
+}
+
+std::vector<KernelJob> RestrictJobs(const std::vector<KernelJob>& jobs, uint32_t tile_lo,
+                                    uint32_t tile_hi) {
+  std::vector<KernelJob> out;
+  for (const KernelJob& j : jobs) {
+    const uint32_t lo = std::max(j.tile_begin, tile_lo);
+    const uint32_t hi = std::min(j.tile_begin + j.tile_count, tile_hi);
+    if (lo < hi) out.push_back({j.slot, lo, hi - lo, j.staging_record_base});
+  }
+  return out;
+}
+
+}  // namespace cachepawl::internal
