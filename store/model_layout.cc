@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -12,8 +13,12 @@ namespace {
 
 constexpr uint32_t kFingerprintVersion = 1;
 
-bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
-bool AddOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_add_overflow(a, b, out); }
+bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+bool AddOverflows(uint64_t a, uint64_t b, uint64_t* out) {
+  return __builtin_add_overflow(a, b, out);
+}
 
 // Elements of a shape, or nullopt on overflow / empty shape / zero dimension.
 std::optional<uint64_t> Elements(const std::vector<uint64_t>& shape) {
@@ -81,8 +86,7 @@ Status ModelLayout::Validate() const {
   if (page_size_tokens == 0) return bad("page_size_tokens", "0", "must be > 0");
   if (tp_size == 0) return bad("tp_size", "0", "must be > 0");
   if (tp_rank >= tp_size) {
-    return bad("tp_rank", std::to_string(tp_rank),
-               "must be < tp_size " + std::to_string(tp_size));
+    return bad("tp_rank", std::to_string(tp_rank), "must be < tp_size " + std::to_string(tp_size));
   }
   if (attention_layers.empty() && ssm_layers.empty()) {
     return bad("attention_layers/ssm_layers", "both empty", "a layout needs at least one layer");
@@ -137,8 +141,7 @@ Status ModelLayout::Validate() const {
                  "unknown dtype");
     }
     if (!IsValidDType(static_cast<uint8_t>(s.ssm_dtype))) {
-      return bad(f + ".ssm_dtype", std::to_string(static_cast<int>(s.ssm_dtype)),
-                 "unknown dtype");
+      return bad(f + ".ssm_dtype", std::to_string(static_cast<int>(s.ssm_dtype)), "unknown dtype");
     }
     if (!Elements(s.conv_shape)) {
       return bad(f + ".conv_shape", ShapeString(s.conv_shape),
@@ -297,8 +300,7 @@ std::string ModelLayout::Describe() const {
       << DTypeName(s.ssm_dtype) << "  state=" << ConvStateBytes(i) + SsmStateBytes(i) << " B\n";
   }
   o << "kv page bytes:    " << KvPageBytes() << " (" << HumanBytes(KvPageBytes()) << ")\n";
-  o << "kv bytes/token:   "
-    << (page_size_tokens ? KvPageBytes() / page_size_tokens : 0) << "\n";
+  o << "kv bytes/token:   " << (page_size_tokens ? KvPageBytes() / page_size_tokens : 0) << "\n";
   o << "mamba slot bytes: " << MambaSlotBytes() << " (" << HumanBytes(MambaSlotBytes()) << ")\n";
   o << "fingerprint:      " << FingerprintHex() << "\n";
   return o.str();

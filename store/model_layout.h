@@ -31,7 +31,7 @@
 namespace cachepawl {
 
 struct AttentionLayerSpec {
-  uint32_t layer_index = 0;  // position in the decoder stack (0-based)
+  uint32_t layer_index = 0;   // position in the decoder stack (0-based)
   uint32_t num_kv_heads = 0;  // KV heads held by this tensor-parallel rank
   uint32_t head_dim = 0;
   DType dtype = DType::kBf16;
@@ -43,10 +43,10 @@ struct AttentionLayerSpec {
 // (`block` records which, and is part of the fingerprint).
 struct SsmLayerSpec {
   uint32_t layer_index = 0;
-  std::string block = "mamba2";           // mamba1, mamba2, rglru, gdn
-  std::vector<uint64_t> conv_shape;       // e.g. {conv_dim, d_conv - 1}
+  std::string block = "mamba2";      // mamba1, mamba2, rglru, gdn
+  std::vector<uint64_t> conv_shape;  // e.g. {conv_dim, d_conv - 1}
   DType conv_dtype = DType::kBf16;
-  std::vector<uint64_t> ssm_shape;        // e.g. {nheads, head_dim, d_state}
+  std::vector<uint64_t> ssm_shape;  // e.g. {nheads, head_dim, d_state}
   DType ssm_dtype = DType::kFp32;
 };
 
@@ -57,9 +57,9 @@ struct RecordSegment {
 };
 
 struct ModelLayout {
-  std::string model;                 // e.g. "ai21labs/Jamba-v0.1"; part of the fingerprint
-  uint32_t num_layers = 0;           // decoder layers in the whole model (>= every layer_index+1)
-  uint32_t page_size_tokens = 16;    // tokens per KV page (and the hashing granularity)
+  std::string model;               // e.g. "ai21labs/Jamba-v0.1"; part of the fingerprint
+  uint32_t num_layers = 0;         // decoder layers in the whole model (>= every layer_index+1)
+  uint32_t page_size_tokens = 16;  // tokens per KV page (and the hashing granularity)
   std::vector<AttentionLayerSpec> attention_layers;
   std::vector<SsmLayerSpec> ssm_layers;
   uint32_t tp_rank = 0;
@@ -112,15 +112,24 @@ StatusOr<ModelLayout> LayoutPreset(std::string_view name, uint32_t page_size_tok
 
 // ---- Files (store/layout_json.cc) ----
 
-// Parses a layout from JSON text. Errors name the key path (e.g. "ssm_layers[2].ssm_dtype") or,
-// for syntax errors, the line and column. The result is validated.
+// The schema is in docs/MODELS.md. "model" and "num_layers" are required, "page_size_tokens"
+// defaults to 16, "tp_rank"/"tp_size" to 0/1; unknown and duplicate keys are errors.
+
+// Parses a layout from JSON text. InvalidArgument naming the key path and value (e.g.
+// "ssm_layers[2].ssm_dtype: 'fp13' (unknown dtype; ...)") or, for syntax errors, the line and
+// column. The result is validated.
 StatusOr<ModelLayout> ParseLayoutJson(std::string_view json_text);
-// The canonical JSON form of a layout (ParseLayoutJson(ToJson(l)) == l).
+// The canonical JSON form of a layout, one layer a line (ParseLayoutJson(LayoutToJson(l)) == l
+// for every valid l).
 std::string LayoutToJson(const ModelLayout& layout);
-// Reads and parses a JSON layout file; errors name the path.
+// Reads and parses a JSON layout file; every error is prefixed "layout file PATH: ". NotFound
+// when the file does not exist.
 StatusOr<ModelLayout> LoadLayoutFile(const std::string& path);
-// A preset name or, when no preset has that name, a path to a JSON layout file.
-StatusOr<ModelLayout> ResolveLayout(std::string_view preset_or_path, uint32_t page_size_tokens = 16);
+// A preset name or, when no preset has that name, a path to a JSON layout file. Presets get
+// `page_size_tokens`; a file keeps its own "page_size_tokens" and gets `page_size_tokens` only
+// when it has none. NotFound naming both attempts when it is neither.
+StatusOr<ModelLayout> ResolveLayout(std::string_view preset_or_path,
+                                    uint32_t page_size_tokens = 16);
 
 bool operator==(const AttentionLayerSpec& a, const AttentionLayerSpec& b);
 bool operator==(const SsmLayerSpec& a, const SsmLayerSpec& b);
