@@ -1,0 +1,185 @@
+// The replay engine's own logic over an in-memory Store (replay_fake_store.h): its hit
+// accounting must meet the exactly computed ceiling, and its verifier must catch what a store
+// gets wrong.
+#include "tools/replay_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tests/tools/replay_fake_store.h"
+#include "tools/replay_ceiling.h"
+#include "tools/replay_workloads.h"
+
+namespace cachepawl::tools {
+namespace {
+
+using fakes::MapStore;
+
+// A tiny hybrid layout: 2 attention layers (a 4 KiB page at 16 tokens), 1 Mamba layer (~9 KiB).
+ModelLayout TinyLayout(bool hybrid) {
+  ModelLayout l;
+  l.model = hybrid ? "test/tiny-hybrid" : "test/tiny-attention";
+  l.num_layers = 3;
+  l.page_size_tokens = 16;
+  l.attention_layers = {{0, 2, 16, DType::kBf16, 0}, {2, 2, 16, DType::kBf16, 0}};
+  if (hybrid) l.ssm_layers = {{1, "mamba2", {64, 3}, DType::kBf16, {4, 8, 64}, DType::kFp32}};
+  EXPECT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  return l;
+}
+
+std::vector<TraceRequest> Workload(const std::string& name, size_t n, uint32_t block = 64) {
+  WorkloadOptions o;
+  o.seed = 21;
+  o.requests = n;
+  o.block_size_tokens = block;
+  auto r = GenerateWorkload(name, o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : std::vector<TraceRequest>{};
+}
+
+ReplayEngineOptions EngineOptions(uint32_t block = 64, uint32_t track = 4) {
+  ReplayEngineOptions o;
+  o.block_size_tokens = block;
+  o.track_interval_pages = track;
+  o.chunk_pages = 8;
+  return o;
+}
+
+ReplayTotals Replay(Store* store, const std::vector<TraceRequest>& requests,
+                    const ReplayEngineOptions& options, Status* failure = nullptr) {
+  auto engine = ReplayEngine::Create(store, options);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  ReplayTotals totals;
+  for (const TraceRequest& r : requests) {
+    Status s = (*engine)->Run(r, &totals);
+    if (!s.ok()) {
+      if (failure != nullptr) *failure = s;
+      break;
+    }
+  }
+  return totals;
+}
+
+TEST(ReplayEngineTest, AnUnboundedStoreReachesTheCeilingExactly) {
+  for (bool hybrid : {true, false}) {
+    for (const char* workload : {"chat", "agent", "mixed"}) {
+      SCOPED_TRACE(std::string(workload) + (hybrid ? " hybrid" : " attention-only"));
+      auto requests = Workload(workload, 60);
+      // An L1 of 2 MiB: it serves some prefixes and evicts (the store serves the rest).
+      MapStore store(TinyLayout(hybrid), {.device_pool_bytes = 2 << 20});
+      ReplayTotals t = Replay(&store, requests, EngineOptions());
+      CeilingOptions co;
+      co.block_size_tokens = 64;
+      co.page_size_tokens = 16;
+      co.track_interval_pages = 4;
+      co.hybrid = hybrid;
+      auto ceiling = ComputeCeiling(requests, co);
+      ASSERT_TRUE(ceiling.ok());
+      EXPECT_EQ(t.requests, requests.size());
+      EXPECT_EQ(t.pages, ceiling->pages);
+      EXPECT_EQ(t.prompt_tokens, ceiling->tokens);
+      EXPECT_EQ(t.hit_pages_total(), ceiling->hybrid_hit_pages);
+      EXPECT_GT(t.hit_pages[static_cast<int>(Tier::kHost)], 0u);
+      EXPECT_GT(t.hit_pages[static_cast<int>(Tier::kDevice)], 0u);
+      EXPECT_EQ(t.computed_pages, t.pages - t.hit_pages_total());
+      EXPECT_GT(t.l1_evictions[0], 0u);
+      EXPECT_EQ(t.wrong_bytes, 0u);
+      EXPECT_EQ(t.store_errors, 0u) << (t.errors.empty() ? "" : t.errors[0]);
+      EXPECT_EQ(t.lost_races, 0u);
+      // Every reused record was verified: pages, plus states in the hybrid case.
+      const uint64_t states = t.hit_states[0] + t.hit_states[1] + t.hit_states[2];
+      EXPECT_EQ(t.verified_records, t.hit_pages_total() + states);
+      EXPECT_EQ(states > 0, hybrid);
+      EXPECT_EQ(t.lookup_us.count(), requests.size());
+    }
+  }
+}
+
+TEST(ReplayEngineTest, AWrongByteFromTheStoreIsCaughtAndNamed) {
+  auto requests = Workload("system-prompt", 30);
+  MapStore store(TinyLayout(true), {.device_pool_bytes = 64 << 10, .corrupt_every_nth_load = 7});
+  ReplayTotals t = Replay(&store, requests, EngineOptions());
+  EXPECT_GT(t.loaded_pages, 7u);
+  EXPECT_GT(t.wrong_records, 0u);
+  EXPECT_EQ(t.wrong_bytes, t.wrong_records);  // one flipped byte each
+  ASSERT_FALSE(t.wrong_records_seen.empty());
+  EXPECT_NE(t.wrong_records_seen[0].find("1 of "), std::string::npos) << t.wrong_records_seen[0];
+}
+
+TEST(ReplayEngineTest, ABoundedStoreMissesMoreButNeverServesWrongBytes) {
+  auto requests = Workload("mixed", 80);
+  MapStore store(TinyLayout(true), {.device_pool_bytes = 128 << 10, .max_pages = 100});
+  ReplayTotals t = Replay(&store, requests, EngineOptions());
+  CeilingOptions co;
+  co.block_size_tokens = 64;
+  co.track_interval_pages = 4;
+  auto ceiling = ComputeCeiling(requests, co);
+  ASSERT_TRUE(ceiling.ok());
+  EXPECT_GT(t.hit_pages_total(), 0u);
+  EXPECT_LT(t.hit_pages_total(), ceiling->hybrid_hit_pages);
+  EXPECT_EQ(t.wrong_bytes, 0u);
+  EXPECT_EQ(t.store_errors, 0u) << (t.errors.empty() ? "" : t.errors[0]);
+}
+
+TEST(ReplayEngineTest, EntriesThatVanishBeforeLoadAreMissesNotErrors) {
+  auto requests = Workload("few-shot", 20);
+  MapStore store(TinyLayout(true), {.device_pool_bytes = 32 << 10, .vanish_before_load = true});
+  ReplayTotals t = Replay(&store, requests, EngineOptions());
+  EXPECT_GT(t.lost_races, 0u);
+  EXPECT_EQ(t.hit_pages[static_cast<int>(Tier::kHost)], 0u);
+  EXPECT_EQ(t.store_errors, 0u) << (t.errors.empty() ? "" : t.errors[0]);
+  EXPECT_EQ(t.wrong_bytes, 0u);
+  EXPECT_EQ(t.computed_pages, t.pages - t.hit_pages_total());
+}
+
+TEST(ReplayEngineTest, APoolTooSmallForOneChunkIsAClearError) {
+  auto requests = Workload("chat", 3);
+  const ModelLayout layout = TinyLayout(true);
+  // Room for pages but never for a state.
+  MapStore store(layout, {.device_pool_bytes = layout.KvPageBytes() * 4});
+  Status failure;
+  Replay(&store, requests, EngineOptions(), &failure);
+  EXPECT_TRUE(failure.IsNoSpace()) << failure.ToString();
+  EXPECT_NE(failure.message().find("--device-bytes"), std::string::npos);
+}
+
+TEST(ReplayEngineTest, OptionsAreValidated) {
+  MapStore store(TinyLayout(true), {});
+  auto bad_block = ReplayEngine::Create(&store, EngineOptions(/*block=*/40));
+  EXPECT_NE(bad_block.status().message().find("--block-size: 40"), std::string::npos);
+  ReplayEngineOptions zero_chunk = EngineOptions();
+  zero_chunk.chunk_pages = 0;
+  EXPECT_TRUE(ReplayEngine::Create(&store, zero_chunk).status().IsInvalidArgument());
+  EXPECT_TRUE(ReplayEngine::Create(nullptr, EngineOptions()).status().IsInvalidArgument());
+}
+
+TEST(ReplayReportTest, JsonHasTheDocumentedKeysAndTheTableSaysOk) {
+  auto requests = Workload("chat", 20);
+  MapStore store(TinyLayout(true), {.device_pool_bytes = 128 << 10});
+  ReplayReport report;
+  report.source = "workload chat";
+  report.layout = "tiny";
+  report.page_size_tokens = 16;
+  report.block_size_tokens = 64;
+  report.totals = Replay(&store, requests, EngineOptions());
+  report.wall_seconds = 1;
+  auto json = nlohmann::json::parse(ReplayReportJson(report));
+  const std::string help = ReplayJsonKeysHelp();
+  for (const auto& [key, value] : json.items()) {
+    EXPECT_NE(help.find(key), std::string::npos) << "undocumented key " << key;
+  }
+  EXPECT_EQ(json["ok"], true);
+  EXPECT_EQ(json["wrong_bytes"], 0);
+  EXPECT_EQ(json["requests"], 20);
+  EXPECT_GT(json["hit_rate"]["pages"].get<double>(), 0);
+  std::ostringstream table;
+  PrintReplayTable(report, table);
+  EXPECT_NE(table.str().find("\nOK\n"), std::string::npos) << table.str();
+  // Round trip of the totals (how crash-mode children report).
+  ReplayTotals back = ReplayTotalsFromJson(ReplayTotalsToJson(report.totals));
+  EXPECT_EQ(ReplayTotalsToJson(back), ReplayTotalsToJson(report.totals));
+}
+
+}  // namespace
+}  // namespace cachepawl::tools

@@ -1,0 +1,85 @@
+// ReplayEngine: a simulated serving engine over a Store, for `cachepawl replay`.
+//
+// The engine keeps its own L1 in the store-owned device pool (StoreOptions::device_pool_bytes,
+// Store::AllocateDeviceSlot / FreeDeviceSlot / WriteDeviceRecord / ReadDeviceRecord): a map from
+// page hash (and from (page hash, depth) for Mamba states) to device slot, with its own LRU.
+// For each request it does what an engine does:
+//
+//   1. hashes the prompt (Store::HashTokens) and finds the longest prefix its L1 can serve under
+//      the hybrid rule (KV pages 0..n-1 and, for layouts with SSM layers, a state at depth n);
+//   2. Store::Lookup; when the store reaches further than L1: Lock, Load the missing pages (in
+//      chunks of `chunk_pages`, the state with the last chunk) into slots it allocates;
+//   3. verifies every byte of every reused page and state (loaded or from L1) against the
+//      deterministic content of its key (replay_content.h);
+//   4. "computes" the rest of the prompt: writes the pages' content into device slots, and a
+//      state at every checkpoint (each multiple of `track_interval_pages` past the reused prefix,
+//      and the end of the prompt's full pages), saving pages and state with Store::Save chunk
+//      by chunk; pages that L1 served but the store lacks are saved too;
+//   5. waits for its saves, then Unlock.
+//
+// A miss is not an error. Store calls that fail are counted (ReplayTotals::store_errors) and the
+// request goes on as an engine would (recomputing what it could not load). Run() itself fails
+// only when the device pool cannot hold even one page and one state of a chunk.
+//
+// Thread safety: one thread at a time (an engine's scheduler thread).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "store/status.h"
+#include "store/store.h"
+#include "tools/replay_report.h"
+#include "tools/replay_trace.h"
+
+namespace cachepawl::tools {
+
+struct ReplayEngineOptions {
+  std::string ns;                      // namespace of every request
+  uint32_t block_size_tokens = 512;    // tokens per trace block id
+  uint32_t track_interval_pages = 32;  // Mamba checkpoints; 0: only at the end of each prompt
+  size_t chunk_pages = 128;            // pages per Load / Save call
+  bool verify_l1_hits = true;          // also verify pages and states L1 serves
+
+  // InvalidArgument naming the field (block size must be a multiple of `page_size_tokens`).
+  Status Validate(uint32_t page_size_tokens) const;
+};
+
+class ReplayEngine {
+ public:
+  // `store` must outlive the engine and have a store-owned device pool.
+  static StatusOr<std::unique_ptr<ReplayEngine>> Create(Store* store,
+                                                        const ReplayEngineOptions& options);
+  ~ReplayEngine();
+  ReplayEngine(const ReplayEngine&) = delete;
+  ReplayEngine& operator=(const ReplayEngine&) = delete;
+
+  // Replays one request; adds what it did to `*totals` (which also gets requests += 1).
+  Status Run(const TraceRequest& request, ReplayTotals* totals);
+
+  // Device slots the engine's L1 holds now, per kind.
+  uint64_t l1_resident(Kind kind) const;
+
+ private:
+  struct Entry;      // one L1 slot: key, kind, slot, pins
+  struct Pending;    // a Save whose fence has not been collected
+  class RequestRun;  // the steps above for one request
+  using EntryIt = std::list<Entry>::iterator;
+
+  ReplayEngine(Store* store, const ReplayEngineOptions& options);
+
+  Store* store_;
+  ReplayEngineOptions options_;
+  uint32_t page_size_ = 0;
+  bool hybrid_ = false;
+  uint64_t page_bytes_ = 0, state_bytes_ = 0;
+  // L1: key -> entry; LRU lists (front = most recent) per kind.
+  std::unordered_map<std::string, std::list<Entry>::iterator> l1_;
+  std::list<Entry> lru_[kNumKinds];
+};
+
+}  // namespace cachepawl::tools
