@@ -1,0 +1,533 @@
+// End-to-end tests of the Store in CPU mode: host and disk tiers real (pinned-less host arena,
+// io_uring O_DIRECT files, RocksDB catalog), the store-owned device pool in host memory.
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <thread>
+
+#include "tests/common/test_util.h"
+
+namespace cachepawl {
+namespace {
+
+using testing::FillRandom;
+using testing::TempDir;
+
+// A small hybrid layout: 2 attention layers and 2 SSM layers, 4-token pages.
+ModelLayout TinyHybrid() {
+  ModelLayout l;
+  l.model = "test/tiny-hybrid";
+  l.num_layers = 4;
+  l.page_size_tokens = 4;
+  l.attention_layers = {{0, 2, 16, DType::kBf16, 0}, {2, 2, 16, DType::kBf16, 0}};
+  l.ssm_layers = {{1, "mamba2", {8, 3}, DType::kBf16, {2, 4, 8}, DType::kFp32},
+                  {3, "mamba2", {8, 3}, DType::kBf16, {2, 4, 8}, DType::kFp32}};
+  return l;
+}
+
+ModelLayout TinyAttentionOnly() {
+  ModelLayout l = TinyHybrid();
+  l.model = "test/tiny-attention";
+  l.ssm_layers.clear();
+  return l;
+}
+
+// Deterministic content of a KV page or a state, defined by its hash (and kind).
+std::vector<std::byte> Content(const ModelLayout& layout, const PageHash& h, Kind kind) {
+  std::vector<std::byte> bytes(layout.RecordBytes(kind));
+  uint64_t seed;
+  std::memcpy(&seed, h.bytes.data(), sizeof(seed));
+  FillRandom(bytes, seed ^ (kind == Kind::kMamba ? 0x5a5a5a5aull : 0));
+  return bytes;
+}
+
+std::vector<uint32_t> Tokens(uint32_t first, size_t n) {
+  std::vector<uint32_t> t(n);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  StoreOptions Options(ModelLayout layout, uint64_t host_bytes, uint64_t disk_bytes) {
+    StoreOptions o;
+    o.layout = layout;
+    o.host_bytes = host_bytes;
+    o.cuda_device = -1;  // CPU mode, also on a machine with a GPU
+    o.device_pool_bytes = 4 << 20;
+    if (disk_bytes > 0) {
+      o.disk_dir = dir_.str() + "/store";
+      o.disk_bytes = disk_bytes;
+      o.disk_queue_depth = 8;
+    }
+    return o;
+  }
+
+  std::unique_ptr<Store> OpenOrDie(const StoreOptions& o) {
+    auto s = Store::Open(o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  // Saves the full pages of `tokens` (and, when `with_state`, the state after the last page).
+  void SaveAll(Store* store, std::string_view ns, const std::vector<uint32_t>& tokens,
+               bool with_state, size_t state_pages = 0) {
+    const ModelLayout& layout = store->layout();
+    auto hashes = store->HashTokens(ns, tokens);
+    std::vector<uint64_t> pages;
+    for (const PageHash& h : hashes) {
+      auto slot = store->AllocateDeviceSlot(Kind::kKV);
+      ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+      ASSERT_TRUE(store->WriteDeviceRecord(Kind::kKV, *slot, Content(layout, h, Kind::kKV)).ok());
+      pages.push_back(*slot);
+    }
+    SaveRequest req;
+    req.ns = ns;
+    req.tokens = tokens;
+    req.device_pages = pages;
+    std::optional<uint64_t> state_slot;
+    if (with_state) {
+      if (state_pages == 0) state_pages = hashes.size();
+      auto slot = store->AllocateDeviceSlot(Kind::kMamba);
+      ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+      ASSERT_TRUE(store
+                      ->WriteDeviceRecord(Kind::kMamba, *slot,
+                                          Content(layout, hashes[state_pages - 1], Kind::kMamba))
+                      .ok());
+      state_slot = *slot;
+      req.device_state_slot = state_slot;
+      req.state_depth_tokens = state_pages * layout.page_size_tokens;
+    }
+    auto fence = store->Save(req);
+    ASSERT_TRUE(fence.ok()) << fence.status().ToString();
+    ASSERT_TRUE(fence->Wait(std::chrono::seconds(30)).ok());
+    for (uint64_t p : pages) ASSERT_TRUE(store->FreeDeviceSlot(Kind::kKV, p).ok());
+    if (state_slot) ASSERT_TRUE(store->FreeDeviceSlot(Kind::kMamba, *state_slot).ok());
+  }
+
+  // Loads the reusable prefix of `match` into fresh, poisoned device slots and compares every
+  // byte with the content its hashes define. Returns the load's status.
+  Status LoadAndVerify(Store* store, const PrefixMatch& match) {
+    const ModelLayout& layout = store->layout();
+    std::vector<uint64_t> pages;
+    const std::vector<std::byte> poison(layout.RecordBytes(Kind::kKV), std::byte{0xEE});
+    for (size_t i = 0; i < match.reusable_pages; ++i) {
+      auto slot = store->AllocateDeviceSlot(Kind::kKV);
+      if (!slot.ok()) return slot.status();
+      EXPECT_TRUE(store->WriteDeviceRecord(Kind::kKV, *slot, poison).ok());
+      pages.push_back(*slot);
+    }
+    std::optional<uint64_t> state_slot;
+    if (layout.has_ssm() && match.reusable_pages > 0) {
+      auto slot = store->AllocateDeviceSlot(Kind::kMamba);
+      if (!slot.ok()) return slot.status();
+      std::vector<std::byte> p(layout.RecordBytes(Kind::kMamba), std::byte{0xEE});
+      EXPECT_TRUE(store->WriteDeviceRecord(Kind::kMamba, *slot, p).ok());
+      state_slot = *slot;
+    }
+    Status result;
+    auto fence = store->Load(match, pages, state_slot);
+    if (!fence.ok()) {
+      result = fence.status();
+    } else {
+      result = fence->Wait(std::chrono::seconds(30));
+    }
+    if (result.ok()) {
+      for (size_t i = 0; i < pages.size(); ++i) {
+        std::vector<std::byte> got(layout.RecordBytes(Kind::kKV));
+        EXPECT_TRUE(store->ReadDeviceRecord(Kind::kKV, pages[i], got).ok());
+        EXPECT_TRUE(got == Content(layout, match.hashes[i], Kind::kKV)) << "page " << i;
+      }
+      if (state_slot) {
+        std::vector<std::byte> got(layout.RecordBytes(Kind::kMamba));
+        EXPECT_TRUE(store->ReadDeviceRecord(Kind::kMamba, *state_slot, got).ok());
+        EXPECT_TRUE(got == Content(layout, match.hashes[match.reusable_pages - 1], Kind::kMamba))
+            << "state";
+      }
+    }
+    for (uint64_t p : pages) EXPECT_TRUE(store->FreeDeviceSlot(Kind::kKV, p).ok());
+    if (state_slot) EXPECT_TRUE(store->FreeDeviceSlot(Kind::kMamba, *state_slot).ok());
+    return result;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(StoreTest, SaveLookupLoadHostOnly) {
+  auto store = OpenOrDie(Options(TinyHybrid(), 1 << 20, 0));
+  ASSERT_NE(store, nullptr);
+  auto tokens = Tokens(1, 4 * 6 + 3);  // 6 full pages and a partial one
+  SaveAll(store.get(), "", tokens, /*with_state=*/true);
+  auto m = store->Lookup("", tokens);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->hashes.size(), 6u);
+  EXPECT_EQ(m->reusable_pages, 6u);
+  EXPECT_EQ(m->kv_only_pages, 6u);
+  EXPECT_EQ(m->reusable_tokens(), 24u);
+  ASSERT_EQ(m->page_tiers.size(), 6u);
+  for (Tier t : m->page_tiers) EXPECT_EQ(t, Tier::kHost);
+  EXPECT_EQ(m->state_tier, Tier::kHost);
+  EXPECT_TRUE(LoadAndVerify(store.get(), *m).ok());
+  // A longer prompt sharing the prefix hits the same 6 pages.
+  auto longer = Tokens(1, 4 * 9);
+  auto m2 = store->Lookup("", longer);
+  ASSERT_TRUE(m2.ok());
+  EXPECT_EQ(m2->reusable_pages, 6u);
+  StoreStats st = store->Stats();
+  EXPECT_EQ(st.saved_pages, 6u);
+  EXPECT_EQ(st.saved_states, 1u);
+  EXPECT_GE(st.hit_pages, 12u);
+  EXPECT_TRUE(store->Close().ok());
+}
+
+TEST_F(StoreTest, HybridRuleNeedsBothKindsAtTheExactDepth) {
+  auto store = OpenOrDie(Options(TinyHybrid(), 1 << 20, 0));
+  ASSERT_NE(store, nullptr);
+  // KV without a state: not a hit.
+  auto a = Tokens(100, 4 * 3);
+  SaveAll(store.get(), "", a, /*with_state=*/false);
+  auto ma = store->Lookup("", a);
+  ASSERT_TRUE(ma.ok());
+  EXPECT_EQ(ma->reusable_pages, 0u);
+  EXPECT_EQ(ma->kv_only_pages, 3u);
+  // A state at depth 2 of a 3-page prompt: the hit is 2 pages, not 3.
+  auto b = Tokens(200, 4 * 3);
+  SaveAll(store.get(), "", b, /*with_state=*/true, /*state_pages=*/2);
+  auto mb = store->Lookup("", b);
+  ASSERT_TRUE(mb.ok());
+  EXPECT_EQ(mb->reusable_pages, 2u);
+  EXPECT_EQ(mb->kv_only_pages, 3u);
+  EXPECT_TRUE(LoadAndVerify(store.get(), *mb).ok());
+  // A state without its KV: save only the state, no pages.
+  auto c = Tokens(300, 4 * 2);
+  auto hashes = store->HashTokens("", c);
+  auto slot = store->AllocateDeviceSlot(Kind::kMamba);
+  ASSERT_TRUE(slot.ok());
+  ASSERT_TRUE(
+      store->WriteDeviceRecord(Kind::kMamba, *slot, Content(store->layout(), hashes[1], Kind::kMamba))
+          .ok());
+  SaveRequest req;
+  req.tokens = c;
+  req.device_state_slot = *slot;
+  req.state_depth_tokens = 8;
+  auto f = store->Save(req);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE(f->Wait().ok());
+  auto mc = store->Lookup("", c);
+  ASSERT_TRUE(mc.ok());
+  EXPECT_EQ(mc->reusable_pages, 0u);
+  EXPECT_EQ(mc->kv_only_pages, 0u);
+}
+
+TEST_F(StoreTest, AttentionOnlyLayoutNeedsNoState) {
+  auto store = OpenOrDie(Options(TinyAttentionOnly(), 1 << 20, 0));
+  ASSERT_NE(store, nullptr);
+  auto t = Tokens(7, 4 * 5);
+  SaveAll(store.get(), "", t, false);
+  auto m = store->Lookup("", t);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 5u);
+  EXPECT_FALSE(m->state_tier.has_value());
+  EXPECT_TRUE(LoadAndVerify(store.get(), *m).ok());
+}
+
+TEST_F(StoreTest, NamespacesIsolateTenants) {
+  auto store = OpenOrDie(Options(TinyHybrid(), 1 << 20, 0));
+  ASSERT_NE(store, nullptr);
+  auto t = Tokens(1, 4 * 4);
+  SaveAll(store.get(), "tenant-a", t, true);
+  auto a = store->Lookup("tenant-a", t);
+  auto b = store->Lookup("tenant-b", t);
+  auto none = store->Lookup("", t);
+  ASSERT_TRUE(a.ok() && b.ok() && none.ok());
+  EXPECT_EQ(a->reusable_pages, 4u);
+  EXPECT_EQ(b->reusable_pages, 0u);
+  EXPECT_EQ(b->kv_only_pages, 0u);
+  EXPECT_EQ(none->kv_only_pages, 0u);
+}
+
+TEST_F(StoreTest, SavingWhatIsCachedOnlyRefreshes) {
+  auto store = OpenOrDie(Options(TinyHybrid(), 1 << 20, 0));
+  ASSERT_NE(store, nullptr);
+  auto t = Tokens(1, 4 * 3);
+  SaveAll(store.get(), "", t, true);
+  SaveAll(store.get(), "", t, true);
+  StoreStats st = store->Stats();
+  EXPECT_EQ(st.saved_pages, 3u);
+  EXPECT_EQ(st.saved_states, 1u);
+  EXPECT_EQ(st.refreshed_pages, 4u);
+  EXPECT_EQ(st.resident_entries[static_cast<int>(Tier::kHost)][static_cast<int>(Kind::kKV)], 3u);
+}
+
+TEST_F(StoreTest, EvictsToDiskAndLoadsBackThroughHost) {
+  // Host holds 16 slots of 8 KiB; 40 pages and 10 states go through it.
+  auto store = OpenOrDie(Options(TinyHybrid(), 16 * 8192, 8 << 20));
+  ASSERT_NE(store, nullptr);
+  std::vector<std::vector<uint32_t>> prompts;
+  for (int r = 0; r < 10; ++r) {
+    prompts.push_back(Tokens(1000 * (r + 1), 4 * 4));
+    SaveAll(store.get(), "", prompts.back(), true);
+  }
+  StoreStats st = store->Stats();
+  EXPECT_GT(st.evictions[static_cast<int>(Tier::kHost)][static_cast<int>(Kind::kKV)] +
+                st.evictions[static_cast<int>(Tier::kHost)][static_cast<int>(Kind::kMamba)],
+            0u);
+  // The first prompt left host memory; it is a disk hit now and loads back correctly.
+  auto m = store->Lookup("", prompts[0]);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 4u);
+  bool any_disk = false;
+  for (Tier t : m->page_tiers) any_disk = any_disk || t == Tier::kDisk;
+  EXPECT_TRUE(any_disk || m->state_tier == Tier::kDisk);
+  for (const auto& p : prompts) {
+    auto mm = store->Lookup("", p);
+    ASSERT_TRUE(mm.ok());
+    ASSERT_EQ(mm->reusable_pages, 4u);
+    EXPECT_TRUE(LoadAndVerify(store.get(), *mm).ok());
+  }
+  EXPECT_GT(store->Stats().bytes_disk_to_host, 0u);
+}
+
+TEST_F(StoreTest, ReopenInANewProcessServesDiskHits) {
+  const StoreOptions o = Options(TinyHybrid(), 1 << 20, 8 << 20);
+  auto prompt = Tokens(42, 4 * 5);
+  // A child process saves and closes; the parent reopens the same folder.
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto s = Store::Open(o);
+    if (!s.ok()) _exit(10);
+    auto store = std::move(s).value();
+    SaveAll(store.get(), "", prompt, true);
+    if (::testing::Test::HasFailure()) _exit(11);
+    // Write-through: wait until the disk has the records, then close (persists the catalog).
+    if (!store->Close().ok()) _exit(12);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  auto m = store->Lookup("", prompt);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 5u);
+  for (Tier t : m->page_tiers) EXPECT_EQ(t, Tier::kDisk);
+  EXPECT_EQ(m->state_tier, Tier::kDisk);
+  EXPECT_TRUE(LoadAndVerify(store.get(), *m).ok());
+  // Now also in host memory.
+  auto again = store->Lookup("", prompt);
+  ASSERT_TRUE(again.ok());
+  for (Tier t : again->page_tiers) EXPECT_EQ(t, Tier::kHost);
+}
+
+TEST_F(StoreTest, ReopenWithAnotherLayoutIsRefusedOrWiped) {
+  StoreOptions o = Options(TinyHybrid(), 1 << 20, 8 << 20);
+  {
+    auto store = OpenOrDie(o);
+    ASSERT_NE(store, nullptr);
+    SaveAll(store.get(), "", Tokens(1, 8), true);
+    ASSERT_TRUE(store->Close().ok());
+  }
+  ModelLayout other = TinyHybrid();
+  other.attention_layers[0].head_dim = 32;
+  StoreOptions o2 = o;
+  o2.layout = other;
+  auto refused = Store::Open(o2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsIncompatible()) << refused.status().ToString();
+  o2.wipe_on_layout_mismatch = true;
+  auto wiped = OpenOrDie(o2);
+  ASSERT_NE(wiped, nullptr);
+  auto m = wiped->Lookup("", Tokens(1, 8));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->kv_only_pages, 0u);
+}
+
+TEST_F(StoreTest, CorruptDiskRecordIsAMissNeverData) {
+  StoreOptions o = Options(TinyHybrid(), 1 << 20, 8 << 20);
+  auto prompt = Tokens(5, 4 * 3);
+  {
+    auto store = OpenOrDie(o);
+    ASSERT_NE(store, nullptr);
+    SaveAll(store.get(), "", prompt, true);
+    ASSERT_TRUE(store->Close().ok());
+  }
+  // Flip one byte in every record's payload area of the data file(s).
+  size_t flipped = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir_.path())) {
+    if (!f.is_regular_file() || f.path().string().find("catalog") != std::string::npos) continue;
+    std::fstream file(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = std::filesystem::file_size(f.path());
+    for (uint64_t off = 4096 + 100; off < size; off += 8192) {
+      file.seekg(static_cast<std::streamoff>(off));
+      char c = 0;
+      file.read(&c, 1);
+      c = static_cast<char>(c ^ 0x01);
+      file.seekp(static_cast<std::streamoff>(off));
+      file.write(&c, 1);
+      ++flipped;
+    }
+  }
+  ASSERT_GT(flipped, 0u);
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  auto m = store->Lookup("", prompt);
+  ASSERT_TRUE(m.ok());
+  ASSERT_GT(m->reusable_pages, 0u);
+  Status s = LoadAndVerify(store.get(), *m);  // compares bytes only when the load succeeded
+  EXPECT_FALSE(s.ok());
+  EXPECT_GT(store->Stats().checksum_failures, 0u);
+  // The dropped records are misses now.
+  auto after = store->Lookup("", prompt);
+  ASSERT_TRUE(after.ok());
+  EXPECT_LT(after->reusable_pages, 3u);
+}
+
+TEST_F(StoreTest, FullOfLockedEntriesFailsWithNoSpaceInsteadOfBlocking) {
+  auto store = OpenOrDie(Options(TinyAttentionOnly(), 4 * 8192, 0));  // 4 host slots
+  ASSERT_NE(store, nullptr);
+  auto a = Tokens(1, 4 * 4);
+  SaveAll(store.get(), "", a, false);
+  auto m = store->Lookup("", a);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 4u);
+  auto lock = store->Lock(*m, 4);
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  auto b = Tokens(500, 4);
+  auto hashes = store->HashTokens("", b);
+  auto slot = store->AllocateDeviceSlot(Kind::kKV);
+  ASSERT_TRUE(slot.ok());
+  std::vector<uint64_t> pages{*slot};
+  SaveRequest req;
+  req.tokens = b;
+  req.device_pages = pages;
+  auto f = store->Save(req);
+  ASSERT_FALSE(f.ok());
+  EXPECT_TRUE(f.status().IsNoSpace()) << f.status().ToString();
+  ASSERT_TRUE(store->Unlock(*lock).ok());
+  EXPECT_EQ(store->Unlock(*lock).code(), Status::Code::kFailedPrecondition);
+  // Unlocked, the old prefix is evictable and the save goes through.
+  auto f2 = store->Save(req);
+  ASSERT_TRUE(f2.ok()) << f2.status().ToString();
+  EXPECT_TRUE(f2->Wait().ok());
+}
+
+TEST_F(StoreTest, BadArgumentsGetClearErrors) {
+  auto store = OpenOrDie(Options(TinyHybrid(), 1 << 20, 0));
+  ASSERT_NE(store, nullptr);
+  auto t = Tokens(1, 8);
+  std::vector<uint64_t> three{0, 1, 2};
+  SaveRequest req;
+  req.tokens = t;
+  req.device_pages = three;  // only 2 full pages
+  auto s1 = store->Save(req);
+  EXPECT_TRUE(s1.status().IsInvalidArgument());
+  EXPECT_NE(s1.status().message().find("SaveRequest.device_pages"), std::string::npos);
+  req.device_pages = {};
+  req.device_state_slot = 0;
+  req.state_depth_tokens = 6;  // not a multiple of 4
+  auto s2 = store->Save(req);
+  EXPECT_TRUE(s2.status().IsInvalidArgument());
+  EXPECT_NE(s2.status().message().find("state_depth_tokens: 6"), std::string::npos);
+  auto m = store->Lookup("", t);
+  ASSERT_TRUE(m.ok());
+  auto l = store->Load(*m, three, std::nullopt);
+  EXPECT_TRUE(l.status().IsInvalidArgument());
+  EXPECT_FALSE(store->AllocateDeviceSlot(static_cast<Kind>(7)).ok());
+  auto no_layout = Store::Open(StoreOptions{});
+  EXPECT_TRUE(no_layout.status().IsInvalidArgument());
+  StoreOptions unknown;
+  unknown.layout_name = "no-such-model";
+  auto u = Store::Open(unknown);
+  EXPECT_FALSE(u.ok());
+  EXPECT_NE(u.status().message().find("no-such-model"), std::string::npos);
+  ASSERT_TRUE(store->Close().ok());
+  EXPECT_EQ(store->Lookup("", t).status().code(), Status::Code::kFailedPrecondition);
+}
+
+TEST_F(StoreTest, ConcurrentEngineThreads) {
+  auto store = OpenOrDie(Options(TinyHybrid(), 64 * 8192, 16 << 20));
+  ASSERT_NE(store, nullptr);
+  std::atomic<int> wrong{0}, loads{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 30; ++i) {
+        // Shared system prompt (pages 0-1) plus a per-thread, per-iteration suffix.
+        std::vector<uint32_t> prompt = Tokens(1, 8);
+        auto suffix = Tokens(100000 * (t + 1) + 10 * (i % 7), 8);
+        prompt.insert(prompt.end(), suffix.begin(), suffix.end());
+        auto m = store->Lookup("", prompt);
+        if (!m.ok()) {
+          wrong++;
+          continue;
+        }
+        if (m->reusable_pages > 0) {
+          auto lock = store->Lock(*m, m->reusable_pages);
+          if (lock.ok()) {
+            Status s = LoadAndVerify(store.get(), *m);
+            if (s.ok()) loads++;
+            (void)store->Unlock(*lock);
+          }
+        }
+        SaveAll(store.get(), "", prompt, true);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(loads.load(), 0);
+  EXPECT_TRUE(store->Close().ok());
+}
+
+TEST_F(StoreTest, WriteBackPolicyWritesOnlyOnEviction) {
+  StoreOptions o = Options(TinyHybrid(), 8 * 8192, 8 << 20);
+  o.write_policy = WritePolicy::kWriteBack;
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  SaveAll(store.get(), "", Tokens(1, 4 * 2), true);
+  EXPECT_EQ(store->Stats().bytes_host_to_disk, 0u);
+  for (int r = 0; r < 6; ++r) SaveAll(store.get(), "", Tokens(1000 * (r + 2), 4 * 2), true);
+  EXPECT_GT(store->Stats().bytes_host_to_disk, 0u);
+  auto m = store->Lookup("", Tokens(1, 4 * 2));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 2u);
+  EXPECT_TRUE(LoadAndVerify(store.get(), *m).ok());
+}
+
+TEST_F(StoreTest, PrefetchBringsDiskHitsToHost) {
+  StoreOptions o = Options(TinyHybrid(), 1 << 20, 8 << 20);
+  auto prompt = Tokens(9, 4 * 3);
+  {
+    auto store = OpenOrDie(o);
+    ASSERT_NE(store, nullptr);
+    SaveAll(store.get(), "", prompt, true);
+    ASSERT_TRUE(store->Close().ok());
+  }
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  auto m = store->Lookup("", prompt);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 3u);
+  auto p = store->StartPrefetch(*m);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE((*p)->fence().Wait(std::chrono::seconds(30)).ok());
+  auto after = store->Lookup("", prompt);
+  ASSERT_TRUE(after.ok());
+  for (Tier t : after->page_tiers) EXPECT_EQ(t, Tier::kHost);
+  EXPECT_EQ(after->state_tier, Tier::kHost);
+  EXPECT_TRUE(LoadAndVerify(store.get(), *after).ok());
+}
+
+}  // namespace
+}  // namespace cachepawl
