@@ -151,7 +151,6 @@ class StoreImpl final : public Store {
   Status OpenTiers();
   Status RebuildIndexFromDisk();
   Status CreateEngine(const DevicePoolDescription& pool);
-  uint64_t DepthTokens(const EntryKey& key) const;
 
   // Allocates a host slot of `kind`, evicting unlocked entries when the arena is full.
   // NoSpace when everything left is locked or in flight. Requires mu_.
@@ -387,11 +386,6 @@ void StoreImpl::WhenDone(const Fence& fence, std::function<void(const Status&)> 
   fence.OnComplete([worker, fn = std::move(fn)](const Status& s) mutable {
     worker->Post([fn = std::move(fn), s]() mutable { fn(s); });
   });
-}
-
-uint64_t StoreImpl::DepthTokens(const EntryKey& key) const {
-  auto e = index_->Lookup(key.hash);
-  return e ? uint64_t{e->depth_pages} * layout_.page_size_tokens : 0;
 }
 
 // ------------------------------------------------------------------------------------------
