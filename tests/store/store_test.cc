@@ -110,7 +110,9 @@ class StoreTest : public ::testing::Test {
     ASSERT_TRUE(fence.ok()) << fence.status().ToString();
     ASSERT_TRUE(fence->Wait(std::chrono::seconds(30)).ok());
     for (uint64_t p : pages) ASSERT_TRUE(store->FreeDeviceSlot(Kind::kKV, p).ok());
-    if (state_slot) ASSERT_TRUE(store->FreeDeviceSlot(Kind::kMamba, *state_slot).ok());
+    if (state_slot) {
+      ASSERT_TRUE(store->FreeDeviceSlot(Kind::kMamba, *state_slot).ok());
+    }
   }
 
   // Loads the reusable prefix of `match` into fresh, poisoned device slots and compares every
@@ -154,7 +156,9 @@ class StoreTest : public ::testing::Test {
       }
     }
     for (uint64_t p : pages) EXPECT_TRUE(store->FreeDeviceSlot(Kind::kKV, p).ok());
-    if (state_slot) EXPECT_TRUE(store->FreeDeviceSlot(Kind::kMamba, *state_slot).ok());
+    if (state_slot) {
+      EXPECT_TRUE(store->FreeDeviceSlot(Kind::kMamba, *state_slot).ok());
+    }
     return result;
   }
 
