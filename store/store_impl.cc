@@ -152,9 +152,12 @@ class StoreImpl final : public Store {
   Status RebuildIndexFromDisk();
   Status CreateEngine(const DevicePoolDescription& pool);
 
-  // Allocates a host slot of `kind`, evicting unlocked entries when the arena is full.
-  // NoSpace when everything left is locked or in flight. Requires mu_.
-  StatusOr<HostSlotId> AllocateHostLocked(Kind kind);
+  // Allocates a host slot of `kind`, evicting unlocked entries when the arena is full. When
+  // everything left is pinned by transfers in flight (disk writes, loads), waits for them (at
+  // most kSpaceWait): backpressure, not failure. NoSpace when everything left is locked by the
+  // engine, or the wait runs out. Requires mu_.
+  // May wait (releasing mu_ through `lock`) while transfers that pin host slots finish.
+  StatusOr<HostSlotId> AllocateHostLocked(Kind kind, std::unique_lock<std::mutex>& lock);
   // Evicts one victim from host (writing it to disk first under kWriteBack). Requires mu_.
   Status EvictFromHostLocked(const Victim& v);
   // Forgets `key`'s Disk location (after the disk tier dropped or evicted the record).
@@ -202,6 +205,8 @@ class StoreImpl final : public Store {
   uint64_t saves_ = 0, saved_pages_ = 0, saved_states_ = 0, refreshed_ = 0;  // guarded by mu_
   uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0, no_space_ = 0;      // guarded by mu_
   uint64_t checksum_failures_ = 0, io_errors_ = 0;                           // guarded by mu_
+  uint64_t loads_pinning_host_ = 0;  // loads holding host pins; guarded by mu_
+  std::condition_variable space_cv_;  // signalled (under mu_) when host entries may be evictable
 
   mutable std::mutex drain_mu_;
   std::condition_variable drain_cv_;
@@ -352,6 +357,7 @@ Status StoreImpl::Close() {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return Status::OK();
     closed_ = true;
+    space_cv_.notify_all();
   }
   // Drain: every operation in flight fires its fence (the worker keeps running meanwhile).
   {
@@ -454,6 +460,7 @@ Status StoreImpl::Unlock(PrefixLock& lock) {
   std::lock_guard<std::mutex> g(mu_);
   CACHEPAWL_RETURN_IF_ERROR(index_->Unlock(lock.hashes.back()));
   lock.released = true;
+  space_cv_.notify_all();
   return Status::OK();
 }
 
@@ -461,12 +468,15 @@ Status StoreImpl::Unlock(PrefixLock& lock) {
 // Host allocation and eviction
 // ------------------------------------------------------------------------------------------
 
-StatusOr<HostSlotId> StoreImpl::AllocateHostLocked(Kind kind) {
-  for (int round = 0;; ++round) {
+StatusOr<HostSlotId> StoreImpl::AllocateHostLocked(Kind kind,
+                                                   std::unique_lock<std::mutex>& lock) {
+  constexpr auto kSpaceWait = std::chrono::seconds(30);
+  const auto deadline = SteadyClock::now() + kSpaceWait;
+  for (;;) {
     auto slot = host_->Allocate(kind);
     if (slot.ok()) return slot;
     if (slot.status().IsBusy()) {
-      // Only chunks still being pinned could hold it: wait for pinning (startup only).
+      // Only chunks still being pinned could hold it: wait for pinning (start-up only).
       Status pinned = host_->WaitUntilPinned(std::chrono::seconds(60));
       if (!pinned.ok()) return pinned.WithContext("host tier pinning");
       continue;
@@ -479,17 +489,21 @@ StatusOr<HostSlotId> StoreImpl::AllocateHostLocked(Kind kind) {
       auto victims = index_->PickVictims(Tier::kHost, victim_kind, 8);
       if (!victims.ok()) return victims.status();
       for (const Victim& v : *victims) {
-        Status s = EvictFromHostLocked(v);
-        if (s.ok()) evicted = true;
+        if (EvictFromHostLocked(v).ok()) evicted = true;
       }
       if (evicted) break;
     }
-    if (!evicted) {
-      ++no_space_;
-      return Status::NoSpace(std::string("host tier: no room for a ") +
-                             std::string(KindName(kind)) +
-                             " slot and every cached entry is locked or in flight");
+    if (evicted) continue;
+    const bool transfers_pin_host = !disk_writing_.empty() || loads_pinning_host_ > 0;
+    if (transfers_pin_host && !closed_ &&
+        space_cv_.wait_until(lock, deadline) != std::cv_status::timeout) {
+      continue;
     }
+    if (transfers_pin_host && !closed_ && SteadyClock::now() < deadline) continue;
+    ++no_space_;
+    return Status::NoSpace(std::string("host tier: no room for a ") + std::string(KindName(kind)) +
+                           " slot: every cached entry is locked by the engine" +
+                           (transfers_pin_host ? " or still in flight after 30 s" : ""));
   }
 }
 
@@ -594,7 +608,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   op.direction = Direction::kWriteBack;
   std::vector<std::pair<EntryKey, HostSlotId>> pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
     if (!engine_ready_) {
       return Status::FailedPrecondition(
@@ -613,12 +627,21 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
     };
     auto add = [&](EntryKey key, uint64_t device_slot) -> Status {
       auto e = index_->Lookup(key.hash);
+      if (!e) return Status::Aborted("entry pruned while waiting for space");
       const TierLocations& loc = key.kind == Kind::kKV ? e->kv : e->state;
       if (loc.Has(Tier::kHost) || loc.Has(Tier::kDisk) || filling_.count(key)) {
         ++refreshed_;
         return Status::OK();
       }
-      auto slot = AllocateHostLocked(key.kind);
+      auto slot = AllocateHostLocked(key.kind, lock);
+      if (slot.ok()) {
+        // Waiting for space released mu_: the chain may have been pruned meanwhile.
+        Status again = index_->InsertChain(std::nullopt, hashes.first(chain));
+        if (!again.ok()) {
+          (void)host_->Free(*slot);
+          return again;
+        }
+      }
       if (!slot.ok()) return slot.status();
       filling_[key] = *slot;
       pending.emplace_back(key, *slot);
@@ -670,6 +693,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
       }
       if (!s.ok()) ++failed_ops_;
       if (!to_disk.empty()) StartDiskWritesLocked(to_disk);
+      space_cv_.notify_all();
     }
     save_latency_.Record(SteadyClock::now() - start);
     outer->Complete(s);
@@ -732,6 +756,7 @@ void StoreImpl::FinishDiskWrites(std::vector<EntryKey> keys, std::vector<HostSlo
       (void)index_->Unpin(key.hash, key.kind, Tier::kHost);
       disk_writing_.erase(key);
     }
+    space_cv_.notify_all();
     if (!retry_keys.empty()) {
       const uint64_t need = retry_keys.size();
       uint64_t freed = 0;
@@ -807,7 +832,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
   std::vector<DiskFill> fills;
   std::vector<uint64_t> fill_device_slots;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
     if (!engine_ready_) {
       return Status::FailedPrecondition(
@@ -837,10 +862,11 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
         if (filling_.count(key)) {
           return Status::Busy("page " + std::to_string(page) + " is being filled; retry");
         }
-        auto slot = AllocateHostLocked(key.kind);
+        const uint64_t depth = uint64_t{e->depth_pages} * layout_.page_size_tokens;
+        auto slot = AllocateHostLocked(key.kind, lock);
         if (!slot.ok()) return slot.status();
         filling_[key] = *slot;
-        fills.push_back({key, uint64_t{e->depth_pages} * layout_.page_size_tokens, *slot});
+        fills.push_back({key, depth, *slot});
         fill_device_slots.push_back(device_slot);
         ++loaded_entries_[TierIndex(Tier::kDisk)][KindIndex(key.kind)];
       }
@@ -857,6 +883,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
       if (!s.ok()) return rollback(s);
     }
     ++loads_;
+    ++loads_pinning_host_;
   }
 
   auto outer = std::make_shared<FenceCompleter>(
@@ -887,6 +914,8 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
           }
         }
         ++failed_ops_;
+        --loads_pinning_host_;
+        space_cv_.notify_all();
       }
       const DiskRecordResult& r = op.result->records.at(failed.front());
       outer->Complete(Status::NotFound(std::to_string(failed.size()) +
@@ -963,6 +992,8 @@ void StoreImpl::SubmitHostToDevice(std::vector<HostSource> sources,
         (void)index_->Unpin(src.key.hash, src.key.kind, Tier::kHost);
       }
       if (!s.ok()) ++failed_ops_;
+      --loads_pinning_host_;
+      space_cv_.notify_all();
     }
     load_latency_.Record(SteadyClock::now() - start);
     outer->Complete(s);
@@ -989,7 +1020,7 @@ class StoreImpl::PrefetchImpl final : public Store::Prefetch {
 StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const PrefixMatch& match) {
   std::vector<DiskFill> fills;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
     if (disk_) {
       auto want = [&](const EntryKey& key) -> Status {
@@ -999,10 +1030,11 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
         if (!loc.Has(Tier::kDisk) || loc.Has(Tier::kHost) || filling_.count(key)) {
           return Status::OK();
         }
-        auto slot = AllocateHostLocked(key.kind);
+        const uint64_t depth = uint64_t{e->depth_pages} * layout_.page_size_tokens;
+        auto slot = AllocateHostLocked(key.kind, lock);
         if (!slot.ok()) return slot.status();
         filling_[key] = *slot;
-        fills.push_back({key, uint64_t{e->depth_pages} * layout_.page_size_tokens, *slot});
+        fills.push_back({key, depth, *slot});
         return Status::OK();
       };
       Status s;
@@ -1082,8 +1114,23 @@ Status StoreImpl::RegisterDevicePool(const DevicePoolDescription& pool) {
   return CreateEngine(pool);
 }
 
+namespace {
+Status CheckKind(Kind kind, const ModelLayout& layout) {
+  if (!IsValidKind(static_cast<uint8_t>(kind))) {
+    return Status::InvalidArgument("kind: " + std::to_string(static_cast<int>(kind)) +
+                                   " (expected kv or mamba)");
+  }
+  if (kind == Kind::kMamba && !layout.has_ssm()) {
+    return Status::InvalidArgument("kind: mamba (layout '" + layout.model +
+                                   "' has no SSM layers)");
+  }
+  return Status::OK();
+}
+}  // namespace
+
 StatusOr<uint64_t> StoreImpl::AllocateDeviceSlot(Kind kind) {
   CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
+  CACHEPAWL_RETURN_IF_ERROR(CheckKind(kind, layout_));
   if (!device_arena_) {
     return Status::FailedPrecondition("the store has no store-owned device pool");
   }
@@ -1092,6 +1139,7 @@ StatusOr<uint64_t> StoreImpl::AllocateDeviceSlot(Kind kind) {
 
 Status StoreImpl::FreeDeviceSlot(Kind kind, uint64_t slot) {
   CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
+  CACHEPAWL_RETURN_IF_ERROR(CheckKind(kind, layout_));
   if (!device_arena_) {
     return Status::FailedPrecondition("the store has no store-owned device pool");
   }
@@ -1100,6 +1148,7 @@ Status StoreImpl::FreeDeviceSlot(Kind kind, uint64_t slot) {
 
 Status StoreImpl::WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const std::byte> record) {
   CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
+  CACHEPAWL_RETURN_IF_ERROR(CheckKind(kind, layout_));
   if (!device_arena_) {
     return Status::FailedPrecondition("the store has no store-owned device pool");
   }
@@ -1119,6 +1168,7 @@ Status StoreImpl::WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const st
 
 Status StoreImpl::ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte> record) {
   CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
+  CACHEPAWL_RETURN_IF_ERROR(CheckKind(kind, layout_));
   if (!device_arena_) {
     return Status::FailedPrecondition("the store has no store-owned device pool");
   }
