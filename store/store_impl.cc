@@ -641,6 +641,13 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
           (void)host_->Free(*slot);
           return again;
         }
+        auto now = index_->Lookup(key.hash);
+        const TierLocations& l2 = key.kind == Kind::kKV ? now->kv : now->state;
+        if (l2.Has(Tier::kHost) || l2.Has(Tier::kDisk) || filling_.count(key)) {
+          (void)host_->Free(*slot);  // another Save cached it meanwhile
+          ++refreshed_;
+          return Status::OK();
+        }
       }
       if (!slot.ok()) return slot.status();
       filling_[key] = *slot;
