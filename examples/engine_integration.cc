@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   // 1. Open the store once, at engine start-up: the model's layout, a host budget, a disk
   //    budget (optional), and the track interval at which the engine saves Mamba states.
   StoreOptions options;
-  options.layout_name = "jamba-v0.1";   // or a JSON layout file, or options.layout = ...
+  options.layout_name = "jamba-v0.1";  // or a JSON layout file, or options.layout = ...
   options.page_size_tokens = 16;
   options.host_bytes = 64ull << 20;
   options.disk_dir = dir;
@@ -127,16 +127,18 @@ int main(int argc, char** argv) {
     // 6. Prefill the rest. Save a Mamba state at every track interval (the checkpoint hint says
     //    where the next request sharing this prefix would want one) and at the end.
     for (size_t i = hit; i < pages; ++i) {
-      if (!store->WriteDeviceRecord(Kind::kKV, device_pages[i],
-                                    Compute(layout, match->hashes[i], Kind::kKV))
+      if (!store
+               ->WriteDeviceRecord(Kind::kKV, device_pages[i],
+                                   Compute(layout, match->hashes[i], Kind::kKV))
                .ok()) {
         return 1;
       }
       ++computed_pages;
       const bool checkpoint = (i + 1) % options.track_interval_pages == 0 || i + 1 == pages;
       if (!checkpoint) continue;
-      if (!store->WriteDeviceRecord(Kind::kMamba, *state_slot,
-                                    Compute(layout, match->hashes[i], Kind::kMamba))
+      if (!store
+               ->WriteDeviceRecord(Kind::kMamba, *state_slot,
+                                   Compute(layout, match->hashes[i], Kind::kMamba))
                .ok()) {
         return 1;
       }

@@ -119,8 +119,7 @@ class StoreImpl final : public Store {
   StatusOr<PrefixLock> Lock(const PrefixMatch& match, size_t pages) override;
   Status Unlock(PrefixLock& lock) override;
   StatusOr<Fence> Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
-                       std::optional<uint64_t> device_state_slot,
-                       const LoadOptions& opts) override;
+                       std::optional<uint64_t> device_state_slot, const LoadOptions& opts) override;
   StatusOr<std::shared_ptr<Prefetch>> StartPrefetch(const PrefixMatch& match) override;
   StatusOr<Fence> Save(const SaveRequest& request) override;
   Status RegisterDevicePool(const DevicePoolDescription& pool) override;
@@ -205,7 +204,7 @@ class StoreImpl final : public Store {
   uint64_t saves_ = 0, saved_pages_ = 0, saved_states_ = 0, refreshed_ = 0;  // guarded by mu_
   uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0, no_space_ = 0;      // guarded by mu_
   uint64_t checksum_failures_ = 0, io_errors_ = 0;                           // guarded by mu_
-  uint64_t loads_pinning_host_ = 0;  // loads holding host pins; guarded by mu_
+  uint64_t loads_pinning_host_ = 0;   // loads holding host pins; guarded by mu_
   std::condition_variable space_cv_;  // signalled (under mu_) when host entries may be evictable
 
   mutable std::mutex drain_mu_;
@@ -289,8 +288,8 @@ Status StoreImpl::OpenTiers() {
     DevicePoolArenaOptions po;
     po.budget_bytes = options_.device_pool_bytes;
     po.device = std::max(0, options_.cuda_device);
-    po.use_gpu = cpu_only ? DevicePoolArenaOptions::UseGpu::kOff
-                          : DevicePoolArenaOptions::UseGpu::kAuto;
+    po.use_gpu =
+        cpu_only ? DevicePoolArenaOptions::UseGpu::kOff : DevicePoolArenaOptions::UseGpu::kAuto;
     auto arena = DevicePoolArena::Create(layout_, po);
     if (!arena.ok()) return arena.status().WithContext("store-owned device pool");
     device_arena_ = std::move(arena).value();
@@ -301,8 +300,8 @@ Status StoreImpl::OpenTiers() {
 
 Status StoreImpl::CreateEngine(const DevicePoolDescription& pool) {
   TransferEngineOptions to;
-  to.mode = pool.device < 0 ? TransferEngineOptions::Mode::kCpu
-                            : TransferEngineOptions::Mode::kAuto;
+  to.mode =
+      pool.device < 0 ? TransferEngineOptions::Mode::kCpu : TransferEngineOptions::Mode::kAuto;
   to.writeback_priority = options_.write_stream_priority;
   to.loadback_priority = options_.load_stream_priority;
   to.staging_bytes = options_.staging_bytes;
@@ -316,12 +315,12 @@ Status StoreImpl::CreateEngine(const DevicePoolDescription& pool) {
 
 Status StoreImpl::RebuildIndexFromDisk() {
   std::vector<DiskRecordInfo> kv, mamba;
-  disk_->tier().ForEachRecord([&](const DiskRecordInfo& r) {
-    (r.key.kind == Kind::kKV ? kv : mamba).push_back(r);
-  });
+  disk_->tier().ForEachRecord(
+      [&](const DiskRecordInfo& r) { (r.key.kind == Kind::kKV ? kv : mamba).push_back(r); });
   // Parents before children: a page's depth is its position in the chain.
-  std::sort(kv.begin(), kv.end(),
-            [](const DiskRecordInfo& a, const DiskRecordInfo& b) { return a.key.depth < b.key.depth; });
+  std::sort(kv.begin(), kv.end(), [](const DiskRecordInfo& a, const DiskRecordInfo& b) {
+    return a.key.depth < b.key.depth;
+  });
   std::vector<DiskKey> orphans;
   for (const DiskRecordInfo& r : kv) {
     std::optional<PageHash> parent;
@@ -468,8 +467,7 @@ Status StoreImpl::Unlock(PrefixLock& lock) {
 // Host allocation and eviction
 // ------------------------------------------------------------------------------------------
 
-StatusOr<HostSlotId> StoreImpl::AllocateHostLocked(Kind kind,
-                                                   std::unique_lock<std::mutex>& lock) {
+StatusOr<HostSlotId> StoreImpl::AllocateHostLocked(Kind kind, std::unique_lock<std::mutex>& lock) {
   constexpr auto kSpaceWait = std::chrono::seconds(30);
   const auto deadline = SteadyClock::now() + kSpaceWait;
   for (;;) {
@@ -576,9 +574,9 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   const size_t first = req.first_page;
   const size_t count = req.device_pages.size();
   if (first > n || count > n - first) {
-    return Status::InvalidArgument(
-        "SaveRequest.device_pages: pages [" + std::to_string(first) + ", " +
-        std::to_string(first + count) + ") exceed the " + std::to_string(n) + " full pages");
+    return Status::InvalidArgument("SaveRequest.device_pages: pages [" + std::to_string(first) +
+                                   ", " + std::to_string(first + count) + ") exceed the " +
+                                   std::to_string(n) + " full pages");
   }
   size_t state_pages = 0;
   if (req.device_state_slot) {
@@ -591,8 +589,8 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
         req.state_depth_tokens / p > n) {
       return Status::InvalidArgument(
           "SaveRequest.state_depth_tokens: " + std::to_string(req.state_depth_tokens) +
-          " (must be a positive multiple of the page size " + std::to_string(p) +
-          " within the " + std::to_string(n) + " full pages)");
+          " (must be a positive multiple of the page size " + std::to_string(p) + " within the " +
+          std::to_string(n) + " full pages)");
     }
     state_pages = req.state_depth_tokens / p;
   }
@@ -722,17 +720,17 @@ void StoreImpl::StartDiskWritesLocked(const std::vector<EntryKey>& keys) {
     if (!index_->PinForTransfer(key.hash, key.kind, Tier::kHost).ok()) continue;
     disk_writing_.insert(key);
     const HostSlotId slot = *loc.Slot(Tier::kHost);
-    writes.push_back({DiskKey{key.kind, key.hash,
-                              uint64_t{e->depth_pages} * layout_.page_size_tokens},
-                      e->parent.value_or(PageHash::Zero()), slot});
+    writes.push_back(
+        {DiskKey{key.kind, key.hash, uint64_t{e->depth_pages} * layout_.page_size_tokens},
+         e->parent.value_or(PageHash::Zero()), slot});
     written.push_back(key);
     slots.push_back(slot);
   }
   if (writes.empty()) return;
   OperationStarted();
   DiskOp op = disk_->WriteBack(writes);
-  WhenDone(op.fence, [this, written = std::move(written), slots = std::move(slots), op](
-                         const Status&) mutable {
+  WhenDone(op.fence, [this, written = std::move(written), slots = std::move(slots),
+                      op](const Status&) mutable {
     FinishDiskWrites(std::move(written), std::move(slots), std::move(op), 0);
   });
 }
@@ -893,8 +891,8 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
     ++loads_pinning_host_;
   }
 
-  auto outer = std::make_shared<FenceCompleter>(
-      opts.per_layer_fences ? layout_.attention_layers.size() : 0);
+  auto outer =
+      std::make_shared<FenceCompleter>(opts.per_layer_fences ? layout_.attention_layers.size() : 0);
   Fence result = outer->fence();
   OperationStarted();
   if (fills.empty()) {
@@ -902,9 +900,11 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
     return result;
   }
   std::vector<DiskRead> reads;
-  for (const DiskFill& f : fills) reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
+  for (const DiskFill& f : fills)
+    reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
   DiskOp op = disk_->LoadBack(reads);
-  WhenDone(op.fence, [this, fills = std::move(fills), fill_device_slots = std::move(fill_device_slots),
+  WhenDone(op.fence, [this, fills = std::move(fills),
+                      fill_device_slots = std::move(fill_device_slots),
                       sources = std::move(sources), outer, op, start,
                       per_layer = opts.per_layer_fences](const Status& s) mutable {
     std::vector<size_t> failed;
@@ -1128,8 +1128,7 @@ Status CheckKind(Kind kind, const ModelLayout& layout) {
                                    " (expected kv or mamba)");
   }
   if (kind == Kind::kMamba && !layout.has_ssm()) {
-    return Status::InvalidArgument("kind: mamba (layout '" + layout.model +
-                                   "' has no SSM layers)");
+    return Status::InvalidArgument("kind: mamba (layout '" + layout.model + "' has no SSM layers)");
   }
   return Status::OK();
 }
@@ -1161,8 +1160,8 @@ Status StoreImpl::WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const st
   }
   CACHEPAWL_RETURN_IF_ERROR(device_arena_->CheckSlot(kind, slot));
   if (record.size() != layout_.RecordBytes(kind)) {
-    return Status::InvalidArgument("record: " + std::to_string(record.size()) +
-                                   " bytes (a " + std::string(KindName(kind)) + " record has " +
+    return Status::InvalidArgument("record: " + std::to_string(record.size()) + " bytes (a " +
+                                   std::string(KindName(kind)) + " record has " +
                                    std::to_string(layout_.RecordBytes(kind)) + ")");
   }
   std::byte* dst = device_arena_->SlotRecord(kind, slot);
@@ -1181,8 +1180,8 @@ Status StoreImpl::ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte
   }
   CACHEPAWL_RETURN_IF_ERROR(device_arena_->CheckSlot(kind, slot));
   if (record.size() != layout_.RecordBytes(kind)) {
-    return Status::InvalidArgument("record: " + std::to_string(record.size()) +
-                                   " bytes (a " + std::string(KindName(kind)) + " record has " +
+    return Status::InvalidArgument("record: " + std::to_string(record.size()) + " bytes (a " +
+                                   std::string(KindName(kind)) + " record has " +
                                    std::to_string(layout_.RecordBytes(kind)) + ")");
   }
   const std::byte* src = device_arena_->SlotRecord(kind, slot);
@@ -1238,12 +1237,22 @@ StoreStats StoreImpl::Stats() const {
       TransferEngineStats es = engine_->stats();
       st.bytes_device_to_host = es.bytes[static_cast<int>(Direction::kWriteBack)];
       st.bytes_host_to_device = es.bytes[static_cast<int>(Direction::kLoadBack)];
+      // Over the time operations were in flight (sum of their latencies), not wall time.
+      const double save_s =
+          st.save_latency.mean_us * static_cast<double>(st.save_latency.count) / 1e6;
+      const double load_s =
+          st.load_latency.mean_us * static_cast<double>(st.load_latency.count) / 1e6;
+      if (save_s > 0)
+        st.gbps_device_to_host = static_cast<double>(st.bytes_device_to_host) / save_s / 1e9;
+      if (load_s > 0)
+        st.gbps_host_to_device = static_cast<double>(st.bytes_host_to_device) / load_s / 1e9;
     }
     if (disk_) {
       DiskTierStats ds = disk_->stats();
       st.bytes_host_to_disk = ds.write_bytes;
       st.bytes_disk_to_host = ds.read_bytes;
-      st.checksum_failures = std::max(st.checksum_failures, ds.checksum_failures + ds.header_mismatches);
+      st.checksum_failures =
+          std::max(st.checksum_failures, ds.checksum_failures + ds.header_mismatches);
       st.io_errors = std::max(st.io_errors, ds.read_io_errors + ds.write_io_errors);
     }
   }

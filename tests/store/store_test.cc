@@ -215,9 +215,10 @@ TEST_F(StoreTest, HybridRuleNeedsBothKindsAtTheExactDepth) {
   auto hashes = store->HashTokens("", c);
   auto slot = store->AllocateDeviceSlot(Kind::kMamba);
   ASSERT_TRUE(slot.ok());
-  ASSERT_TRUE(
-      store->WriteDeviceRecord(Kind::kMamba, *slot, Content(store->layout(), hashes[1], Kind::kMamba))
-          .ok());
+  ASSERT_TRUE(store
+                  ->WriteDeviceRecord(Kind::kMamba, *slot,
+                                      Content(store->layout(), hashes[1], Kind::kMamba))
+                  .ok());
   SaveRequest req;
   req.tokens = c;
   req.device_state_slot = *slot;
