@@ -14,6 +14,8 @@
 #include <thread>
 #include <type_traits>
 
+#include "tools/replay_rng.h"
+
 namespace cachepawl::tools {
 namespace {
 
@@ -245,23 +247,10 @@ Status WithCode(Status::Code code, const std::string& message) {
   }
 }
 
-// A SplitMix64 stream for the kill points.
-class KillDice {
- public:
-  explicit KillDice(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [1, 2 * mean - 1]: mean `mean`.
-  uint64_t Requests(uint64_t mean) { return 1 + Next() % (2 * mean - 1); }
-  double Unit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-
- private:
-  uint64_t state_;
-};
+// Requests between kills: uniform in [1, 2 * mean - 1], so `mean` on average.
+uint64_t RequestsUntilKill(SplitMix64& dice, uint64_t mean) {
+  return dice.Between(1, 2 * mean - 1);
+}
 
 StatusOr<ReplayRunResult> RunWithCrashes(const StoreFactory& open_store,
                                          const ReplayEngineOptions& engine_options,
@@ -271,7 +260,7 @@ StatusOr<ReplayRunResult> RunWithCrashes(const StoreFactory& open_store,
   const auto start = Clock::now();
   ProgressLine progress(options.progress);
   Stream stream(source, options.soak_seconds > 0);  // the parent's copy, for `replayed`
-  KillDice dice(options.seed);
+  SplitMix64 dice(options.seed);
   Cursor next;
   for (;;) {
     int fds[2];
@@ -288,7 +277,7 @@ StatusOr<ReplayRunResult> RunWithCrashes(const StoreFactory& open_store,
       ChildMain(fds[1], open_store, engine_options, source, options, next, start);
     }
     ::close(fds[1]);
-    const uint64_t kill_after = dice.Requests(options.crash_every);
+    const uint64_t kill_after = RequestsUntilKill(dice, options.crash_every);
     uint64_t finished_here = 0;
     bool killed = false, done = false;
     std::optional<Status> fatal;

@@ -33,10 +33,10 @@ using StoreFactory = std::function<StatusOr<std::unique_ptr<Store>>()>;
 using RequestSource = std::function<std::vector<TraceRequest>(uint64_t pass)>;
 
 struct ReplayRunOptions {
-  double speed = 0;            // replay timestamps at this multiple of real time; 0: no waiting
-  double soak_seconds = 0;     // > 0: loop passes until this much time has passed
-  uint64_t crash_every = 0;    // > 0: crash mode, about this many requests between kills
-  uint64_t seed = 1;           // for the kill points
+  double speed = 0;               // replay timestamps at this multiple of real time; 0: no waiting
+  double soak_seconds = 0;        // > 0: loop passes until this much time has passed
+  uint64_t crash_every = 0;       // > 0: crash mode, about this many requests between kills
+  uint64_t seed = 1;              // for the kill points
   double max_kill_delay_ms = 50;  // the random delay into a request before the kill
   std::ostream* progress = nullptr;  // a live progress line (use only on a terminal)
 
@@ -45,8 +45,8 @@ struct ReplayRunOptions {
 
 struct ReplayRunResult {
   ReplayTotals totals;
-  StoreStats store;                      // summed over store processes
-  std::vector<TraceRequest> replayed;    // every request that finished, in order (for the ceiling)
+  StoreStats store;                    // summed over store processes
+  std::vector<TraceRequest> replayed;  // every request that finished, in order (for the ceiling)
   uint64_t crashes = 0;
   double wall_seconds = 0;
 };

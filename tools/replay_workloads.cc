@@ -4,41 +4,12 @@
 #include <cmath>
 #include <functional>
 
+#include "tools/replay_rng.h"
+
 namespace cachepawl::tools {
 namespace {
 
-// SplitMix64: tiny, seedable, and the same everywhere.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [lo, hi].
-  uint64_t Between(uint64_t lo, uint64_t hi) {
-    const unsigned __int128 range = static_cast<unsigned __int128>(hi - lo) + 1;
-    return lo + static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * range) >> 64);
-  }
-  double Unit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  bool Chance(double p) { return Unit() < p; }
-  // Index drawn with probability proportional to weights[i].
-  size_t Weighted(const std::vector<double>& weights) {
-    double total = 0;
-    for (double w : weights) total += w;
-    double x = Unit() * total;
-    for (size_t i = 0; i < weights.size(); ++i) {
-      if (x < weights[i]) return i;
-      x -= weights[i];
-    }
-    return weights.size() - 1;
-  }
-
- private:
-  uint64_t state_;
-};
+using Rng = SplitMix64;
 
 // Hands out block ids; each generator of `mixed` gets its own range.
 class IdSource {
