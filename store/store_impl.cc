@@ -72,10 +72,10 @@ class CompletionWorker {
     thread_.join();
   }
   void Post(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
+    // Notify under the lock: the task may be the store's last operation, after which Close()
+    // destroys this worker; the destructor takes mu_ first, so it cannot overtake notify_one.
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
     cv_.notify_one();
   }
 
@@ -379,10 +379,9 @@ void StoreImpl::OperationStarted() {
 }
 
 void StoreImpl::OperationFinished() {
-  {
-    std::lock_guard<std::mutex> lock(drain_mu_);
-    --in_flight_;
-  }
+  // Notify under the lock: once in_flight_ is 0, Close() may return and the store be destroyed.
+  std::lock_guard<std::mutex> lock(drain_mu_);
+  --in_flight_;
   drain_cv_.notify_all();
 }
 

@@ -3,8 +3,6 @@
 #include "store/store.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -14,46 +12,13 @@
 #include <thread>
 
 #include "tests/common/test_util.h"
+#include "tests/store/store_test_util.h"
 
 namespace cachepawl {
 namespace {
 
 using testing::FillRandom;
 using testing::TempDir;
-
-// A small hybrid layout: 2 attention layers and 2 SSM layers, 4-token pages.
-ModelLayout TinyHybrid() {
-  ModelLayout l;
-  l.model = "test/tiny-hybrid";
-  l.num_layers = 4;
-  l.page_size_tokens = 4;
-  l.attention_layers = {{0, 2, 16, DType::kBf16, 0}, {2, 2, 16, DType::kBf16, 0}};
-  l.ssm_layers = {{1, "mamba2", {8, 3}, DType::kBf16, {2, 4, 8}, DType::kFp32},
-                  {3, "mamba2", {8, 3}, DType::kBf16, {2, 4, 8}, DType::kFp32}};
-  return l;
-}
-
-ModelLayout TinyAttentionOnly() {
-  ModelLayout l = TinyHybrid();
-  l.model = "test/tiny-attention";
-  l.ssm_layers.clear();
-  return l;
-}
-
-// Deterministic content of a KV page or a state, defined by its hash (and kind).
-std::vector<std::byte> Content(const ModelLayout& layout, const PageHash& h, Kind kind) {
-  std::vector<std::byte> bytes(layout.RecordBytes(kind));
-  uint64_t seed;
-  std::memcpy(&seed, h.bytes.data(), sizeof(seed));
-  FillRandom(bytes, seed ^ (kind == Kind::kMamba ? 0x5a5a5a5aull : 0));
-  return bytes;
-}
-
-std::vector<uint32_t> Tokens(uint32_t first, size_t n) {
-  std::vector<uint32_t> t(n);
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -304,23 +269,10 @@ TEST_F(StoreTest, EvictsToDiskAndLoadsBackThroughHost) {
 TEST_F(StoreTest, ReopenInANewProcessServesDiskHits) {
   const StoreOptions o = Options(TinyHybrid(), 1 << 20, 8 << 20);
   auto prompt = Tokens(42, 4 * 5);
-  // A child process saves and closes; the parent reopens the same folder.
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    auto s = Store::Open(o);
-    if (!s.ok()) _exit(10);
-    auto store = std::move(s).value();
-    SaveAll(store.get(), "", prompt, true);
-    if (::testing::Test::HasFailure()) _exit(11);
-    // Write-through: wait until the disk has the records, then close (persists the catalog).
-    if (!store->Close().ok()) _exit(12);
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  // Another process (tests/store/store_writer_main.cc, the same options) saves and closes;
+  // this one reopens the same folder.
+  const std::string cmd = std::string(CACHEPAWL_STORE_WRITER) + " " + o.disk_dir + " 42 5";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto store = OpenOrDie(o);
   ASSERT_NE(store, nullptr);
   auto m = store->Lookup("", prompt);
