@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "index/page_hasher.h"
+#include "tools/cli_args.h"
 #include "tools/command.h"
 
 namespace cachepawl::tools {
@@ -56,16 +57,7 @@ int RunBenchHash(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--page-size", page_size, "tokens per page (default 16)")->check(CLI::Range(1u, 1u << 20));
   app.add_option("--min-time", min_time, "seconds per benchmark (default 0.5)")->check(CLI::Range(0.01, 60.0));
   app.add_flag("--json", json, "print one JSON object instead of the table");
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    io.out << app.help();
-    return kExitOk;
-  } catch (const CLI::ParseError& e) {
-    io.err << "cachepawl bench hash: " << e.what() << "\n";
-    return kExitUsage;
-  }
+  if (auto exit = ParseArgs(app, args, io)) return *exit;
   auto hasher_or = PageHasher::Create(page_size);
   if (!hasher_or.ok()) {
     io.err << "cachepawl bench hash: " << hasher_or.status().ToString() << "\n";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "index/page_hasher.h"
+#include "tools/cli_args.h"
 #include "tools/command.h"
 
 namespace cachepawl::tools {
@@ -39,16 +40,7 @@ int RunHash(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--page-size,-p", page_size, "tokens per page (default 16)");
   app.add_option("--namespace,-n", ns, "namespace that seeds the chain (default: empty)");
   app.add_option("tokens", words, "token ids (unsigned 32-bit)");
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    io.out << app.help();
-    return kExitOk;
-  } catch (const CLI::ParseError& e) {
-    io.err << "cachepawl hash: " << e.what() << "\n";
-    return kExitUsage;
-  }
+  if (auto exit = ParseArgs(app, args, io)) return *exit;
   if (page_size == 0) {
     io.err << "cachepawl hash: --page-size: 0 (must be > 0)\n";
     return kExitUsage;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "store/model_layout.h"
+#include "tools/cli_args.h"
 #include "tools/command.h"
 
 namespace cachepawl::tools {
@@ -30,16 +31,7 @@ int RunLayout(const std::vector<std::string>& args, CommandIo& io) {
                      "tokens per KV page (default: the file's page_size_tokens, else 16)");
   app.add_flag("--list,-l", list, "print the preset names, one per line");
   app.add_flag("--json", json, "print the layout as a JSON layout file");
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    io.out << app.help();
-    return kExitOk;
-  } catch (const CLI::ParseError& e) {
-    io.err << "cachepawl layout: " << e.what() << "\n";
-    return kExitUsage;
-  }
+  if (auto exit = ParseArgs(app, args, io)) return *exit;
 
   if (list) {
     if (!name.empty() || json || page_size_opt->count() > 0) {
