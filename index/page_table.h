@@ -13,9 +13,18 @@
 #include <cstring>
 #include <vector>
 
+#include "index/huge_page_allocator.h"
 #include "index/page_hash.h"
 
 namespace cachepawl::index_internal {
+
+// Equality of two hashes without a memcmp call.
+inline bool SameHash(const PageHash& a, const PageHash& b) {
+  uint64_t x[4], y[4];
+  std::memcpy(x, a.bytes.data(), sizeof(x));
+  std::memcpy(y, b.bytes.data(), sizeof(y));
+  return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3])) == 0;
+}
 
 class PageTable {
  public:
@@ -70,16 +79,34 @@ class PageTable {
     const uint64_t mixed = Mix(h);
     const uint32_t tag = Tag(mixed);
     for (size_t i = Home(mixed); slots_[i].index != kNone; i = (i + 1) & mask_) {
-      if (slots_[i].tag == tag && key_of(slots_[i].index) == h) return slots_[i].index;
+      if (slots_[i].tag == tag && SameHash(key_of(slots_[i].index), h)) return slots_[i].index;
     }
     return kNone;
   }
 
-  // Adds `h` -> `index`; `h` must not be present.
+  // Inserting takes one probe: ReserveOneMore(), then FindForInsert() either finds `h` or says
+  // where it goes, then (table unchanged in between) InsertAt() puts it there.
   template <typename KeyOf>
-  void Insert(const PageHash& h, uint32_t index, KeyOf&& key_of) {
+  void ReserveOneMore(KeyOf&& key_of) {
     if ((size_ + 1) * 4 > slots_.size() * 3) Rehash(slots_.size() * 2, key_of);
-    Place(Mix(h), index);
+  }
+  struct InsertPoint {
+    size_t pos;
+    uint32_t tag;
+  };
+  template <typename KeyOf>
+  uint32_t FindForInsert(const PageHash& h, KeyOf&& key_of, InsertPoint* at) const {
+    const uint64_t mixed = Mix(h);
+    const uint32_t tag = Tag(mixed);
+    size_t i = Home(mixed);
+    for (; slots_[i].index != kNone; i = (i + 1) & mask_) {
+      if (slots_[i].tag == tag && SameHash(key_of(slots_[i].index), h)) return slots_[i].index;
+    }
+    *at = InsertPoint{i, tag};
+    return kNone;
+  }
+  void InsertAt(const InsertPoint& at, uint32_t index) {
+    slots_[at.pos] = Slot{at.tag, index};
     ++size_;
   }
 
@@ -129,7 +156,7 @@ class PageTable {
 
   template <typename KeyOf>
   void Rehash(size_t capacity, KeyOf&& key_of) {
-    std::vector<Slot> old;
+    std::vector<Slot, HugePageAllocator<Slot>> old;
     old.swap(slots_);
     slots_.assign(capacity, Slot{});
     mask_ = capacity - 1;
@@ -145,7 +172,7 @@ class PageTable {
     slots_[i] = Slot{Tag(mixed), index};
   }
 
-  std::vector<Slot> slots_;
+  std::vector<Slot, HugePageAllocator<Slot>> slots_;
   size_t mask_ = 0;
   int shift_ = 64;
   size_t size_ = 0;

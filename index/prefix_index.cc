@@ -1,7 +1,8 @@
 // PrefixIndex implementation.
 //
-// Layout. Entries live in a ChunkedSlab (96 bytes each, never moved) and are named by 32-bit
-// indices; a PageTable maps a hash to its index. A KV location is kept inline as a 32-bit slot;
+// Layout. Entries are named by 32-bit indices and live in two ChunkedArrays (never moved): a
+// 64-byte aligned hot part with everything Match reads (one cache line per page) and a 32-byte
+// cold part; a PageTable maps a hash to its index. A KV location is kept inline as a 32-bit slot;
 // slots that do not fit (>= 0xFFFFFFFF) go to a side map keyed by (index, tier). Mamba states
 // are few and large, so they live in their own slab with full 64-bit slots, named by the
 // entry's `state` index.
@@ -31,8 +32,9 @@
 namespace cachepawl {
 namespace {
 
-using index_internal::ChunkedSlab;
+using index_internal::ChunkedArray;
 using index_internal::HashOrderKey;
+using index_internal::IndexAllocator;
 using index_internal::PageTable;
 using index_internal::VictimItem;
 using index_internal::VictimQueue;
@@ -42,6 +44,7 @@ constexpr uint32_t kSpilledSlot = 0xFFFFFFFFu;  // the slot is in Impl::spilled
 constexpr uint8_t kPickedBit = 1u << 3;         // scratch mark during one PickVictims
 constexpr uint16_t kMaxPins = 0xFFFF;
 constexpr uint32_t kMaxCount = 0xFFFFFFFFu;
+constexpr uint32_t kMaxDepth = (1u << 24) - 1;  // HotEntry::depth is 24 bits
 constexpr int kKv = static_cast<int>(Kind::kKV);
 constexpr int kMamba = static_cast<int>(Kind::kMamba);
 // Queues may hold this many items beyond twice the evictable count before a rebuild.
@@ -49,22 +52,28 @@ constexpr size_t kQueueSlack = 1024;
 
 constexpr uint8_t Bit(int tier) { return static_cast<uint8_t>(1u << tier); }
 
-struct Entry {
+// An entry is two parts at the same index. The hot part is what Match reads: one aligned cache
+// line. The cold part is the bookkeeping of mutations and eviction.
+struct alignas(64) HotEntry {
   PageHash hash;
   std::atomic<uint64_t> last_use{0};  // written by Match under the shared lock
   uint32_t parent = kNone;
-  uint32_t depth = 0;  // pages from the root, 1 for a first page; 0 marks a free entry
+  uint32_t state = kNone;  // index into Impl::states
   uint32_t kv_slot[kNumTiers] = {};
+  uint32_t depth : 24 = 0;  // pages from the root, 1 for a first page; 0 marks a free entry
+  uint32_t kv_mask : 8 = 0;
+};
+static_assert(sizeof(HotEntry) == 64, "the hot part of an entry is one cache line");
+
+struct ColdEntry {
   uint32_t tier_children[kNumTiers] = {};  // children whose KV the tier holds
   uint32_t children = 0;
   uint32_t kv_locks = 0;
   uint32_t state_locks = 0;
-  uint32_t state = kNone;  // index into Impl::states
   uint16_t kv_pins[kNumTiers] = {};
-  uint8_t kv_mask = 0;
   uint8_t flags = 0;  // Bit(tier): queued in the KV queue of that tier; kPickedBit
 };
-static_assert(sizeof(Entry) == 96, "Entry grew: the 128 bytes/page budget is measured");
+static_assert(sizeof(ColdEntry) == 32, "an entry is 96 bytes: the 128 bytes/page budget");
 
 struct State {
   std::atomic<uint64_t> last_use{0};  // written by Match under the shared lock
@@ -77,8 +86,8 @@ struct State {
 
 // The PageTable's view of the entries: the hash stored at an index.
 struct EntryKeys {
-  const ChunkedSlab<Entry>* entries;
-  const PageHash& operator()(uint32_t i) const { return (*entries)[i].hash; }
+  const ChunkedArray<HotEntry, 16>* hot;
+  const PageHash& operator()(uint32_t i) const { return (*hot)[i].hash; }
 };
 
 std::string Describe(const PageHash& h) { return "page " + h.ToHex(); }
@@ -104,36 +113,37 @@ std::string Where(Kind kind, Tier tier) {
 struct PrefixIndex::Impl {
   explicit Impl(const IndexOptions& o) : options(o) {
     if (options.expected_pages > 0) {
-      entries.Reserve(options.expected_pages);
+      hot.Reserve(options.expected_pages);
+      cold.Reserve(options.expected_pages);
       table.Reserve(options.expected_pages, KeyOf());
     }
   }
 
-  EntryKeys KeyOf() const { return EntryKeys{&entries}; }
+  EntryKeys KeyOf() const { return EntryKeys{&hot}; }
   uint32_t FindIndex(const PageHash& h) const { return table.Find(h, KeyOf()); }
 
   // ----- slots ------------------------------------------------------------------------------
   static uint64_t SpillKey(uint32_t i, int t) { return (uint64_t{i} << 2) | unsigned(t); }
   uint64_t KvSlot(uint32_t i, int t) const {
-    const uint32_t s = entries[i].kv_slot[t];
+    const uint32_t s = hot[i].kv_slot[t];
     if (s != kSpilledSlot) return s;
     return spilled.find(SpillKey(i, t))->second;
   }
   void StoreKvSlot(uint32_t i, int t, uint64_t slot) {
     if (slot < kSpilledSlot) {
-      entries[i].kv_slot[t] = static_cast<uint32_t>(slot);
+      hot[i].kv_slot[t] = static_cast<uint32_t>(slot);
     } else {
-      entries[i].kv_slot[t] = kSpilledSlot;
+      hot[i].kv_slot[t] = kSpilledSlot;
       spilled[SpillKey(i, t)] = slot;
     }
   }
   void DropKvSlot(uint32_t i, int t) {
-    if (entries[i].kv_slot[t] == kSpilledSlot) spilled.erase(SpillKey(i, t));
-    entries[i].kv_slot[t] = 0;
+    if (hot[i].kv_slot[t] == kSpilledSlot) spilled.erase(SpillKey(i, t));
+    hot[i].kv_slot[t] = 0;
   }
   TierLocations KvLocations(uint32_t i) const {
     TierLocations loc;
-    loc.mask = entries[i].kv_mask;
+    loc.mask = hot[i].kv_mask;
     for (int t = 0; t < kNumTiers; ++t) {
       if (loc.mask & Bit(t)) loc.slot[t] = KvSlot(i, t);
     }
@@ -141,8 +151,8 @@ struct PrefixIndex::Impl {
   }
   TierLocations StateLocations(uint32_t i) const {
     TierLocations loc;
-    if (entries[i].state == kNone) return loc;
-    const State& s = states[entries[i].state];
+    if (hot[i].state == kNone) return loc;
+    const State& s = states[hot[i].state];
     loc.mask = s.mask;
     for (int t = 0; t < kNumTiers; ++t) {
       if (loc.mask & Bit(t)) loc.slot[t] = s.slot[t];
@@ -152,13 +162,14 @@ struct PrefixIndex::Impl {
 
   // ----- evictability -----------------------------------------------------------------------
   // `picked_children`: children of this entry already picked in the running PickVictims.
-  bool KvEvictable(const Entry& e, int t, uint32_t picked_children = 0) const {
-    return (e.kv_mask & Bit(t)) && e.tier_children[t] == picked_children && e.kv_locks == 0 &&
-           e.kv_pins[t] == 0;
+  bool KvEvictable(uint32_t i, int t, uint32_t picked_children = 0) const {
+    const ColdEntry& ec = cold[i];
+    return (hot[i].kv_mask & Bit(t)) && ec.tier_children[t] == picked_children &&
+           ec.kv_locks == 0 && ec.kv_pins[t] == 0;
   }
-  bool StateEvictable(const Entry& e, int t) const {
-    if (e.state == kNone || e.state_locks != 0) return false;
-    const State& s = states[e.state];
+  bool StateEvictable(uint32_t i, int t) const {
+    if (hot[i].state == kNone || cold[i].state_locks != 0) return false;
+    const State& s = states[hot[i].state];
     return (s.mask & Bit(t)) && s.pins[t] == 0;
   }
   struct Before {
@@ -168,49 +179,51 @@ struct PrefixIndex::Impl {
   Before Snapshot(uint32_t i) const {
     Before b;
     for (int t = 0; t < kNumTiers; ++t) {
-      b.kv[t] = KvEvictable(entries[i], t);
-      b.state[t] = StateEvictable(entries[i], t);
+      b.kv[t] = KvEvictable(i, t);
+      b.state[t] = StateEvictable(i, t);
     }
     return b;
   }
   // Call after changing entry i when Snapshot(i) was taken before the change.
   void After(uint32_t i, const Before& b) {
     for (int t = 0; t < kNumTiers; ++t) {
-      const bool kv = KvEvictable(entries[i], t);
+      const bool kv = KvEvictable(i, t);
       if (kv != b.kv[t]) evictable[kKv][t] += kv ? 1 : uint64_t(-1);
       if (kv) QueueKv(i, t, /*may_rebuild=*/true);
-      const bool st = StateEvictable(entries[i], t);
+      const bool st = StateEvictable(i, t);
       if (st != b.state[t]) evictable[kMamba][t] += st ? 1 : uint64_t(-1);
       if (st) QueueState(i, t, /*may_rebuild=*/true);
     }
   }
 
   bool SameIdentity(const VictimItem& item) const {
-    if (item.index >= entries.high_water()) return false;
-    const Entry& e = entries[item.index];
+    if (item.index >= entry_ids.high_water()) return false;
+    const HotEntry& e = hot[item.index];
     return e.depth == item.depth && HashOrderKey(e.hash) == item.order;
   }
   VictimItem ItemFor(uint32_t i, uint64_t last_use) const {
-    const Entry& e = entries[i];
+    const HotEntry& e = hot[i];
     return VictimItem{last_use, HashOrderKey(e.hash), e.depth, i};
   }
   void QueueKv(uint32_t i, int t, bool may_rebuild) {
-    Entry& e = entries[i];
-    if (e.flags & Bit(t)) return;
-    e.flags |= Bit(t);
+    HotEntry& e = hot[i];
+    ColdEntry& ec = cold[i];
+    if (ec.flags & Bit(t)) return;
+    ec.flags |= Bit(t);
     queues[kKv][t].Push(ItemFor(i, e.last_use.load(std::memory_order_relaxed)));
     if (may_rebuild) MaybeRebuild(kKv, t);
   }
   void QueueState(uint32_t i, int t, bool may_rebuild) {
-    State& s = states[entries[i].state];
+    State& s = states[hot[i].state];
     if (s.flags & Bit(t)) return;
     s.flags |= Bit(t);
     queues[kMamba][t].Push(ItemFor(i, s.last_use.load(std::memory_order_relaxed)));
     if (may_rebuild) MaybeRebuild(kMamba, t);
   }
   uint8_t* QueuedFlags(int k, uint32_t i) {
-    Entry& e = entries[i];
-    if (k == kKv) return &e.flags;
+    HotEntry& e = hot[i];
+    ColdEntry& ec = cold[i];
+    if (k == kKv) return &ec.flags;
     return e.state == kNone ? nullptr : &states[e.state].flags;
   }
   void MaybeRebuild(int k, int t) {
@@ -225,8 +238,8 @@ struct PrefixIndex::Impl {
     }
     q.Rebuild([&](VictimItem& item) {
       if (!SameIdentity(item)) return false;
-      const Entry& e = entries[item.index];
-      if (k == kKv ? !KvEvictable(e, t) : !StateEvictable(e, t)) return false;
+      const HotEntry& e = hot[item.index];
+      if (k == kKv ? !KvEvictable(item.index, t) : !StateEvictable(item.index, t)) return false;
       uint8_t* f = QueuedFlags(k, item.index);
       if (*f & Bit(t)) return false;
       *f |= Bit(t);
@@ -263,7 +276,11 @@ struct PrefixIndex::Impl {
   }
 
   // ----- mutations (mu held exclusively) -----------------------------------------------------
-  Status InsertOne(const std::optional<PageHash>& parent, const PageHash& hash, uint32_t* inserted);
+  // Inserts `hash` under `parent`; `parent_index` is its index when the caller knows it (else
+  // kUnresolved). *index: the entry, new or already there; *added: whether it is new.
+  static constexpr uint32_t kUnresolved = kNone - 1;
+  Status InsertOne(const std::optional<PageHash>& parent, uint32_t parent_index,
+                   const PageHash& hash, uint32_t* index, bool* added);
   void RemoveUnlinked(uint32_t i);
   Status PinOne(const PageHash& hash, int k, int t, bool pin);
 
@@ -283,8 +300,11 @@ struct PrefixIndex::Impl {
   mutable std::shared_mutex mu;
   // The recency clock: advanced by every Exclusive section, read by Match.
   uint64_t clock = 0;                              // guarded by mu
-  ChunkedSlab<Entry> entries;                      // guarded by mu (last_use: atomic)
-  ChunkedSlab<State, 10> states;                   // guarded by mu (last_use: atomic)
+  ChunkedArray<HotEntry, 16> hot;                  // guarded by mu (last_use: atomic)
+  ChunkedArray<ColdEntry, 16> cold;                // guarded by mu
+  IndexAllocator entry_ids;                        // guarded by mu
+  ChunkedArray<State, 10> states;                  // guarded by mu (last_use: atomic)
+  IndexAllocator state_ids;                        // guarded by mu
   PageTable table;                                 // guarded by mu
   std::unordered_map<uint64_t, uint64_t> spilled;  // guarded by mu: SpillKey -> slot
   VictimQueue queues[kNumKinds][kNumTiers];        // guarded by mu
@@ -327,7 +347,7 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
 
   // Three-stage software pipeline: prefetch the table slot kFar pages ahead, find the entry
   // by tag and prefetch it kNear pages ahead, compare the full hash at the current page.
-  constexpr size_t kRing = 32, kFar = 16, kNear = 8;
+  constexpr size_t kRing = 64, kFar = 32, kNear = 16;
   uint64_t mixed[kRing];
   uint32_t candidate[kRing];
   auto stage1 = [&](size_t j) {
@@ -338,7 +358,9 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
     size_t pos;
     const uint32_t c = m.table.FirstTagMatch(mixed[j % kRing], &pos);
     candidate[j % kRing] = c;
-    if (c != kNone) __builtin_prefetch(&m.entries[c]);
+    if (c != kNone) {  // an entry may straddle two cache lines
+      __builtin_prefetch(&m.hot[c]);
+    }
   };
   for (size_t j = 0; j < std::min(n, kFar); ++j) stage1(j);
   for (size_t j = 0; j < std::min(n, kNear); ++j) stage2(j);
@@ -355,9 +377,11 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
     if (i + kNear < n) stage2(i + kNear);
     uint32_t idx = candidate[i % kRing];
     if (idx == kNone) break;  // no slot of the probe run has the tag: absent
-    if (m.entries[idx].hash != hashes[i]) idx = m.FindIndex(hashes[i]);  // a tag collision
+    if (!index_internal::SameHash(m.hot[idx].hash, hashes[i])) {
+      idx = m.FindIndex(hashes[i]);  // a tag collision
+    }
     if (idx == kNone) break;
-    Entry& e = m.entries[idx];
+    HotEntry& e = m.hot[idx];
     if (e.parent != prev) break;
     prev = idx;
     indexed = i + 1;
@@ -371,10 +395,16 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
     if (e.last_use.load(std::memory_order_relaxed) != now) {
       e.last_use.store(now, std::memory_order_relaxed);
     }
+    // Slots of tiers not held are 0 (DropKvSlot), so copying all three is exact; a spilled
+    // slot (rare) is looked up.
     TierLocations& loc = out->pages.emplace_back();
     loc.mask = e.kv_mask;
-    for (int t = 0; t < kNumTiers; ++t) {
-      if (loc.mask & Bit(t)) loc.slot[t] = m.KvSlot(idx, t);
+    loc.slot = {e.kv_slot[0], e.kv_slot[1], e.kv_slot[2]};
+    if ((e.kv_slot[0] == kSpilledSlot) | (e.kv_slot[1] == kSpilledSlot) |
+        (e.kv_slot[2] == kSpilledSlot)) {
+      for (int t = 0; t < kNumTiers; ++t) {
+        if (loc.mask & Bit(t)) loc.slot[t] = m.KvSlot(idx, t);
+      }
     }
     if (e.state != kNone) {
       last_state = idx;
@@ -393,9 +423,9 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
     out->reusable_pages = kv_only;
     state_at = last_kv;
   }
-  if (state_at != kNone && m.entries[state_at].state != kNone) {
+  if (state_at != kNone && m.hot[state_at].state != kNone) {
     out->state = m.StateLocations(state_at);
-    State& s = m.states[m.entries[state_at].state];
+    State& s = m.states[m.hot[state_at].state];
     if (s.last_use.load(std::memory_order_relaxed) != now) {
       s.last_use.store(now, std::memory_order_relaxed);
     }
@@ -407,17 +437,18 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
 // ===== Lookup / inspection ===================================================================
 
 EntryInfo PrefixIndex::Impl::Info(uint32_t i) const {
-  const Entry& e = entries[i];
+  const HotEntry& e = hot[i];
+  const ColdEntry& ec = cold[i];
   EntryInfo info;
   info.hash = e.hash;
-  if (e.parent != kNone) info.parent = entries[e.parent].hash;
+  if (e.parent != kNone) info.parent = hot[e.parent].hash;
   info.depth_pages = e.depth;
   info.kv = KvLocations(i);
   info.state = StateLocations(i);
-  info.children = e.children;
-  info.kv_locks = e.kv_locks;
-  info.state_locks = e.state_locks;
-  for (int t = 0; t < kNumTiers; ++t) info.kv_pins[t] = e.kv_pins[t];
+  info.children = ec.children;
+  info.kv_locks = ec.kv_locks;
+  info.state_locks = ec.state_locks;
+  for (int t = 0; t < kNumTiers; ++t) info.kv_pins[t] = ec.kv_pins[t];
   info.kv_last_use = e.last_use.load(std::memory_order_relaxed);
   if (e.state != kNone) {
     const State& s = states[e.state];
@@ -440,8 +471,8 @@ std::vector<EntryInfo> PrefixIndex::DumpEntries() const {
   std::shared_lock lock(m.mu);
   std::vector<EntryInfo> out;
   out.reserve(m.table.size());
-  for (uint32_t i = 0; i < m.entries.high_water(); ++i) {
-    if (m.entries[i].depth != 0) out.push_back(m.Info(i));
+  for (uint32_t i = 0; i < m.entry_ids.high_water(); ++i) {
+    if (m.hot[i].depth != 0) out.push_back(m.Info(i));
   }
   std::sort(out.begin(), out.end(),
             [](const EntryInfo& a, const EntryInfo& b) { return a.hash < b.hash; });
@@ -463,7 +494,8 @@ IndexStats PrefixIndex::Stats() const {
     }
   }
   s.locked_entries = m.locked_entries;
-  uint64_t mem = sizeof(Impl) + m.entries.MemoryBytes() + m.states.MemoryBytes() +
+  uint64_t mem = sizeof(Impl) + m.hot.MemoryBytes() + m.cold.MemoryBytes() +
+                 m.entry_ids.MemoryBytes() + m.states.MemoryBytes() + m.state_ids.MemoryBytes() +
                  m.table.MemoryBytes() + m.path.capacity() * sizeof(uint32_t);
   // An unordered_map node holds the pair and a next pointer (and the cached hash is not kept
   // for integer keys); buckets are one pointer each.
@@ -480,9 +512,10 @@ IndexStats PrefixIndex::Stats() const {
 
 // ===== inserting / removing ==================================================================
 
-Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, const PageHash& hash,
-                                    uint32_t* inserted) {
-  *inserted = kNone;
+Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, uint32_t parent_index,
+                                    const PageHash& hash, uint32_t* index, bool* added) {
+  *index = kNone;
+  *added = false;
   if (hash.IsZero()) {
     ++errors.err_bad_hash;
     return Status::InvalidArgument("hash: the all-zero hash is reserved for \"no parent\"");
@@ -492,8 +525,8 @@ Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, const
     ++errors.err_bad_hash;
     return Status::InvalidArgument(Describe(hash) + ": its own parent");
   }
-  uint32_t p = kNone;
-  if (has_parent) {
+  uint32_t p = has_parent ? parent_index : kNone;
+  if (p == kUnresolved) {
     p = FindIndex(*parent);
     if (p == kNone) {
       ++errors.err_parent_missing;
@@ -501,13 +534,16 @@ Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, const
                               ": not in the index");
     }
   }
-  const uint32_t existing = FindIndex(hash);
+  table.ReserveOneMore(KeyOf());
+  PageTable::InsertPoint insert_at;
+  const uint32_t existing = table.FindForInsert(hash, KeyOf(), &insert_at);
   if (existing != kNone) {
-    if (entries[existing].parent == p) return Status::OK();
+    *index = existing;
+    if (hot[existing].parent == p) return Status::OK();
     ++errors.err_parent_conflict;
-    const std::string had = entries[existing].parent == kNone
+    const std::string had = hot[existing].parent == kNone
                                 ? std::string("no parent")
-                                : "parent " + entries[entries[existing].parent].hash.ToHex();
+                                : "parent " + hot[hot[existing].parent].hash.ToHex();
     return Status::InvalidArgument(Describe(hash) + ": already in the index with " + had);
   }
   if (table.size() >= options.max_pages) {
@@ -515,68 +551,80 @@ Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, const
     return Status::NoSpace("index.max_pages: " + std::to_string(options.max_pages) +
                            " pages indexed, cannot add " + Describe(hash));
   }
-  if (p != kNone && (entries[p].depth == kMaxCount || entries[p].children == kMaxCount)) {
+  if (p != kNone && (hot[p].depth == kMaxDepth || cold[p].children == kMaxCount)) {
     ++errors.err_overflow;
     return Status::FailedPrecondition("parent " + parent->ToHex() +
                                       ": depth or child count at its limit");
   }
-  const uint32_t i = entries.Allocate();
-  Entry& e = entries[i];
+  const uint32_t i = entry_ids.Allocate();
+  hot.Reserve(uint64_t{i} + 1);
+  cold.Reserve(uint64_t{i} + 1);
+  HotEntry& e = hot[i];
+  ColdEntry& ec = cold[i];
   e.hash = hash;
   e.last_use.store(clock, std::memory_order_relaxed);
   e.parent = p;
-  e.depth = p == kNone ? 1 : entries[p].depth + 1;
+  e.depth = p == kNone ? 1 : hot[p].depth + 1;
   for (int t = 0; t < kNumTiers; ++t) {
     e.kv_slot[t] = 0;
-    e.tier_children[t] = 0;
-    e.kv_pins[t] = 0;
+    ec.tier_children[t] = 0;
+    ec.kv_pins[t] = 0;
   }
-  e.children = 0;
-  e.kv_locks = 0;
-  e.state_locks = 0;
+  ec.children = 0;
+  ec.kv_locks = 0;
+  ec.state_locks = 0;
   e.state = kNone;
   e.kv_mask = 0;
-  e.flags = 0;
-  table.Insert(hash, i, KeyOf());
-  if (p != kNone) ++entries[p].children;
-  *inserted = i;
+  ec.flags = 0;
+  table.InsertAt(insert_at, i);
+  if (p != kNone) ++cold[p].children;
+  *index = i;
+  *added = true;
   return Status::OK();
 }
 
 // Entry i has no location, lock, pin or child.
 void PrefixIndex::Impl::RemoveUnlinked(uint32_t i) {
-  Entry& e = entries[i];
+  HotEntry& e = hot[i];
+  ColdEntry& ec = cold[i];
   table.Erase(e.hash, i, KeyOf());
-  if (e.parent != kNone) --entries[e.parent].children;
+  if (e.parent != kNone) --cold[e.parent].children;
   e.depth = 0;
   e.parent = kNone;
-  e.flags = 0;
-  entries.Free(i);
+  ec.flags = 0;
+  entry_ids.Free(i);
 }
 
 Status PrefixIndex::InsertKv(const std::optional<PageHash>& parent, const PageHash& hash) {
   Impl& m = *impl_;
   Impl::Exclusive section(m);
-  uint32_t inserted;
-  return m.InsertOne(parent, hash, &inserted);
+  uint32_t index;
+  bool added;
+  return m.InsertOne(parent, Impl::kUnresolved, hash, &index, &added);
 }
 
 Status PrefixIndex::InsertChain(const std::optional<PageHash>& parent,
                                 std::span<const PageHash> hashes) {
   Impl& m = *impl_;
   Impl::Exclusive section(m);
-  std::vector<uint32_t> added;
-  std::optional<PageHash> up = parent;
+  std::vector<uint32_t> new_entries;
+  constexpr size_t kAhead = 8;  // prefetch the table slots of the pages coming next
+  for (size_t i = 0; i < std::min(hashes.size(), kAhead); ++i) {
+    m.table.Prefetch(PageTable::Mix(hashes[i]));
+  }
+  uint32_t up = Impl::kUnresolved;  // page i-1's index, known after the first page
   for (size_t i = 0; i < hashes.size(); ++i) {
-    uint32_t inserted;
-    Status s = m.InsertOne(up, hashes[i], &inserted);
+    if (i + kAhead < hashes.size()) m.table.Prefetch(PageTable::Mix(hashes[i + kAhead]));
+    const std::optional<PageHash> parent_hash =
+        i == 0 ? parent : std::optional<PageHash>(hashes[i - 1]);
+    bool added;
+    Status s = m.InsertOne(parent_hash, up, hashes[i], &up, &added);
     if (!s.ok()) {
-      // Undo in reverse: each added entry is a leaf with nothing attached.
-      for (size_t j = added.size(); j-- > 0;) m.RemoveUnlinked(added[j]);
+      // Undo in reverse: each new entry is a leaf with nothing attached.
+      for (size_t j = new_entries.size(); j-- > 0;) m.RemoveUnlinked(new_entries[j]);
       return s.WithContext("InsertChain page " + std::to_string(i));
     }
-    if (inserted != kNone) added.push_back(inserted);
-    up = hashes[i];
+    if (added) new_entries.push_back(up);
   }
   return Status::OK();
 }
@@ -586,17 +634,18 @@ Status PrefixIndex::Remove(const PageHash& hash) {
   Impl::Exclusive section(m);
   uint32_t i;
   CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(hash, &i));
-  const Entry& e = m.entries[i];
+  const HotEntry& e = m.hot[i];
+  const ColdEntry& ec = m.cold[i];
   if (e.kv_mask != 0 || e.state != kNone) {
     ++m.errors.err_remove_busy;
     return Status::FailedPrecondition(Describe(hash) + ": still held by a tier");
   }
-  if (e.children != 0) {
+  if (ec.children != 0) {
     ++m.errors.err_remove_busy;
-    return Status::FailedPrecondition(Describe(hash) + ": has " + std::to_string(e.children) +
+    return Status::FailedPrecondition(Describe(hash) + ": has " + std::to_string(ec.children) +
                                       " children");
   }
-  if (e.kv_locks != 0 || e.state_locks != 0) {
+  if (ec.kv_locks != 0 || ec.state_locks != 0) {
     ++m.errors.err_locked;
     return Status::Busy(Describe(hash) + ": locked");
   }
@@ -613,7 +662,7 @@ Status PrefixIndex::SetLocation(const PageHash& hash, Kind kind, Tier tier, uint
   uint32_t i;
   CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(hash, &i));
   const int t = static_cast<int>(tier);
-  Entry& e = m.entries[i];
+  HotEntry& e = m.hot[i];
   if (kind == Kind::kKV) {
     if (e.kv_mask & Bit(t)) return m.SameSlotOrConflict(hash, kind, tier, m.KvSlot(i, t), slot);
     const Impl::Before before = m.Snapshot(i);
@@ -624,7 +673,7 @@ Status PrefixIndex::SetLocation(const PageHash& hash, Kind kind, Tier tier, uint
     m.StoreKvSlot(i, t, slot);
     ++m.located[kKv][t];
     if (p != kNone) {
-      ++m.entries[p].tier_children[t];
+      ++m.cold[p].tier_children[t];
       m.After(p, parent_before);
     }
     m.After(i, before);
@@ -635,7 +684,8 @@ Status PrefixIndex::SetLocation(const PageHash& hash, Kind kind, Tier tier, uint
   }
   const Impl::Before before = m.Snapshot(i);
   if (e.state == kNone) {
-    const uint32_t si = m.states.Allocate();
+    const uint32_t si = m.state_ids.Allocate();
+    m.states.Reserve(uint64_t{si} + 1);
     State& s = m.states[si];
     s.last_use.store(m.clock, std::memory_order_relaxed);
     for (int u = 0; u < kNumTiers; ++u) {
@@ -663,7 +713,8 @@ StatusOr<uint64_t> PrefixIndex::ClearLocation(const PageHash& hash, Kind kind, T
   uint32_t i;
   CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(hash, &i));
   const int t = static_cast<int>(tier);
-  Entry& e = m.entries[i];
+  HotEntry& e = m.hot[i];
+  ColdEntry& ec = m.cold[i];
   State* s = e.state == kNone ? nullptr : &m.states[e.state];
   const bool held =
       kind == Kind::kKV ? (e.kv_mask & Bit(t)) != 0 : (s != nullptr && (s->mask & Bit(t)) != 0);
@@ -671,13 +722,13 @@ StatusOr<uint64_t> PrefixIndex::ClearLocation(const PageHash& hash, Kind kind, T
     ++m.errors.err_not_located;
     return Status::NotFound(Describe(hash) + ": no " + Where(kind, tier));
   }
-  const uint16_t pins = kind == Kind::kKV ? e.kv_pins[t] : s->pins[t];
+  const uint16_t pins = kind == Kind::kKV ? ec.kv_pins[t] : s->pins[t];
   if (pins != 0) {
     ++m.errors.err_pinned;
     return Status::Busy(Describe(hash) + ": " + Where(kind, tier) + " pinned by " +
                         std::to_string(pins) + " transfers");
   }
-  const uint32_t locks = kind == Kind::kKV ? e.kv_locks : e.state_locks;
+  const uint32_t locks = kind == Kind::kKV ? ec.kv_locks : ec.state_locks;
   if (locks != 0) {
     ++m.errors.err_locked;
     return Status::Busy(Describe(hash) + ": " + std::string(KindName(kind)) + " locked " +
@@ -695,7 +746,7 @@ StatusOr<uint64_t> PrefixIndex::ClearLocation(const PageHash& hash, Kind kind, T
     --m.located[kKv][t];
     m.After(i, before);
     if (p != kNone) {
-      --m.entries[p].tier_children[t];
+      --m.cold[p].tier_children[t];
       m.After(p, parent_before);
     }
     return slot;
@@ -709,7 +760,7 @@ StatusOr<uint64_t> PrefixIndex::ClearLocation(const PageHash& hash, Kind kind, T
     // still matches the entry, but StateEvictable is false until a new state is attached, and
     // a new state's recency is never smaller than theirs).
     s->entry = kNone;
-    m.states.Free(e.state);
+    m.state_ids.Free(e.state);
     e.state = kNone;
     --m.live_states;
   }
@@ -725,22 +776,22 @@ Status PrefixIndex::Lock(const PageHash& node) {
   uint32_t n;
   CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(node, &n));
   m.path.clear();
-  for (uint32_t i = n; i != kNone; i = m.entries[i].parent) {
-    if (m.entries[i].kv_locks == kMaxCount) {
+  for (uint32_t i = n; i != kNone; i = m.hot[i].parent) {
+    if (m.cold[i].kv_locks == kMaxCount) {
       ++m.errors.err_overflow;
-      return Status::FailedPrecondition(Describe(m.entries[i].hash) + ": lock count at limit");
+      return Status::FailedPrecondition(Describe(m.hot[i].hash) + ": lock count at limit");
     }
     m.path.push_back(i);
   }
-  if (m.entries[n].state_locks == kMaxCount) {
+  if (m.cold[n].state_locks == kMaxCount) {
     ++m.errors.err_overflow;
     return Status::FailedPrecondition(Describe(node) + ": lock count at limit");
   }
   for (uint32_t i : m.path) {
     const Impl::Before before = m.Snapshot(i);
-    Entry& e = m.entries[i];
-    if (e.kv_locks++ == 0) ++m.locked_entries;
-    if (i == n) ++e.state_locks;
+    ColdEntry& ec = m.cold[i];
+    if (ec.kv_locks++ == 0) ++m.locked_entries;
+    if (i == n) ++ec.state_locks;
     m.After(i, before);
   }
   return Status::OK();
@@ -751,17 +802,17 @@ Status PrefixIndex::Unlock(const PageHash& node) {
   Impl::Exclusive section(m);
   uint32_t n;
   CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(node, &n));
-  if (m.entries[n].state_locks == 0) {
+  if (m.cold[n].state_locks == 0) {
     ++m.errors.err_not_locked;
     return Status::FailedPrecondition(Describe(node) + ": not locked (double unlock?)");
   }
   // kv_locks of each ancestor >= state_locks of `node` >= 1 (invariant), so no check fails
   // past this point.
-  for (uint32_t i = n; i != kNone; i = m.entries[i].parent) {
+  for (uint32_t i = n; i != kNone; i = m.hot[i].parent) {
     const Impl::Before before = m.Snapshot(i);
-    Entry& e = m.entries[i];
-    if (--e.kv_locks == 0) --m.locked_entries;
-    if (i == n) --e.state_locks;
+    ColdEntry& ec = m.cold[i];
+    if (--ec.kv_locks == 0) --m.locked_entries;
+    if (i == n) --ec.state_locks;
     m.After(i, before);
   }
   return Status::OK();
@@ -770,12 +821,13 @@ Status PrefixIndex::Unlock(const PageHash& node) {
 Status PrefixIndex::Impl::PinOne(const PageHash& hash, int k, int t, bool pin) {
   uint32_t i;
   CACHEPAWL_RETURN_IF_ERROR(FindKnown(hash, &i));
-  Entry& e = entries[i];
+  HotEntry& e = hot[i];
+  ColdEntry& ec = cold[i];
   const Kind kind = static_cast<Kind>(k);
   const Tier tier = static_cast<Tier>(t);
   uint16_t* count = nullptr;
   if (k == kKv) {
-    if (e.kv_mask & Bit(t)) count = &e.kv_pins[t];
+    if (e.kv_mask & Bit(t)) count = &ec.kv_pins[t];
   } else if (e.state != kNone && (states[e.state].mask & Bit(t))) {
     count = &states[e.state].pins[t];
   }
@@ -857,28 +909,29 @@ std::vector<Victim> PrefixIndex::Impl::PickKv(int t, size_t max_count) {
     const VictimItem item = q.top();
     q.Pop();
     if (!SameIdentity(item)) continue;  // removed, or its index reused
-    Entry& e = entries[item.index];
-    e.flags &= static_cast<uint8_t>(~Bit(t));
-    if (e.flags & kPickedBit) continue;  // a duplicate item of a victim of this call
+    HotEntry& e = hot[item.index];
+    ColdEntry& ec = cold[item.index];
+    ec.flags &= static_cast<uint8_t>(~Bit(t));
+    if (ec.flags & kPickedBit) continue;  // a duplicate item of a victim of this call
     const auto pc = picked_children.find(item.index);
-    if (!KvEvictable(e, t, pc == picked_children.end() ? 0 : pc->second)) continue;
+    if (!KvEvictable(item.index, t, pc == picked_children.end() ? 0 : pc->second)) continue;
     const uint64_t last_use = e.last_use.load(std::memory_order_relaxed);
     if (last_use != item.last_use) {  // used since it was queued: queue it where it belongs
-      e.flags |= Bit(t);
+      ec.flags |= Bit(t);
       q.Push(ItemFor(item.index, last_use));
       continue;
     }
-    e.flags |= kPickedBit;
+    ec.flags |= kPickedBit;
     picked.push_back(item.index);
     out.push_back(Victim{e.hash, Kind::kKV, static_cast<Tier>(t), KvSlot(item.index, t), e.depth});
     if (e.parent != kNone) {
       const uint32_t n = ++picked_children[e.parent];
-      if (KvEvictable(entries[e.parent], t, n)) QueueKv(e.parent, t, /*may_rebuild=*/false);
+      if (KvEvictable(e.parent, t, n)) QueueKv(e.parent, t, /*may_rebuild=*/false);
     }
   }
   // Victims stay evictable until the caller clears them.
   for (uint32_t i : picked) {
-    entries[i].flags &= static_cast<uint8_t>(~kPickedBit);
+    cold[i].flags &= static_cast<uint8_t>(~kPickedBit);
     QueueKv(i, t, /*may_rebuild=*/false);
   }
   MaybeRebuild(kKv, t);
@@ -893,12 +946,12 @@ std::vector<Victim> PrefixIndex::Impl::PickStates(int t, size_t max_count) {
     const VictimItem item = q.top();
     q.Pop();
     if (!SameIdentity(item)) continue;
-    Entry& e = entries[item.index];
+    HotEntry& e = hot[item.index];
     if (e.state == kNone) continue;
     State& s = states[e.state];
     s.flags &= static_cast<uint8_t>(~Bit(t));
     if (s.flags & kPickedBit) continue;
-    if (!StateEvictable(e, t)) continue;
+    if (!StateEvictable(item.index, t)) continue;
     const uint64_t last_use = s.last_use.load(std::memory_order_relaxed);
     if (last_use != item.last_use) {
       s.flags |= Bit(t);
@@ -910,7 +963,7 @@ std::vector<Victim> PrefixIndex::Impl::PickStates(int t, size_t max_count) {
     out.push_back(Victim{e.hash, Kind::kMamba, static_cast<Tier>(t), s.slot[t], e.depth});
   }
   for (uint32_t i : picked) {
-    states[entries[i].state].flags &= static_cast<uint8_t>(~kPickedBit);
+    states[hot[i].state].flags &= static_cast<uint8_t>(~kPickedBit);
     QueueState(i, t, /*may_rebuild=*/false);
   }
   MaybeRebuild(kMamba, t);
@@ -949,7 +1002,7 @@ Status PrefixIndex::CheckInvariants() const {
   const Impl& m = *impl_;
   std::shared_lock lock(m.mu);
   auto fail = [](const std::string& what) { return Status::Internal("index invariant: " + what); };
-  const uint32_t high = m.entries.high_water();
+  const uint32_t high = m.entry_ids.high_water();
   std::vector<uint32_t> children(high, 0);
   std::vector<std::array<uint32_t, kNumTiers>> tier_children(high, {0, 0, 0});
   uint64_t live = 0, states = 0, spilled = 0, locked = 0;
@@ -957,7 +1010,8 @@ Status PrefixIndex::CheckInvariants() const {
   uint64_t evictable[kNumKinds][kNumTiers] = {};
   std::vector<uint32_t> by_depth;
   for (uint32_t i = 0; i < high; ++i) {
-    const Entry& e = m.entries[i];
+    const HotEntry& e = m.hot[i];
+    const ColdEntry& ec = m.cold[i];
     if (e.depth == 0) continue;
     ++live;
     by_depth.push_back(i);
@@ -966,12 +1020,12 @@ Status PrefixIndex::CheckInvariants() const {
     if (e.parent == kNone) {
       if (e.depth != 1) return fail(who + ": no parent but depth " + std::to_string(e.depth));
     } else {
-      if (e.parent >= high || m.entries[e.parent].depth == 0) {
+      if (e.parent >= high || m.hot[e.parent].depth == 0) {
         return fail(who + ": parent index " + std::to_string(e.parent) + " is free");
       }
-      if (e.depth != m.entries[e.parent].depth + 1) {
+      if (e.depth != m.hot[e.parent].depth + 1) {
         return fail(who + ": depth " + std::to_string(e.depth) + " under a parent of depth " +
-                    std::to_string(m.entries[e.parent].depth));
+                    std::to_string(m.hot[e.parent].depth));
       }
       ++children[e.parent];
       for (int t = 0; t < kNumTiers; ++t) {
@@ -979,7 +1033,7 @@ Status PrefixIndex::CheckInvariants() const {
       }
     }
     if (e.kv_mask >> kNumTiers) return fail(who + ": bad tier mask");
-    if (e.flags & kPickedBit) return fail(who + ": picked mark left behind");
+    if (ec.flags & kPickedBit) return fail(who + ": picked mark left behind");
     for (int t = 0; t < kNumTiers; ++t) {
       const bool held = e.kv_mask & Bit(t);
       const bool spill = m.spilled.count(Impl::SpillKey(i, t)) != 0;
@@ -987,15 +1041,15 @@ Status PrefixIndex::CheckInvariants() const {
       if (spill) ++spilled;
       if (spill != (held && e.kv_slot[t] == kSpilledSlot)) return fail(who + ": spilled slot");
       if (!held && e.kv_slot[t] != 0) return fail(who + ": slot left in a tier not held");
-      if (e.kv_pins[t] != 0 && !held) return fail(who + ": KV pinned where not held");
-      if (m.KvEvictable(e, t)) ++evictable[kKv][t];
-      if (m.StateEvictable(e, t)) ++evictable[kMamba][t];
+      if (ec.kv_pins[t] != 0 && !held) return fail(who + ": KV pinned where not held");
+      if (m.KvEvictable(i, t)) ++evictable[kKv][t];
+      if (m.StateEvictable(i, t)) ++evictable[kMamba][t];
     }
-    if (e.state_locks > e.kv_locks) return fail(who + ": state locks exceed KV locks");
-    if (e.kv_locks != 0) ++locked;
+    if (ec.state_locks > ec.kv_locks) return fail(who + ": state locks exceed KV locks");
+    if (ec.kv_locks != 0) ++locked;
     if (e.state != kNone) {
       ++states;
-      if (e.state >= m.states.high_water()) return fail(who + ": state index out of range");
+      if (e.state >= m.state_ids.high_water()) return fail(who + ": state index out of range");
       const State& s = m.states[e.state];
       if (s.entry != i) return fail(who + ": state points elsewhere");
       if (s.mask == 0 || (s.mask >> kNumTiers)) return fail(who + ": state with bad mask");
@@ -1009,8 +1063,8 @@ Status PrefixIndex::CheckInvariants() const {
   if (live != m.table.size()) return fail("table size differs from live entries");
   bool table_ok = true;
   m.table.ForEach([&](const PageTable::Slot& slot) {
-    if (slot.index >= high || m.entries[slot.index].depth == 0 ||
-        PageTable::Tag(PageTable::Mix(m.entries[slot.index].hash)) != slot.tag) {
+    if (slot.index >= high || m.hot[slot.index].depth == 0 ||
+        PageTable::Tag(PageTable::Mix(m.hot[slot.index].hash)) != slot.tag) {
       table_ok = false;
     }
   });
@@ -1019,10 +1073,11 @@ Status PrefixIndex::CheckInvariants() const {
   if (spilled != m.spilled.size()) return fail("spilled slot map has stray keys");
   if (locked != m.locked_entries) return fail("locked entry count");
   for (uint32_t i : by_depth) {
-    const Entry& e = m.entries[i];
-    if (e.children != children[i]) return fail(Describe(e.hash) + ": child count");
+    const HotEntry& e = m.hot[i];
+    const ColdEntry& ec = m.cold[i];
+    if (ec.children != children[i]) return fail(Describe(e.hash) + ": child count");
     for (int t = 0; t < kNumTiers; ++t) {
-      if (e.tier_children[t] != tier_children[i][t]) {
+      if (ec.tier_children[t] != tier_children[i][t]) {
         return fail(Describe(e.hash) + ": child count in " + std::string(TierName(Tier(t))));
       }
     }
@@ -1037,13 +1092,14 @@ Status PrefixIndex::CheckInvariants() const {
   }
   // kv_locks == sum of state_locks over the subtree: accumulate from the deepest entries up.
   std::sort(by_depth.begin(), by_depth.end(),
-            [&](uint32_t a, uint32_t b) { return m.entries[a].depth > m.entries[b].depth; });
+            [&](uint32_t a, uint32_t b) { return m.hot[a].depth > m.hot[b].depth; });
   std::vector<uint64_t> subtree(high, 0);
   for (uint32_t i : by_depth) {
-    const Entry& e = m.entries[i];
-    subtree[i] += e.state_locks;
-    if (subtree[i] != e.kv_locks) {
-      return fail(Describe(e.hash) + ": kv_locks " + std::to_string(e.kv_locks) +
+    const HotEntry& e = m.hot[i];
+    const ColdEntry& ec = m.cold[i];
+    subtree[i] += ec.state_locks;
+    if (subtree[i] != ec.kv_locks) {
+      return fail(Describe(e.hash) + ": kv_locks " + std::to_string(ec.kv_locks) +
                   " but the subtree holds " + std::to_string(subtree[i]) + " locks");
     }
     if (e.parent != kNone) subtree[e.parent] += subtree[i];
@@ -1058,8 +1114,8 @@ Status PrefixIndex::CheckInvariants() const {
         if (!fresh) it->second = std::min(it->second, item.last_use);
       }
       for (uint32_t i : by_depth) {
-        const Entry& e = m.entries[i];
-        const bool ev = k == kKv ? m.KvEvictable(e, t) : m.StateEvictable(e, t);
+        const HotEntry& e = m.hot[i];
+        const bool ev = k == kKv ? m.KvEvictable(i, t) : m.StateEvictable(i, t);
         if (!ev) continue;
         const uint64_t now =
             (k == kKv ? e.last_use : m.states[e.state].last_use).load(std::memory_order_relaxed);

@@ -88,7 +88,8 @@ class PrefixIndex final {
   // Idempotent: a page already there under the same parent is OK and changes nothing.
   // Errors: InvalidArgument when `hash` is zero or equals `parent`; NotFound when `parent` is
   // not in the index; InvalidArgument when `hash` is there under another parent; NoSpace when
-  // the index holds max_pages; FailedPrecondition when the parent's depth is at its limit.
+  // the index holds max_pages; FailedPrecondition when the parent's depth is at its limit
+  // (chains are at most 16,777,215 pages) or its child count is.
   Status InsertKv(const std::optional<PageHash>& parent, const PageHash& hash);
   // InsertKv of hashes[0] under `parent`, hashes[i] under hashes[i-1]: all or nothing.
   Status InsertChain(const std::optional<PageHash>& parent, std::span<const PageHash> hashes);
