@@ -35,7 +35,9 @@
 #include <vector>
 
 #include "index/prefix_index.h"
+#include "tools/cli_args.h"
 #include "tools/command.h"
+#include "tools/replay_rng.h"
 
 namespace cachepawl::tools {
 namespace {
@@ -65,13 +67,6 @@ double LoadAverage1m() {
 uint64_t HeapBytes() {
   const struct mallinfo2 mi = mallinfo2();
   return mi.uordblks + mi.hblkhd;
-}
-
-uint64_t SplitMix(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 constexpr uint32_t kStateEvery = 16;
@@ -172,16 +167,7 @@ int RunBenchIndex(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--chain-pages", chain_pages, "pages per chain and per Match (default 2048)");
   app.add_option("--seconds", seconds, "seconds per throughput run (default 1)");
   app.add_flag("--json", json, "print one JSON object instead of the table");
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    io.out << app.help();
-    return kExitOk;
-  } catch (const CLI::ParseError& e) {
-    io.err << "cachepawl bench index: " << e.what() << "\n";
-    return kExitUsage;
-  }
+  if (auto exit = ParseArgs(app, args, io)) return *exit;
   if (chain_pages < kStateEvery || chain_pages % kStateEvery != 0 || chain_pages > (1u << 20)) {
     io.err << "cachepawl bench index: --chain-pages: " << chain_pages
            << " (must be a multiple of 16 in 16..1048576)\n";
@@ -202,10 +188,10 @@ int RunBenchIndex(const std::vector<std::string>& args, CommandIo& io) {
   w.chains = pages / chain_pages;
   const size_t n = w.chains * w.chain_pages;
   w.hashes.resize(n);
-  uint64_t seed = 20261122;
+  SplitMix64 rng(20261122);
   for (PageHash& h : w.hashes) {
     for (size_t b = 0; b < 32; b += 8) {
-      const uint64_t v = SplitMix(&seed);
+      const uint64_t v = rng.Next();
       std::memcpy(h.bytes.data() + b, &v, 8);
     }
   }
@@ -318,9 +304,9 @@ int RunBenchIndex(const std::vector<std::string>& args, CommandIo& io) {
     }
   }
   const size_t calls = std::max<size_t>(200, std::min<size_t>(2000, 4 * w.chains));
-  uint64_t pick = 12345;
+  SplitMix64 pick(12345);
   std::vector<size_t> order(calls);
-  for (size_t& c : order) c = SplitMix(&pick) % w.chains;
+  for (size_t& c : order) c = pick.Next() % w.chains;
   const Percentiles cold = TimeCalls(calls, [&](size_t k) {
     index->Match({w.Chain(order[k]), w.chain_pages}, &r);
   });
@@ -340,10 +326,10 @@ int RunBenchIndex(const std::vector<std::string>& args, CommandIo& io) {
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         MatchResult mine;
-        uint64_t s = 777 + t;
+        SplitMix64 mine_rng(777 + t);
         uint64_t count = 0;
         while (!stop.load(std::memory_order_relaxed)) {
-          match(SplitMix(&s) % w.chains, &mine);
+          match(mine_rng.Next() % w.chains, &mine);
           ++count;
         }
         total.fetch_add(count);
