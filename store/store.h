@@ -100,6 +100,11 @@ class Store {
   // depth (first_page + device_pages.size()) * page_size, which must equal
   // match.reusable_pages. Disk hits are read into host memory first (they stay cached there).
   // One fence for everything; the engine may use the device pages once it fires OK.
+  // fence.StreamWait(stream) makes the engine's stream wait on the GPU. When some pages come
+  // from disk, the host->device copies are enqueued only after the disk reads, and StreamWait
+  // blocks the calling thread until then (a GPU wait must not be queued ahead of the copies it
+  // waits for): an engine whose threads must never wait on the disk calls StartPrefetch at
+  // admission and Loads once the prefetch fence is Ready() (everything is then in host memory).
   virtual StatusOr<Fence> Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
                                std::optional<uint64_t> device_state_slot,
                                const LoadOptions& opts = {}) = 0;

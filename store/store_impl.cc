@@ -99,6 +99,38 @@ class CompletionWorker {
   std::thread thread_;
 };
 
+// The GPU-side wait of a Load whose pages come from disk first. The host->device operation
+// (whose transfer-engine fence carries the real GPU signal) is submitted only once the disk
+// reads are done; a stream wait must not be enqueued ahead of its producer (a semaphore wait
+// queued before the copies it waits for can deadlock a shared hardware queue), so StreamWait
+// on such a fence blocks the calling thread until the host->device copies are enqueued. An
+// engine that must never block calls StartPrefetch first and Loads from host afterwards.
+class DeferredStreamWaiter {
+ public:
+  // `waiter` empty: there is no GPU work to wait for (the load failed; the fence says why).
+  void Resolve(std::function<Status(void*)> waiter) {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiter_ = std::move(waiter);
+    resolved_ = true;
+    cv_.notify_all();
+  }
+  Status Wait(void* stream) {
+    std::function<Status(void*)> waiter;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return resolved_; });
+      waiter = waiter_;
+    }
+    return waiter ? waiter(stream) : Status::OK();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool resolved_ = false;                // guarded by mu_
+  std::function<Status(void*)> waiter_;  // guarded by mu_
+};
+
 }  // namespace
 
 class StoreImpl final : public Store {
@@ -179,8 +211,10 @@ class StoreImpl final : public Store {
   void FinishDiskFills(std::vector<DiskFill> fills, const Status& disk_status,
                        const std::shared_ptr<const DiskBatchResult>& result,
                        std::vector<size_t>* failed);
+  // `deferred`: set for loads that read from disk first (see DeferredStreamWaiter).
   void SubmitHostToDevice(std::vector<HostSource> sources, std::shared_ptr<FenceCompleter> outer,
-                          bool per_layer, SteadyClock::time_point start);
+                          bool per_layer, SteadyClock::time_point start,
+                          std::shared_ptr<DeferredStreamWaiter> deferred);
   void CountHit(const EntryKey& key);
 
   StoreOptions options_;
@@ -895,16 +929,22 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
   Fence result = outer->fence();
   OperationStarted();
   if (fills.empty()) {
-    SubmitHostToDevice(std::move(sources), outer, opts.per_layer_fences, start);
+    SubmitHostToDevice(std::move(sources), outer, opts.per_layer_fences, start, nullptr);
     return result;
   }
   std::vector<DiskRead> reads;
   for (const DiskFill& f : fills)
     reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
+  std::shared_ptr<DeferredStreamWaiter> deferred;
+  if (engine_->gpu_mode()) {
+    deferred = std::make_shared<DeferredStreamWaiter>();
+    std::lock_guard<std::mutex> g(result.state()->mu);
+    result.state()->gpu_stream_waiter = [deferred](void* stream) { return deferred->Wait(stream); };
+  }
   DiskOp op = disk_->LoadBack(reads);
   WhenDone(op.fence, [this, fills = std::move(fills),
                       fill_device_slots = std::move(fill_device_slots),
-                      sources = std::move(sources), outer, op, start,
+                      sources = std::move(sources), outer, op, start, deferred,
                       per_layer = opts.per_layer_fences](const Status& s) mutable {
     std::vector<size_t> failed;
     FinishDiskFills(fills, s, op.result, &failed);
@@ -923,6 +963,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
         --loads_pinning_host_;
         space_cv_.notify_all();
       }
+      if (deferred) deferred->Resolve({});  // nothing reaches the GPU: release stream waits
       const DiskRecordResult& r = op.result->records.at(failed.front());
       outer->Complete(Status::NotFound(std::to_string(failed.size()) +
                                        " disk record(s) could not be loaded (dropped as a miss; "
@@ -935,7 +976,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
     for (size_t i = 0; i < fills.size(); ++i) {
       sources.push_back({fills[i].key, fills[i].slot, fill_device_slots[i]});
     }
-    SubmitHostToDevice(std::move(sources), outer, per_layer, start);
+    SubmitHostToDevice(std::move(sources), outer, per_layer, start, deferred);
   });
   return result;
 }
@@ -967,7 +1008,8 @@ void StoreImpl::FinishDiskFills(std::vector<DiskFill> fills, const Status& disk_
 
 void StoreImpl::SubmitHostToDevice(std::vector<HostSource> sources,
                                    std::shared_ptr<FenceCompleter> outer, bool per_layer,
-                                   SteadyClock::time_point start) {
+                                   SteadyClock::time_point start,
+                                   std::shared_ptr<DeferredStreamWaiter> deferred) {
   Operation op;
   op.direction = Direction::kLoadBack;
   op.per_layer_fences = per_layer;
@@ -981,8 +1023,12 @@ void StoreImpl::SubmitHostToDevice(std::vector<HostSource> sources,
       std::lock_guard<std::mutex> g(inner.state()->mu);
       waiter = inner.state()->gpu_stream_waiter;
     }
-    std::lock_guard<std::mutex> g(outer->fence().state()->mu);
-    outer->fence().state()->gpu_stream_waiter = std::move(waiter);
+    if (deferred) {
+      deferred->Resolve(std::move(waiter));
+    } else {
+      std::lock_guard<std::mutex> g(outer->fence().state()->mu);
+      outer->fence().state()->gpu_stream_waiter = std::move(waiter);
+    }
   }
   if (per_layer && inner.num_layers() > 0) {
     // Sub-fences fire in layer order; one forwarding thread per operation passes them on as
