@@ -110,10 +110,8 @@ class ReplayEngine::RequestRun {
         lock_ = std::move(locked).value();
         CACHEPAWL_ASSIGN_OR_RETURN(const bool loaded, LoadFromStore(match, from_l1, m));
         if (loaded) reuse = m;
-      } else if (locked.status().IsNotFound()) {
-        ++totals_.lost_races;
       } else {
-        totals_.AddError("Lock: " + locked.status().ToString());
+        CountFailure("Lock", locked.status());
       }
       if (reuse != m) {
         // The store could not deliver: fall back to what L1 still holds.
@@ -134,7 +132,13 @@ class ReplayEngine::RequestRun {
       CACHEPAWL_RETURN_IF_ERROR(SaveFromL1(match.kv_only_pages, reuse));
     }
     //    The rest is computed and saved, chunk by chunk, a state at every checkpoint.
-    return Compute(reuse);
+    Status s = Compute(reuse);
+    // Like vLLM's prefix cache, free a request's pages tail first: the shared head of a prefix
+    // is the last of its pages L1 evicts.
+    for (size_t i = n_; i-- > 0;) {
+      if (auto it = e_.l1_.find(PageKey(hashes_[i])); it != e_.l1_.end()) Touch(it->second);
+    }
+    return s;
   }
 
   // The longest prefix of `limit` pages L1 holds (with the state at its depth when hybrid);
@@ -153,6 +157,21 @@ class ReplayEngine::RequestRun {
   bool IsCheckpoint(size_t pages) const {
     const uint32_t t = e_.options_.track_interval_pages;
     return pages == n_ || (t != 0 && pages % t == 0);
+  }
+
+  // A failed store call: NotFound after a Lookup hit is a lost race, NoSpace and Busy are the
+  // store refusing for now; both are misses. Anything else is an error.
+  void CountFailure(const char* call, const Status& s) {
+    if (s.IsNotFound()) {
+      ++totals_.lost_races;
+    } else if (s.IsNoSpace() || s.IsBusy()) {
+      ++totals_.refused;
+      if (totals_.refusals_seen.size() < 3) {
+        totals_.refusals_seen.push_back(std::string(call) + ": " + s.ToString());
+      }
+    } else {
+      totals_.AddError(std::string(call) + ": " + s.ToString());
+    }
   }
 
   // ---- L1 ----
@@ -337,11 +356,7 @@ class ReplayEngine::RequestRun {
         // The slots hold nothing usable: forget them.
         for (EntryIt it : pages) Forget(it);
         if (state.has_value()) Forget(*state);
-        if (done.IsNotFound()) {
-          ++totals_.lost_races;
-        } else {
-          totals_.AddError("Load: " + done.ToString());
-        }
+        CountFailure("Load", done);
         return false;
       }
       for (size_t k = 0; k < pages.size(); ++k) {
@@ -393,7 +408,7 @@ class ReplayEngine::RequestRun {
     p.start = Clock::now();
     auto fence = store_.Save(request);
     if (!fence.ok()) {
-      totals_.AddError("Save: " + fence.status().ToString());
+      CountFailure("Save", fence.status());
       for (EntryIt it : pages) Unpin(it);
       return;
     }
@@ -419,7 +434,7 @@ class ReplayEngine::RequestRun {
     const int64_t done = p.done_ns->load();
     const auto end = done != 0 ? Clock::time_point(Clock::duration(done)) : Clock::now();
     totals_.save_us.Add(MicrosSince(p.start, end));
-    if (!s.ok()) totals_.AddError("Save fence: " + s.ToString());
+    if (!s.ok()) CountFailure("Save fence", s);
     for (EntryIt it : p.pinned) Unpin(it);
   }
 

@@ -124,6 +124,10 @@ void ReplayTotals::Merge(const ReplayTotals& o) {
   loaded_bytes += o.loaded_bytes;
   saved_bytes += o.saved_bytes;
   lost_races += o.lost_races;
+  refused += o.refused;
+  for (const std::string& r : o.refusals_seen) {
+    if (refusals_seen.size() < 3) refusals_seen.push_back(r);
+  }
   store_errors += o.store_errors;
   AppendKept(&errors, o.errors);
   verified_records += o.verified_records;
@@ -152,6 +156,8 @@ json ReplayTotalsToJson(const ReplayTotals& t) {
           {"loaded_bytes", t.loaded_bytes},
           {"saved_bytes", t.saved_bytes},
           {"lost_races", t.lost_races},
+          {"refused", t.refused},
+          {"refusals_seen", t.refusals_seen},
           {"store_errors", t.store_errors},
           {"errors", t.errors},
           {"verified_records", t.verified_records},
@@ -182,6 +188,8 @@ ReplayTotals ReplayTotalsFromJson(const json& j) {
   t.loaded_bytes = u("loaded_bytes");
   t.saved_bytes = u("saved_bytes");
   t.lost_races = u("lost_races");
+  t.refused = u("refused");
+  t.refusals_seen = j.at("refusals_seen").get<std::vector<std::string>>();
   t.store_errors = u("store_errors");
   t.errors = j.at("errors").get<std::vector<std::string>>();
   t.verified_records = u("verified_records");
@@ -272,6 +280,9 @@ std::string ReplayJsonKeysHelp() {
   wrong_records, wrong_bytes          records and bytes that differed (must be 0)
   wrong_records_seen     descriptions of the first wrong records
   lost_races             Lookup hits that Lock or Load then reported gone (a miss)
+  refused                Lock, Load or Save refused for now (NoSpace, Busy): a miss, or
+                         pages not saved; not an error
+  refusals_seen          the first few refusals' messages
   store_errors, errors   failed store calls, and the first messages
 )";
 }
@@ -361,6 +372,8 @@ std::string ReplayReportJson(const ReplayReport& r) {
       {"wrong_bytes", t.wrong_bytes},
       {"wrong_records_seen", t.wrong_records_seen},
       {"lost_races", t.lost_races},
+      {"refused", t.refused},
+      {"refusals_seen", t.refusals_seen},
       {"store_errors", t.store_errors},
       {"errors", t.errors},
   };
@@ -436,7 +449,9 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
       << " states; disk " << s.evictions[disk][0] << " pages, " << s.evictions[disk][1]
       << " states\n";
   out << "checksum failures " << s.checksum_failures << ", io errors " << s.io_errors
-      << ", lost races " << t.lost_races << ", failed store calls " << t.store_errors << "\n";
+      << ", lost races " << t.lost_races << ", refused (no space, busy) " << t.refused
+      << ", failed store calls " << t.store_errors << "\n";
+  for (const std::string& e : t.refusals_seen) out << "  refused: " << e << "\n";
   for (const std::string& e : t.errors) out << "  error: " << e << "\n";
   out << "verified " << t.verified_records << " records (" << Bytes(t.verified_bytes)
       << "): wrong records " << t.wrong_records << ", wrong bytes " << t.wrong_bytes << "\n";

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tests/tools/replay_fake_store.h"
+#include "tests/tools/replay_test_layouts.h"
 #include "tools/replay_ceiling.h"
 #include "tools/replay_workloads.h"
 
@@ -15,18 +16,6 @@ namespace cachepawl::tools {
 namespace {
 
 using fakes::MapStore;
-
-// A tiny hybrid layout: 2 attention layers (a 4 KiB page at 16 tokens), 1 Mamba layer (~9 KiB).
-ModelLayout TinyLayout(bool hybrid) {
-  ModelLayout l;
-  l.model = hybrid ? "test/tiny-hybrid" : "test/tiny-attention";
-  l.num_layers = 3;
-  l.page_size_tokens = 16;
-  l.attention_layers = {{0, 2, 16, DType::kBf16, 0}, {2, 2, 16, DType::kBf16, 0}};
-  if (hybrid) l.ssm_layers = {{1, "mamba2", {64, 3}, DType::kBf16, {4, 8, 64}, DType::kFp32}};
-  EXPECT_TRUE(l.Validate().ok()) << l.Validate().ToString();
-  return l;
-}
 
 std::vector<TraceRequest> Workload(const std::string& name, size_t n, uint32_t block = 64) {
   WorkloadOptions o;
@@ -67,7 +56,7 @@ TEST(ReplayEngineTest, AnUnboundedStoreReachesTheCeilingExactly) {
       SCOPED_TRACE(std::string(workload) + (hybrid ? " hybrid" : " attention-only"));
       auto requests = Workload(workload, 60);
       // An L1 of 2 MiB: it serves some prefixes and evicts (the store serves the rest).
-      MapStore store(TinyLayout(hybrid), {.device_pool_bytes = 2 << 20});
+      MapStore store(test_layouts::Small(hybrid), {.device_pool_bytes = 2 << 20});
       ReplayTotals t = Replay(&store, requests, EngineOptions());
       CeilingOptions co;
       co.block_size_tokens = 64;
@@ -98,7 +87,8 @@ TEST(ReplayEngineTest, AnUnboundedStoreReachesTheCeilingExactly) {
 
 TEST(ReplayEngineTest, AWrongByteFromTheStoreIsCaughtAndNamed) {
   auto requests = Workload("system-prompt", 30);
-  MapStore store(TinyLayout(true), {.device_pool_bytes = 64 << 10, .corrupt_every_nth_load = 7});
+  MapStore store(test_layouts::Small(true),
+                 {.device_pool_bytes = 64 << 10, .corrupt_every_nth_load = 7});
   ReplayTotals t = Replay(&store, requests, EngineOptions());
   EXPECT_GT(t.loaded_pages, 7u);
   EXPECT_GT(t.wrong_records, 0u);
@@ -109,7 +99,7 @@ TEST(ReplayEngineTest, AWrongByteFromTheStoreIsCaughtAndNamed) {
 
 TEST(ReplayEngineTest, ABoundedStoreMissesMoreButNeverServesWrongBytes) {
   auto requests = Workload("mixed", 80);
-  MapStore store(TinyLayout(true), {.device_pool_bytes = 128 << 10, .max_pages = 100});
+  MapStore store(test_layouts::Small(true), {.device_pool_bytes = 128 << 10, .max_pages = 100});
   ReplayTotals t = Replay(&store, requests, EngineOptions());
   CeilingOptions co;
   co.block_size_tokens = 64;
@@ -124,7 +114,8 @@ TEST(ReplayEngineTest, ABoundedStoreMissesMoreButNeverServesWrongBytes) {
 
 TEST(ReplayEngineTest, EntriesThatVanishBeforeLoadAreMissesNotErrors) {
   auto requests = Workload("few-shot", 20);
-  MapStore store(TinyLayout(true), {.device_pool_bytes = 32 << 10, .vanish_before_load = true});
+  MapStore store(test_layouts::Small(true),
+                 {.device_pool_bytes = 32 << 10, .vanish_before_load = true});
   ReplayTotals t = Replay(&store, requests, EngineOptions());
   EXPECT_GT(t.lost_races, 0u);
   EXPECT_EQ(t.hit_pages[static_cast<int>(Tier::kHost)], 0u);
@@ -135,7 +126,7 @@ TEST(ReplayEngineTest, EntriesThatVanishBeforeLoadAreMissesNotErrors) {
 
 TEST(ReplayEngineTest, APoolTooSmallForOneChunkIsAClearError) {
   auto requests = Workload("chat", 3);
-  const ModelLayout layout = TinyLayout(true);
+  const ModelLayout layout = test_layouts::Small(true);
   // Room for pages but never for a state.
   MapStore store(layout, {.device_pool_bytes = layout.KvPageBytes() * 4});
   Status failure;
@@ -145,7 +136,7 @@ TEST(ReplayEngineTest, APoolTooSmallForOneChunkIsAClearError) {
 }
 
 TEST(ReplayEngineTest, OptionsAreValidated) {
-  MapStore store(TinyLayout(true), {});
+  MapStore store(test_layouts::Small(true), {});
   auto bad_block = ReplayEngine::Create(&store, EngineOptions(/*block=*/40));
   EXPECT_NE(bad_block.status().message().find("--block-size: 40"), std::string::npos);
   ReplayEngineOptions zero_chunk = EngineOptions();
@@ -156,7 +147,7 @@ TEST(ReplayEngineTest, OptionsAreValidated) {
 
 TEST(ReplayReportTest, JsonHasTheDocumentedKeysAndTheTableSaysOk) {
   auto requests = Workload("chat", 20);
-  MapStore store(TinyLayout(true), {.device_pool_bytes = 128 << 10});
+  MapStore store(test_layouts::Small(true), {.device_pool_bytes = 128 << 10});
   ReplayReport report;
   report.source = "workload chat";
   report.layout = "tiny";

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/tools/replay_fake_store.h"
+#include "tests/tools/replay_test_layouts.h"
 #include "tools/replay_workloads.h"
 
 namespace cachepawl::tools {
@@ -12,19 +13,10 @@ namespace {
 
 using fakes::MapStore;
 
-ModelLayout TinyHybrid() {
-  ModelLayout l;
-  l.model = "test/tiny-hybrid";
-  l.num_layers = 2;
-  l.page_size_tokens = 16;
-  l.attention_layers = {{0, 2, 16, DType::kBf16, 0}};
-  l.ssm_layers = {{1, "mamba2", {64, 3}, DType::kBf16, {4, 8, 64}, DType::kFp32}};
-  return l;
-}
-
 StoreFactory FakeFactory(uint64_t device_bytes = 1 << 20) {
   return [device_bytes]() -> StatusOr<std::unique_ptr<Store>> {
-    return std::unique_ptr<Store>(new MapStore(TinyHybrid(), {.device_pool_bytes = device_bytes}));
+    return std::unique_ptr<Store>(
+        new MapStore(test_layouts::Small(), {.device_pool_bytes = device_bytes}));
   };
 }
 

@@ -1,0 +1,228 @@
+// The replay against the real Store: host and disk tiers, reopen, crash mode, and the
+// `cachepawl replay` command line. Every loaded byte is verified by the replay engine.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "store/store.h"
+#include "tests/common/test_util.h"
+#include "tests/tools/replay_test_layouts.h"
+#include "tools/command.h"
+#include "tools/replay_ceiling.h"
+#include "tools/replay_runner.h"
+#include "tools/replay_workloads.h"
+
+namespace cachepawl::tools {
+namespace {
+
+StoreOptions SmallStore(const std::string& dir) {
+  StoreOptions o;
+  o.layout = test_layouts::Small();
+  // ~2000 page slots: more than the longest prompt (the engine locks a whole prefix, and a
+  // locked prefix loaded from disk must fit in host memory), less than the workload.
+  o.host_bytes = 16 << 20;
+  o.disk_dir = dir;
+  o.disk_bytes = 64 << 20;
+  o.device_pool_bytes = 512 << 10;
+  o.track_interval_pages = 4;
+  return o;
+}
+
+StoreFactory Open(const StoreOptions& o) {
+  return [o] { return Store::Open(o); };
+}
+
+RequestSource Workload(const std::string& name, size_t n) {
+  return [name, n](uint64_t) {
+    WorkloadOptions o;
+    o.seed = 3;
+    o.requests = n;
+    o.block_size_tokens = 64;
+    return GenerateWorkload(name, o).value();
+  };
+}
+
+ReplayEngineOptions Engine() {
+  ReplayEngineOptions e;
+  e.block_size_tokens = 64;
+  e.track_interval_pages = 4;
+  e.chunk_pages = 16;
+  return e;
+}
+
+void ExpectClean(const ReplayTotals& t) {
+  EXPECT_EQ(t.wrong_bytes, 0u) << (t.wrong_records_seen.empty() ? "" : t.wrong_records_seen[0]);
+  EXPECT_EQ(t.wrong_records, 0u);
+  EXPECT_EQ(t.store_errors, 0u) << (t.errors.empty() ? "" : t.errors[0]);
+}
+
+TEST(ReplayEndToEndTest, HostAndDiskTiersServeVerifiedBytes) {
+  testing::TempDir dir;
+  auto run = RunReplay(Open(SmallStore(dir.str())), Engine(), Workload("mixed", 150), {});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const ReplayTotals& t = run->totals;
+  ExpectClean(t);
+  EXPECT_EQ(t.requests, 150u);
+  EXPECT_GT(t.hit_pages[static_cast<int>(Tier::kHost)], 0u);
+  EXPECT_GT(t.hit_pages[static_cast<int>(Tier::kDisk)], 0u);
+  EXPECT_GT(
+      t.hit_states[static_cast<int>(Tier::kHost)] + t.hit_states[static_cast<int>(Tier::kDisk)],
+      0u);
+  EXPECT_EQ(t.verified_records,
+            t.hit_pages_total() + t.hit_states[0] + t.hit_states[1] + t.hit_states[2])
+      << "lost " << t.lost_races << " refused " << t.refused << " loaded " << t.loaded_pages
+      << (t.refusals_seen.empty() ? "" : t.refusals_seen[0]) << " hits " << t.hit_pages[0] << "/"
+      << t.hit_pages[1] << "/" << t.hit_pages[2];
+  CeilingOptions co;
+  co.block_size_tokens = 64;
+  co.track_interval_pages = 4;
+  auto ceiling = ComputeCeiling(run->replayed, co);
+  ASSERT_TRUE(ceiling.ok());
+  EXPECT_GT(t.hit_pages_total(), 0u);
+  EXPECT_LE(t.hit_pages_total(), ceiling->hybrid_hit_pages);
+  EXPECT_GT(run->store.bytes_host_to_disk, 0u);
+  EXPECT_GT(run->store.bytes_disk_to_host, 0u);
+  EXPECT_EQ(run->store.checksum_failures, 0u);
+}
+
+TEST(ReplayEndToEndTest, AReopenedStoreServesTheSameBytesFromDisk) {
+  testing::TempDir dir;
+  const StoreOptions o = SmallStore(dir.str());
+  auto first = RunReplay(Open(o), Engine(), Workload("system-prompt", 40), {});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ExpectClean(first->totals);
+  // The first request again, on the reopened store (host and L1 start empty): the first time
+  // it was all computed; now its prefix comes from disk, verified.
+  auto again = RunReplay(Open(o), Engine(), Workload("system-prompt", 1), {});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ExpectClean(again->totals);
+  ASSERT_EQ(again->replayed.size(), 1u);
+  EXPECT_EQ(again->replayed[0], first->replayed[0]);
+  EXPECT_GT(again->totals.hit_pages[static_cast<int>(Tier::kDisk)], 0u);
+  EXPECT_EQ(again->totals.hit_pages_total(), again->totals.pages);
+  EXPECT_EQ(again->totals.hit_states[static_cast<int>(Tier::kDisk)], 1u);
+}
+
+TEST(ReplayEndToEndTest, CrashModeKillsTheStoreAndNeverServesAWrongByte) {
+  testing::TempDir dir;
+  ReplayRunOptions ro;
+  ro.crash_every = 4;
+  ro.seed = testing::SeedFromEnv(11);
+  ro.max_kill_delay_ms = 5;
+  auto run = RunReplay(Open(SmallStore(dir.str())), Engine(), Workload("chat", 60), ro);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectClean(run->totals);
+  EXPECT_GT(run->crashes, 0u);
+  EXPECT_EQ(run->totals.requests, 60u);
+  EXPECT_GT(run->totals.hit_pages[static_cast<int>(Tier::kDisk)], 0u);  // survivors, verified
+}
+
+// ---- the command line ----
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result RunCli(std::vector<std::string> argv) {
+  std::istringstream in;
+  std::ostringstream out, err;
+  CommandIo io{in, out, err, false};
+  const int code = RunCommandLine(argv, io);
+  return {code, out.str(), err.str()};
+}
+
+class ReplayCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    layout_path_ = (dir_.path() / "small.json").string();
+    std::ofstream(layout_path_) << LayoutToJson(test_layouts::Small());
+  }
+  std::vector<std::string> Base() {
+    return {"replay", "--layout",     layout_path_, "--block-size", "64",  "--device-bytes",
+            "512K",   "--host-bytes", "1M",         "--disk-bytes", "32M", "--track-interval",
+            "4"};
+  }
+  testing::TempDir dir_;
+  std::string layout_path_;
+};
+
+TEST_F(ReplayCliTest, JsonReportOfAWorkloadInAKeptFolder) {
+  auto argv = Base();
+  const std::string store_dir = (dir_.path() / "store").string();
+  for (const char* a : {"--workload", "few-shot", "--requests", "30", "--json", "--dir"}) {
+    argv.push_back(a);
+  }
+  argv.push_back(store_dir);
+  Result r = RunCli(argv);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_EQ(j["requests"], 30);
+  EXPECT_EQ(j["wrong_bytes"], 0);
+  EXPECT_GT(j["hit_rate"]["pages"].get<double>(), 0.0);
+  EXPECT_LE(j["hit_rate"]["pages"].get<double>(), j["ceiling"]["hybrid_pages"].get<double>());
+  EXPECT_EQ(j["store_dir"], store_dir);
+  EXPECT_FALSE(std::filesystem::is_empty(store_dir));  // kept for `cachepawl dump`
+}
+
+TEST_F(ReplayCliTest, ReplaysATraceAndNamesItsBadLines) {
+  const std::string trace = (dir_.path() / "t.jsonl").string();
+  std::ofstream(trace)
+      << R"({"timestamp": 0, "input_length": 150, "output_length": 5, "hash_ids": [1, 2, 3]})"
+      << "\n"
+      << R"({"timestamp": 5, "input_length": 150, "output_length": 5, "hash_ids": [1, 2, x]})"
+      << "\n"
+      << R"({"timestamp": 9, "input_length": 150, "output_length": 5, "hash_ids": [1, 2, 4]})"
+      << "\n";
+  auto argv = Base();
+  argv.push_back(trace);
+  Result bad = RunCli(argv);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find(trace + ": line 2"), std::string::npos) << bad.err;
+  argv.push_back("--skip-bad-lines");
+  Result skipped = RunCli(argv);
+  ASSERT_EQ(skipped.code, 0) << skipped.err << skipped.out;
+  EXPECT_NE(skipped.err.find("skipped 1 bad lines"), std::string::npos) << skipped.err;
+  EXPECT_NE(skipped.out.find("2 requests"), std::string::npos) << skipped.out;
+  EXPECT_NE(skipped.out.find("\nOK\n"), std::string::npos) << skipped.out;
+}
+
+TEST_F(ReplayCliTest, BadArgumentsExitTwoWithTheFieldNamed) {
+  struct Case {
+    std::vector<std::string> extra;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {{}, "give a TRACE file or --workload NAME"},
+      {{"t.jsonl", "--workload", "chat"}, "exactly one"},
+      {{"--workload", "nope"}, "workload 'nope' is not known"},
+      {{"--workload", "chat", "--page-size", "24"}, "--block-size: 64"},
+      {{"--workload", "chat", "--soak", "soon"}, "--soak: 'soon'"},
+      {{"--workload", "chat", "--write-policy", "sometimes"}, "--write-policy: 'sometimes'"},
+      {{"--workload", "chat", "--layout", "no-such-model"}, "--layout"},
+      {{(dir_.path() / "missing.jsonl").string()}, "missing.jsonl"},
+  };
+  for (const Case& c : cases) {
+    auto argv = Base();
+    argv.insert(argv.end(), c.extra.begin(), c.extra.end());
+    Result r = RunCli(argv);
+    EXPECT_EQ(r.code, 2) << c.expected << ": " << r.err;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(ReplayCliTest, HelpDocumentsTheJsonKeysAndWorkloads) {
+  Result r = RunCli({"replay", "--help"});
+  ASSERT_EQ(r.code, 0);
+  for (const char* key : {"wrong_bytes", "hit_rate.tokens", "ceiling.blocks", "latency_us", "mixed",
+                          "--crash-every", "--soak"}) {
+    EXPECT_NE(r.out.find(key), std::string::npos) << key;
+  }
+}
+
+}  // namespace
+}  // namespace cachepawl::tools
