@@ -115,7 +115,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   std::string write_policy = "through";
   uint32_t block_size = 512, page_size = 16;
   int64_t track_interval = -1;
-  uint64_t device_bytes = 1ull << 30, host_bytes = 2ull << 30, disk_bytes = 4ull << 30;
+  uint64_t device_bytes = 512ull << 20, host_bytes = 1ull << 30, disk_bytes = 4ull << 30;
   uint64_t requests = 0, crash_every = 0, seed = 1, chunk_pages = 128;
   double speed = 0, rate = 5.0;
   bool json = false, skip_bad_lines = false, verbose = false;
@@ -130,9 +130,9 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
                  "pages between saved Mamba states (default: one block); 0: only at the end of "
                  "each prompt");
   app.add_option("--device-bytes", device_bytes,
-                 "the engine's own device pool (L1), e.g. 512M (default 1G)")
+                 "the engine's own device pool (L1), e.g. 256M (default 512M)")
       ->transform(CLI::AsSizeValue(false));
-  app.add_option("--host-bytes", host_bytes, "host tier budget (default 2G)")
+  app.add_option("--host-bytes", host_bytes, "host tier budget (default 1G)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--disk-bytes", disk_bytes, "disk tier budget; 0 disables it (default 4G)")
       ->transform(CLI::AsSizeValue(false));
