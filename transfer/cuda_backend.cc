@@ -1,6 +1,532 @@
 // The CUDA backend of the transfer engine (see transfer/transfer_engine.h for the data path).
+//
+// Per direction: a copy stream and a kernel stream (non-blocking, the direction's priority), a
+// device staging buffer of two halves, and events that hand each half between the kernel and the
+// copies: WriteBack gathers into half h on the kernel stream while the copy stream drains half
+// h^1 to the host; LoadBack fills half h from the host while the kernel stream scatters half h^1.
+// The dispatcher thread only enqueues (it never waits on the GPU); a completion thread per
+// direction waits for each operation's final event in order and fires its fence.
+//
+// GPU-side fence signal: one pinned, mapped 32-bit counter per direction. Operation `seq` ends
+// with cuStreamWriteValue32(counter, seq) on the direction's last stream; Fence::StreamWait
+// enqueues cuStreamWaitValue32(counter >= seq) (a cyclic comparison) on the caller's stream.
+// StreamWait may be called before the operation is dispatched: it then blocks the CPU until the
+// dispatcher has enqueued the operation (it never waits on the GPU, so this is short), because
+// a semaphore wait enqueued ahead of its producer can deadlock when the two streams share a
+// hardware queue (seen on an H100: the waiting stream never ran). Driver entry points are fetched
+// with cudaGetDriverEntryPointByVersion (libcuda is never linked). Without them, StreamWait blocks
+// the CPU until the fence fires and the completion thread writes the counter.
 #include "transfer/transfer_backend.h"
 #include "transfer/transfer_engine.h"
+
+#if CACHEPAWL_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cuda/transfer_kernels.h"
+
+namespace cachepawl::internal {
+
+namespace {
+
+// Driver API types, declared here so that no driver header or library is needed.
+using CUresult = int;
+using CUdeviceptr = unsigned long long;
+using StreamValue32Fn = CUresult (*)(void* stream, CUdeviceptr addr, uint32_t value,
+                                     unsigned int flags);
+constexpr unsigned int kWaitValueGeq = 0x0;       // CU_STREAM_WAIT_VALUE_GEQ
+constexpr unsigned int kWriteValueDefault = 0x0;  // CU_STREAM_WRITE_VALUE_DEFAULT
+
+Status CudaStatus(const char* what, cudaError_t err) {
+  return Status::Internal(std::string(what) + ": " + cudaGetErrorName(err) + " (" +
+                          cudaGetErrorString(err) + ")");
+}
+
+#define CP_CUDA(call)                                    \
+  do {                                                   \
+    cudaError_t _e = (call);                             \
+    if (_e != cudaSuccess) return CudaStatus(#call, _e); \
+  } while (0)
+
+// The per-direction completion counters; shared with every fence's stream waiter so the pinned
+// memory outlives the engine while a fence may still be waited on.
+struct Signal {
+  volatile uint32_t* host = nullptr;  // [2], one per direction
+  CUdeviceptr device = 0;
+  StreamValue32Fn write = nullptr;
+  StreamValue32Fn wait = nullptr;
+  std::mutex mu;
+  std::condition_variable cv;       // signalled on dispatch and on CPU writes of the counter
+  uint64_t dispatched[2] = {0, 0};  // guarded by mu: the last seq enqueued per direction
+  ~Signal() {
+    if (host != nullptr) (void)cudaFreeHost(const_cast<uint32_t*>(host));
+  }
+  bool gpu_side() const { return write != nullptr && wait != nullptr; }
+  void Dispatched(int direction, uint64_t seq) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      dispatched[direction] = seq;
+    }
+    cv.notify_all();
+  }
+  void CpuWrite(int direction, uint32_t seq) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      const uint32_t now = host[direction];
+      if (static_cast<int32_t>(seq - now) > 0) host[direction] = seq;
+    }
+    cv.notify_all();
+  }
+};
+
+class EventPool {
+ public:
+  ~EventPool() {
+    for (cudaEvent_t e : free_) (void)cudaEventDestroy(e);
+  }
+  StatusOr<cudaEvent_t> Get() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        cudaEvent_t e = free_.back();
+        free_.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e;
+    cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync);
+    if (err != cudaSuccess) return CudaStatus("cudaEventCreateWithFlags", err);
+    return e;
+  }
+  void Put(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(e);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<cudaEvent_t> free_;  // guarded by mu_
+};
+
+struct Pending {
+  std::unique_ptr<PlannedOperation> op;
+  Status status;
+  cudaEvent_t done = nullptr;
+  std::vector<cudaEvent_t> layer_events;  // LoadBack per-layer fences
+  std::vector<cudaEvent_t> extra_events;  // returned to the pool after completion
+  bool cpu_release = false;               // the counter must be written by the CPU
+};
+
+class CudaBackend final : public TransferBackend {
+ public:
+  CudaBackend(const RecordMap* const maps[kNumKinds], const TransferEngineOptions& options,
+              int device)
+      : options_(options), device_(device), half_bytes_(options.staging_bytes / 2) {
+    maps_[0] = maps[0];
+    maps_[1] = maps[1];
+  }
+
+  ~CudaBackend() override {
+    Drain();
+    for (auto& d : dirs_) {
+      {
+        std::lock_guard<std::mutex> lock(d.mu);
+        d.stop = true;
+      }
+      d.cv.notify_all();
+      if (d.completer.joinable()) d.completer.join();
+    }
+    (void)cudaSetDevice(device_);
+    for (auto& d : dirs_) {
+      for (cudaEvent_t e : {d.produced[0], d.produced[1], d.consumed[0], d.consumed[1]}) {
+        if (e) (void)cudaEventDestroy(e);
+      }
+      if (d.copy) (void)cudaStreamDestroy(d.copy);
+      if (d.kernel) (void)cudaStreamDestroy(d.kernel);
+      if (d.staging) (void)cudaFree(d.staging);
+    }
+    for (void* p : tables_memory_) (void)cudaFree(p);
+  }
+
+  Status Init() {
+    CP_CUDA(cudaSetDevice(device_));
+    int lo = 0, hi = 0;  // lo = least priority (numerically greatest)
+    CP_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    int sms = 0;
+    CP_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
+    ctas_ = options_.kernel_ctas != 0 ? options_.kernel_ctas : static_cast<uint32_t>(sms);
+    CP_CUDA(cudaDeviceGetAttribute(&max_pitch_, cudaDevAttrMaxPitch, device_));
+    for (int d = 0; d < 2; ++d) {
+      Dir& dir = dirs_[d];
+      dir.index = d;
+      int prio = d == 0 ? options_.writeback_priority : options_.loadback_priority;
+      prio = std::clamp(prio, hi, lo);
+      CP_CUDA(cudaStreamCreateWithPriority(&dir.copy, cudaStreamNonBlocking, prio));
+      CP_CUDA(cudaStreamCreateWithPriority(&dir.kernel, cudaStreamNonBlocking, prio));
+      void* p = nullptr;
+      CP_CUDA(cudaMalloc(&p, options_.staging_bytes));
+      dir.staging = static_cast<std::byte*>(p);
+      for (int h = 0; h < 2; ++h) {
+        CP_CUDA(cudaEventCreateWithFlags(&dir.produced[h], cudaEventDisableTiming));
+        CP_CUDA(cudaEventCreateWithFlags(&dir.consumed[h], cudaEventDisableTiming));
+      }
+    }
+    for (int k = 0; k < kNumKinds; ++k) CACHEPAWL_RETURN_IF_ERROR(UploadTables(k));
+    // The completion counters and the stream memory operations.
+    signal_ = std::make_shared<Signal>();
+    void* h = nullptr;
+    CP_CUDA(cudaHostAlloc(&h, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+    signal_->host = static_cast<volatile uint32_t*>(h);
+    signal_->host[0] = 0;
+    signal_->host[1] = 0;
+    void* dptr = nullptr;
+    CP_CUDA(cudaHostGetDevicePointer(&dptr, h, 0));
+    signal_->device = reinterpret_cast<CUdeviceptr>(dptr);
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess) {
+      signal_->write = reinterpret_cast<StreamValue32Fn>(fn);
+    }
+    fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess) {
+      signal_->wait = reinterpret_cast<StreamValue32Fn>(fn);
+    }
+    (void)cudaGetLastError();
+    for (auto& d : dirs_) d.completer = std::thread([this, &d] { CompletionLoop(d); });
+    return Status::OK();
+  }
+
+  void Dispatch(std::unique_ptr<PlannedOperation> op) override {
+    Dir& d = dirs_[static_cast<int>(op->direction)];
+    Pending p;
+    p.status = op->pre_status;
+    p.op = std::move(op);
+    if (p.status.ok()) {
+      p.status =
+          p.op->direction == Direction::kWriteBack ? EnqueueWriteBack(d, p) : EnqueueLoadBack(d, p);
+    }
+    if (!p.status.ok()) execution_errors_.fetch_add(1, std::memory_order_relaxed);
+    Status fin = Finalize(d, p);
+    if (!fin.ok()) {
+      p.cpu_release = true;
+      if (p.status.ok()) p.status = fin;
+    }
+    const uint64_t seq = p.op->seq;
+    {
+      std::lock_guard<std::mutex> lock(d.mu);
+      d.queue.push_back(std::move(p));
+      ++d.in_flight;
+    }
+    d.cv.notify_all();
+    signal_->Dispatched(d.index, seq);
+  }
+
+  void Drain() override {
+    for (auto& d : dirs_) {
+      std::unique_lock<std::mutex> lock(d.mu);
+      d.cv.wait(lock, [&] { return d.in_flight == 0; });
+    }
+  }
+
+  std::function<Status(void*)> StreamWaiter(Direction direction, uint64_t seq) override {
+    std::shared_ptr<Signal> sig = signal_;
+    const int d = static_cast<int>(direction);
+    const uint32_t value = static_cast<uint32_t>(seq);
+    return [sig, d, seq, value](void* stream) -> Status {
+      if (sig->gpu_side()) {
+        // Enqueue the GPU wait only after the operation's work is enqueued: a stream blocked on
+        // a semaphore ahead of that work in a shared hardware queue would never be released.
+        {
+          std::unique_lock<std::mutex> lock(sig->mu);
+          sig->cv.wait(lock, [&] { return sig->dispatched[d] >= seq; });
+        }
+        CUresult r = sig->wait(stream, sig->device + d * sizeof(uint32_t), value, kWaitValueGeq);
+        if (r != 0) {
+          return Status::Internal("cuStreamWaitValue32 failed: CUresult " + std::to_string(r));
+        }
+        return Status::OK();
+      }
+      std::unique_lock<std::mutex> lock(sig->mu);
+      sig->cv.wait(lock, [&] { return static_cast<int32_t>(sig->host[d] - value) >= 0; });
+      return Status::OK();
+    };
+  }
+
+  uint64_t kernel_launches() const override { return kernel_launches_.load(); }
+  uint64_t copy_calls() const override { return copy_calls_.load(); }
+  uint64_t execution_errors() const override { return execution_errors_.load(); }
+
+ private:
+  struct Dir {
+    int index = 0;
+    cudaStream_t copy = nullptr;
+    cudaStream_t kernel = nullptr;
+    std::byte* staging = nullptr;
+    cudaEvent_t produced[2] = {nullptr, nullptr};
+    cudaEvent_t consumed[2] = {nullptr, nullptr};
+    bool half_used[2] = {false, false};  // dispatcher thread only
+    int next_half = 0;                   // dispatcher thread only
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Pending> queue;  // guarded by mu
+    uint64_t in_flight = 0;     // guarded by mu
+    bool stop = false;          // guarded by mu
+    std::thread completer;
+  };
+
+  Status UploadTables(int k) {
+    const RecordMap& m = *maps_[k];
+    if (m.tiles.empty()) return Status::OK();
+    std::vector<cuda::KernelSegment> segs;
+    for (const auto& s : m.segments) {
+      segs.push_back({s.device_base, s.device_stride, s.record_offset, s.bytes});
+    }
+    std::vector<cuda::KernelTile> tiles;
+    for (const auto& t : m.tiles) {
+      tiles.push_back({t.segment, static_cast<uint32_t>(t.bytes), t.offset});
+    }
+    void* sp = nullptr;
+    void* tp = nullptr;
+    CP_CUDA(cudaMalloc(&sp, segs.size() * sizeof(segs[0])));
+    tables_memory_.push_back(sp);
+    CP_CUDA(cudaMalloc(&tp, tiles.size() * sizeof(tiles[0])));
+    tables_memory_.push_back(tp);
+    CP_CUDA(cudaMemcpy(sp, segs.data(), segs.size() * sizeof(segs[0]), cudaMemcpyHostToDevice));
+    CP_CUDA(cudaMemcpy(tp, tiles.data(), tiles.size() * sizeof(tiles[0]), cudaMemcpyHostToDevice));
+    tables_[k] = {static_cast<const cuda::KernelSegment*>(sp),
+                  static_cast<const cuda::KernelTile*>(tp)};
+    return Status::OK();
+  }
+
+  Status Launch(int kind, std::byte* half, const std::vector<KernelJob>& jobs, bool gather,
+                cudaStream_t stream) {
+    std::vector<cuda::KernelJob> kj;
+    for (size_t at = 0; at < jobs.size(); at += cuda::kMaxJobsPerLaunch) {
+      const size_t n = std::min<size_t>(cuda::kMaxJobsPerLaunch, jobs.size() - at);
+      kj.clear();
+      for (size_t i = 0; i < n; ++i) {
+        const KernelJob& j = jobs[at + i];
+        kj.push_back({j.slot, j.staging_record_base, j.tile_begin, j.tile_count, 0, 0});
+      }
+      const int err = cuda::LaunchGatherScatter(tables_[kind], half, kj.data(),
+                                                static_cast<uint32_t>(n), gather, ctas_, stream);
+      if (err != 0)
+        return CudaStatus("gather/scatter kernel launch", static_cast<cudaError_t>(err));
+      kernel_launches_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return Status::OK();
+  }
+
+  Status Copies(const std::vector<CopyRun>& runs, std::byte* half, bool to_host,
+                cudaStream_t stream) {
+    const cudaMemcpyKind kind = to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<size_t> sizes;
+    auto flush_batch = [&]() -> Status {
+      if (dsts.empty()) return Status::OK();
+      if (dsts.size() == 1) {
+        CP_CUDA(cudaMemcpyAsync(dsts[0], srcs[0], sizes[0], kind, stream));
+      } else {
+        cudaMemcpyAttributes attr{};
+        attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        size_t attr_index = 0;
+        CP_CUDA(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr,
+                                     &attr_index, 1, stream));
+      }
+      copy_calls_.fetch_add(1, std::memory_order_relaxed);
+      dsts.clear();
+      srcs.clear();
+      sizes.clear();
+      return Status::OK();
+    };
+    for (const CopyRun& r : runs) {
+      std::byte* other = half != nullptr ? half + r.other : reinterpret_cast<std::byte*>(r.other);
+      void* dst = to_host ? static_cast<void*>(r.host) : static_cast<void*>(other);
+      const void* src =
+          to_host ? static_cast<const void*>(other) : static_cast<const void*>(r.host);
+      const uint64_t dpitch = to_host ? r.host_pitch : r.other_pitch;
+      const uint64_t spitch = to_host ? r.other_pitch : r.host_pitch;
+      const bool two_d = r.height > 1 && options_.coalesce_copies &&
+                         dpitch <= static_cast<uint64_t>(max_pitch_) &&
+                         spitch <= static_cast<uint64_t>(max_pitch_);
+      if (two_d) {
+        CACHEPAWL_RETURN_IF_ERROR(flush_batch());
+        CP_CUDA(cudaMemcpy2DAsync(dst, dpitch, src, spitch, r.width, r.height, kind, stream));
+        copy_calls_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      for (uint64_t row = 0; row < r.height; ++row) {
+        dsts.push_back(static_cast<std::byte*>(dst) + row * dpitch);
+        srcs.push_back(static_cast<const std::byte*>(src) + row * spitch);
+        sizes.push_back(r.width);
+      }
+    }
+    return flush_batch();
+  }
+
+  Status EnqueueWriteBack(Dir& d, Pending& p) {
+    const PlannedOperation& op = *p.op;
+    for (const StagedChunk& chunk : op.chunks) {
+      const int h = d.next_half;
+      d.next_half ^= 1;
+      std::byte* half = d.staging + h * half_bytes_;
+      if (d.half_used[h]) CP_CUDA(cudaStreamWaitEvent(d.kernel, d.consumed[h], 0));
+      for (int k = 0; k < kNumKinds; ++k) {
+        CACHEPAWL_RETURN_IF_ERROR(Launch(k, half, chunk.jobs[k], true, d.kernel));
+      }
+      CP_CUDA(cudaEventRecord(d.produced[h], d.kernel));
+      CP_CUDA(cudaStreamWaitEvent(d.copy, d.produced[h], 0));
+      CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, half, true, d.copy));
+      CP_CUDA(cudaEventRecord(d.consumed[h], d.copy));
+      d.half_used[h] = true;
+    }
+    return Copies(op.direct, nullptr, true, d.copy);
+  }
+
+  Status EnqueueLoadBack(Dir& d, Pending& p) {
+    const PlannedOperation& op = *p.op;
+    CACHEPAWL_RETURN_IF_ERROR(Copies(op.direct, nullptr, false, d.copy));
+    if (!op.direct.empty() && !op.chunks.empty()) {
+      CACHEPAWL_ASSIGN_OR_RETURN(cudaEvent_t e, events_.Get());
+      p.extra_events.push_back(e);
+      CP_CUDA(cudaEventRecord(e, d.copy));
+      CP_CUDA(cudaStreamWaitEvent(d.kernel, e, 0));
+    }
+    const RecordMap& kv = *maps_[0];
+    for (size_t c = 0; c < op.chunks.size(); ++c) {
+      const StagedChunk& chunk = op.chunks[c];
+      const bool last = c + 1 == op.chunks.size();
+      const int h = d.next_half;
+      d.next_half ^= 1;
+      std::byte* half = d.staging + h * half_bytes_;
+      if (d.half_used[h]) CP_CUDA(cudaStreamWaitEvent(d.copy, d.consumed[h], 0));
+      CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, half, false, d.copy));
+      CP_CUDA(cudaEventRecord(d.produced[h], d.copy));
+      CP_CUDA(cudaStreamWaitEvent(d.kernel, d.produced[h], 0));
+      CACHEPAWL_RETURN_IF_ERROR(Launch(1, half, chunk.jobs[1], false, d.kernel));
+      if (op.per_layer) {
+        for (size_t a = 0; a + 1 < kv.layer_tiles.size(); ++a) {
+          CACHEPAWL_RETURN_IF_ERROR(
+              Launch(0, half, RestrictJobs(chunk.jobs[0], kv.layer_tiles[a], kv.layer_tiles[a + 1]),
+                     false, d.kernel));
+          if (last) {
+            CACHEPAWL_ASSIGN_OR_RETURN(cudaEvent_t e, events_.Get());
+            p.layer_events.push_back(e);
+            CP_CUDA(cudaEventRecord(e, d.kernel));
+          }
+        }
+      } else {
+        CACHEPAWL_RETURN_IF_ERROR(Launch(0, half, chunk.jobs[0], false, d.kernel));
+      }
+      CP_CUDA(cudaEventRecord(d.consumed[h], d.kernel));
+      d.half_used[h] = true;
+    }
+    return Status::OK();
+  }
+
+  // Joins the direction's two streams, writes the counter and records the done event on the
+  // last stream. Runs for failed operations too, so the counter never skips a value.
+  Status Finalize(Dir& d, Pending& p) {
+    const bool wb = d.index == 0;
+    cudaStream_t last = wb ? d.copy : d.kernel;
+    cudaStream_t other = wb ? d.kernel : d.copy;
+    CACHEPAWL_ASSIGN_OR_RETURN(cudaEvent_t join, events_.Get());
+    p.extra_events.push_back(join);
+    CP_CUDA(cudaEventRecord(join, other));
+    CP_CUDA(cudaStreamWaitEvent(last, join, 0));
+    if (signal_->gpu_side()) {
+      CUresult r = signal_->write(last, signal_->device + d.index * sizeof(uint32_t),
+                                  static_cast<uint32_t>(p.op->seq), kWriteValueDefault);
+      if (r != 0) return Status::Internal("cuStreamWriteValue32: CUresult " + std::to_string(r));
+    } else {
+      p.cpu_release = true;
+    }
+    CACHEPAWL_ASSIGN_OR_RETURN(p.done, events_.Get());
+    CP_CUDA(cudaEventRecord(p.done, last));
+    return Status::OK();
+  }
+
+  void CompletionLoop(Dir& d) {
+    (void)cudaSetDevice(device_);
+    for (;;) {
+      Pending p;
+      {
+        std::unique_lock<std::mutex> lock(d.mu);
+        d.cv.wait(lock, [&] { return d.stop || !d.queue.empty(); });
+        if (d.queue.empty()) return;
+        p = std::move(d.queue.front());
+        d.queue.pop_front();
+      }
+      Status status = p.status;
+      for (size_t a = 0; a < p.layer_events.size(); ++a) {
+        cudaError_t err = cudaEventSynchronize(p.layer_events[a]);
+        if (err != cudaSuccess && status.ok()) status = CudaStatus("layer event", err);
+        p.op->completer.CompleteLayer(a, status);
+      }
+      if (p.done != nullptr) {
+        cudaError_t err = cudaEventSynchronize(p.done);
+        if (err != cudaSuccess && status.ok()) status = CudaStatus("operation", err);
+      }
+      if (!status.ok() && p.status.ok()) {
+        execution_errors_.fetch_add(1, std::memory_order_relaxed);
+        p.cpu_release = true;  // the GPU may never write the counter now
+      }
+      if (p.cpu_release) signal_->CpuWrite(d.index, static_cast<uint32_t>(p.op->seq));
+      p.op->Finish(status);
+      for (cudaEvent_t e : p.layer_events) events_.Put(e);
+      for (cudaEvent_t e : p.extra_events) events_.Put(e);
+      if (p.done != nullptr) events_.Put(p.done);
+      {
+        std::lock_guard<std::mutex> lock(d.mu);
+        --d.in_flight;
+      }
+      d.cv.notify_all();
+    }
+  }
+
+  const RecordMap* maps_[kNumKinds] = {nullptr, nullptr};
+  const TransferEngineOptions options_;
+  const int device_;
+  const uint64_t half_bytes_;
+  uint32_t ctas_ = 16;
+  int max_pitch_ = 0;
+  cuda::KernelTables tables_[kNumKinds] = {{nullptr, nullptr}, {nullptr, nullptr}};
+  std::vector<void*> tables_memory_;
+  std::shared_ptr<Signal> signal_;
+  EventPool events_;
+  Dir dirs_[2];
+  std::atomic<uint64_t> kernel_launches_{0};
+  std::atomic<uint64_t> copy_calls_{0};
+  std::atomic<uint64_t> execution_errors_{0};
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TransferBackend>> MakeCudaBackend(const RecordMap* const maps[kNumKinds],
+                                                           const TransferEngineOptions& options,
+                                                           int device) {
+  auto b = std::make_unique<CudaBackend>(maps, options, device);
+  CACHEPAWL_RETURN_IF_ERROR(b->Init().WithContext("transfer engine (CUDA)"));
+  return std::unique_ptr<TransferBackend>(std::move(b));
+}
+
+}  // namespace cachepawl::internal
+
+#else  // !CACHEPAWL_HAVE_CUDA
 
 namespace cachepawl::internal {
 
@@ -10,7 +536,9 @@ StatusOr<std::unique_ptr<TransferBackend>> MakeCudaBackend(const RecordMap* cons
   (void)maps;
   (void)options;
   (void)device;
-  return Status::Unavailable("transfer engine: the CUDA backend is not built yet");
+  return Status::Unavailable("transfer engine: built without CUDA");
 }
 
 }  // namespace cachepawl::internal
+
+#endif

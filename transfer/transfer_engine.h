@@ -27,10 +27,12 @@
 // operation may have written any subset of its destinations. LoadBack with per_layer_fences: the
 // fence has one sub-fence per attention layer, fired once that layer's pages and every Mamba unit
 // of the operation have landed. Fence::StreamWait(stream) makes a CUDA stream wait for the
-// operation on the GPU without blocking the CPU, even when called before the engine has enqueued
-// the operation's copies (a 32-bit counter in pinned memory, written by the direction's last
-// stream with cuStreamWriteValue32 and awaited with cuStreamWaitValue32). The waiting stream is
-// released on error too: check the fence's status before trusting the bytes.
+// operation on the GPU (a 32-bit counter in pinned memory, written by the direction's last
+// stream with cuStreamWriteValue32 and awaited with cuStreamWaitValue32). It never waits for the
+// transfer on the CPU; called before the engine's dispatcher has enqueued the operation, it
+// blocks until that enqueue (microseconds: the dispatcher never waits on the GPU), because a
+// stream wait enqueued ahead of its producer can deadlock in a shared hardware queue. The waiting
+// stream is released on error too: check the fence's status before trusting the bytes.
 //
 // Ownership: the engine borrows the HostArena and the device pool memory; both must outlive it.
 // The caller must keep every host and device slot named by an operation allocated, and must not
@@ -86,6 +88,9 @@ struct TransferEngineOptions {
   uint64_t tile_bytes = uint64_t{64} << 10;
   // CTAs of each gather/scatter kernel launch (fewer CTAs leave more SMs to the engine's model).
   uint32_t kernel_ctas = 16;
+  // Merge copies of adjacent records into one copy-engine call (2-D copies for records at a
+  // constant pitch); false: one call per record piece (batched with cudaMemcpyBatchAsync).
+  bool coalesce_copies = true;
   // Tests only: called on the dispatcher thread before each operation runs; a non-OK status
   // fails the operation as a CUDA error would (after the operations before it completed).
   std::function<Status(const Operation&)> fault_injection;
