@@ -81,7 +81,8 @@ __global__ void __launch_bounds__(kThreads)
     const KernelSegment seg = p.tables.segments[tile.segment];
     char* dev =
         reinterpret_cast<char*>(seg.device_base + job.slot * seg.device_stride + tile.offset);
-    char* stg = p.staging + job.staging_record_base + seg.record_offset + tile.offset;
+    char* stg = p.staging +
+                (job.staging_record_base + static_cast<int64_t>(seg.record_offset + tile.offset));
     if (p.to_staging) {
       CopyTile(stg, dev, tile.bytes);
     } else {

@@ -37,6 +37,7 @@
 #include "store/model_layout.h"
 #include "tiers/device_pool.h"
 #include "tiers/host_arena.h"
+#include "tools/cli_args.h"
 #include "tools/command.h"
 #include "transfer/transfer_engine.h"
 
@@ -541,16 +542,7 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
       ->check(CLI::Range(-100, 100));
   app.add_flag("--no-coalesce", no_coalesce,
                "engine option coalesce_copies = false (one copy per record piece)");
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    io.out << app.help();
-    return kExitOk;
-  } catch (const CLI::ParseError& e) {
-    io.err << "cachepawl bench transfer: " << e.what() << "\n";
-    return kExitUsage;
-  }
+  if (auto exit = ParseArgs(app, args, io)) return *exit;
   std::map<std::string, int> names = {
       {"llama-kv", 0}, {"jamba-kv", 1}, {"mamba-1", 2}, {"mamba-16", 3}, {"mamba-128", 4}};
   std::vector<int> chosen;

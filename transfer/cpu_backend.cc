@@ -70,7 +70,8 @@ class CpuBackend final : public TransferBackend {
     for (const KernelJob& j : jobs) {
       for (uint32_t t = j.tile_begin; t < j.tile_begin + j.tile_count; ++t) {
         auto* dev = reinterpret_cast<std::byte*>(m.DeviceAddress(t, j.slot));
-        std::byte* stg = half + j.staging_record_base + m.tile_offset[t];
+        // Sum the offsets first: staging_record_base alone may be negative.
+        std::byte* stg = half + (j.staging_record_base + static_cast<int64_t>(m.tile_offset[t]));
         if (gather) {
           std::memcpy(stg, dev, m.tiles[t].bytes);
         } else {
