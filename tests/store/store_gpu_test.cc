@@ -8,6 +8,7 @@
 #include "cuda/gpu_runtime.h"
 #include "store/store.h"
 #include "tests/common/test_util.h"
+#include "tests/store/store_test_util.h"
 
 #if CACHEPAWL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -15,14 +16,6 @@
 
 namespace cachepawl {
 namespace {
-
-std::vector<std::byte> Content(const ModelLayout& layout, const PageHash& h, Kind kind) {
-  std::vector<std::byte> bytes(layout.RecordBytes(kind));
-  uint64_t seed;
-  std::memcpy(&seed, h.bytes.data(), sizeof(seed));
-  testing::FillRandom(bytes, seed ^ (kind == Kind::kMamba ? 0x77ull : 0));
-  return bytes;
-}
 
 class StoreGpuTest : public ::testing::Test {
  protected:
