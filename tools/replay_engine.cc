@@ -318,6 +318,14 @@ class ReplayEngine::RequestRun {
   // not deliver; pages already loaded stay in L1.
   StatusOr<bool> LoadFromStore(const PrefixMatch& match, size_t begin, size_t m) {
     const size_t chunk = e_.options_.chunk_pages;
+    // The state's slot first: a state needs a whole group of the pool, which pages pinned by a
+    // chunk could otherwise leave no room for. It goes with the last chunk.
+    std::optional<EntryIt> state;
+    if (e_.hybrid_) {
+      auto it = Acquire(Kind::kMamba, StateKey(hashes_[m - 1], Depth(m)));
+      if (!it.ok()) return PoolTooSmall(it.status());
+      state = *it;
+    }
     // Hits count only once the whole prefix has arrived.
     std::array<uint64_t, kNumTiers> page_hits{}, state_hits{};
     for (size_t start = begin; start < m;) {
@@ -329,27 +337,20 @@ class ReplayEngine::RequestRun {
         if (!it.ok()) {
           if (it.status().IsNoSpace() && !pages.empty()) break;
           for (EntryIt p : pages) Forget(p);
+          if (state.has_value()) Forget(*state);
           return PoolTooSmall(it.status());
         }
         pages.push_back(*it);
         slots.push_back((*it)->slot);
       }
       const size_t end = start + pages.size();
-      std::optional<EntryIt> state;
-      if (end == m && e_.hybrid_) {
-        auto it = Acquire(Kind::kMamba, StateKey(hashes_[m - 1], Depth(m)));
-        if (!it.ok()) {
-          for (EntryIt p : pages) Forget(p);
-          return PoolTooSmall(it.status());
-        }
-        state = *it;
-      }
+      const bool with_state = end == m && state.has_value();
       LoadOptions options;
       options.first_page = start;
       const auto t0 = Clock::now();
-      auto fence = store_.Load(
-          match, slots, state.has_value() ? std::optional<uint64_t>((*state)->slot) : std::nullopt,
-          options);
+      auto fence =
+          store_.Load(match, slots,
+                      with_state ? std::optional<uint64_t>((*state)->slot) : std::nullopt, options);
       Status done = fence.ok() ? fence->Wait() : fence.status();
       totals_.load_us.Add(MicrosSince(t0, Clock::now()));
       if (!done.ok()) {
@@ -367,7 +368,7 @@ class ReplayEngine::RequestRun {
         totals_.loaded_bytes += e_.page_bytes_;
         if (Verify(pages[k], hashes_[i], std::nullopt)) Unpin(pages[k]);
       }
-      if (state.has_value()) {
+      if (with_state) {
         const Tier tier = match.state_tier.value_or(Tier::kHost);
         ++state_hits[static_cast<int>(tier)];
         ++totals_.loaded_states;
@@ -468,18 +469,34 @@ class ReplayEngine::RequestRun {
 
   Status Compute(size_t reuse) {
     const size_t chunk = e_.options_.chunk_pages;
+    // The slot of the next checkpoint's state, taken before the pages of the chunk that ends
+    // there (see LoadFromStore), and kept while chunks cut short by a full pool get there.
+    std::optional<EntryIt> state;
+    size_t state_depth = 0;  // in pages
+    auto drop_state = [&] {
+      if (state.has_value()) Forget(*state);
+      state.reset();
+    };
     for (size_t start = reuse; start < n_;) {
       size_t want_end = std::min(n_, start + chunk);
       if (e_.hybrid_) {
         size_t next = start + 1;
         while (next < want_end && !IsCheckpoint(next)) ++next;
         want_end = next;
+        if (IsCheckpoint(want_end) && state_depth != want_end) {
+          drop_state();
+          auto it = Acquire(Kind::kMamba, StateKey(hashes_[want_end - 1], Depth(want_end)));
+          if (!it.ok()) return PoolTooSmall(it.status());
+          state = *it;
+          state_depth = want_end;
+        }
       }
       std::vector<EntryIt> pages;
       for (size_t i = start; i < want_end; ++i) {
         auto it = Acquire(Kind::kKV, PageKey(hashes_[i]));
         if (!it.ok()) {
           if (it.status().IsNoSpace() && !pages.empty()) break;
+          drop_state();
           return PoolTooSmall(it.status());
         }
         if (!Write(*it, PageContentSeed(hashes_[i]))) break;
@@ -489,23 +506,22 @@ class ReplayEngine::RequestRun {
       totals_.computed_pages += pages.size();
       if (pages.empty()) {
         // The first page could not be written: give up on the rest of the prompt.
+        drop_state();
         return Status::OK();
       }
-      std::optional<EntryIt> state;
-      if (e_.hybrid_ && IsCheckpoint(end)) {
-        auto it = Acquire(Kind::kMamba, StateKey(hashes_[end - 1], Depth(end)));
-        if (!it.ok()) {
-          for (EntryIt p : pages) Unpin(p);  // written, valid, just not saved
-          return PoolTooSmall(it.status());
-        }
-        if (Write(*it, StateContentSeed(hashes_[end - 1], Depth(end)))) {
-          state = *it;
+      std::optional<EntryIt> saved_state;
+      if (state.has_value() && end == state_depth) {
+        if (Write(*state, StateContentSeed(hashes_[end - 1], Depth(end)))) {
+          saved_state = state;
           ++totals_.computed_states;
         }
+        state.reset();
+        state_depth = 0;
       }
-      Save(start, std::move(pages), state);
+      Save(start, std::move(pages), saved_state);
       start = end;
     }
+    drop_state();
     return Status::OK();
   }
 

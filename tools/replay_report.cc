@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <ostream>
 
+#include "tools/human_bytes.h"
+
 namespace cachepawl::tools {
 namespace {
 
@@ -22,19 +24,6 @@ void AppendKept(std::vector<std::string>* to, const std::vector<std::string>& fr
 std::string Percent(double x) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%5.1f%%", 100.0 * x);
-  return buf;
-}
-
-std::string Bytes(uint64_t b) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, kUnits[u]);
   return buf;
 }
 
@@ -390,13 +379,15 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
       << " requests/s)";
   if (r.crashes > 0) out << ", " << r.crashes << " store crashes";
   out << "\n";
-  out << "layout " << r.layout << ": page " << p << " tokens, KV page " << Bytes(r.kv_page_bytes);
-  if (r.state_bytes > 0) out << ", Mamba state " << Bytes(r.state_bytes);
+  out << "layout " << r.layout << ": page " << p << " tokens, KV page "
+      << HumanBytes(r.kv_page_bytes);
+  if (r.state_bytes > 0) out << ", Mamba state " << HumanBytes(r.state_bytes);
   out << "; trace block " << r.block_size_tokens << " tokens";
   if (r.state_bytes > 0) out << ", Mamba checkpoint every " << r.track_interval_pages << " pages";
   out << "\n";
-  out << "tiers: device (engine L1) " << Bytes(r.device_bytes) << ", host " << Bytes(r.host_bytes)
-      << ", disk " << (r.disk_bytes > 0 ? Bytes(r.disk_bytes) : std::string("off"));
+  out << "tiers: device (engine L1) " << HumanBytes(r.device_bytes) << ", host "
+      << HumanBytes(r.host_bytes) << ", disk "
+      << (r.disk_bytes > 0 ? HumanBytes(r.disk_bytes) : std::string("off"));
   if (!r.store_dir.empty()) out << " in " << r.store_dir;
   out << "\n\n";
 
@@ -422,7 +413,7 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
 
   out << "bytes moved         bytes          GB/s (wall)   GB/s (store busy)\n";
   auto row = [&](const char* name, uint64_t bytes, double busy) {
-    out << Pad(name, 18) << Pad(Bytes(bytes), 15) << Fixed(Gbps(bytes, r.wall_seconds), 11, 2);
+    out << Pad(name, 18) << Pad(HumanBytes(bytes), 15) << Fixed(Gbps(bytes, r.wall_seconds), 11, 2);
     if (busy >= 0) out << Fixed(busy, 16, 2);
     out << "\n";
   };
@@ -453,7 +444,7 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
       << ", failed store calls " << t.store_errors << "\n";
   for (const std::string& e : t.refusals_seen) out << "  refused: " << e << "\n";
   for (const std::string& e : t.errors) out << "  error: " << e << "\n";
-  out << "verified " << t.verified_records << " records (" << Bytes(t.verified_bytes)
+  out << "verified " << t.verified_records << " records (" << HumanBytes(t.verified_bytes)
       << "): wrong records " << t.wrong_records << ", wrong bytes " << t.wrong_bytes << "\n";
   for (const std::string& w : t.wrong_records_seen) out << "  WRONG: " << w << "\n";
   out << (t.wrong_bytes == 0 && t.store_errors == 0 ? "OK" : "FAILED") << "\n";

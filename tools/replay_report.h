@@ -44,8 +44,8 @@ struct ReplayTotals {
   uint64_t saved_pages = 0, saved_states = 0;        // handed to Store::Save
   uint64_t loaded_pages = 0, loaded_states = 0;      // brought back by Store::Load
   uint64_t loaded_bytes = 0, saved_bytes = 0;        // record bytes of the above
-  uint64_t lost_races = 0;    // Lookup promised a prefix that Lock or Load then could not give
-  uint64_t refused = 0;       // Lock/Load/Save refused for now (NoSpace, Busy): a miss
+  uint64_t lost_races = 0;  // Lookup promised a prefix that Lock or Load then could not give
+  uint64_t refused = 0;     // Lock/Load/Save refused for now (NoSpace, Busy): a miss
   std::vector<std::string> refusals_seen;  // the first few
   uint64_t store_errors = 0;  // calls that failed otherwise (each kept in `errors`, up to 10)
   std::vector<std::string> errors;

@@ -12,6 +12,7 @@
 #include "store/store.h"
 #include "tests/common/test_util.h"
 #include "tests/tools/replay_test_layouts.h"
+#include "tests/tools/run_cli.h"
 #include "tools/command.h"
 #include "tools/replay_ceiling.h"
 #include "tools/replay_runner.h"
@@ -110,19 +111,6 @@ TEST(ReplayEndToEndTest, AReopenedStoreServesTheSameBytesFromDisk) {
 
 // ---- the command line ----
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result RunCli(std::vector<std::string> argv) {
-  std::istringstream in;
-  std::ostringstream out, err;
-  CommandIo io{in, out, err, false};
-  const int code = RunCommandLine(argv, io);
-  return {code, out.str(), err.str()};
-}
-
 class ReplayCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -145,7 +133,7 @@ TEST_F(ReplayCliTest, JsonReportOfAWorkloadInAKeptFolder) {
     argv.push_back(a);
   }
   argv.push_back(store_dir);
-  Result r = RunCli(argv);
+  CliResult r = RunCli(argv);
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ok"], true);
@@ -168,11 +156,11 @@ TEST_F(ReplayCliTest, ReplaysATraceAndNamesItsBadLines) {
       << "\n";
   auto argv = Base();
   argv.push_back(trace);
-  Result bad = RunCli(argv);
+  CliResult bad = RunCli(argv);
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find(trace + ": line 2"), std::string::npos) << bad.err;
   argv.push_back("--skip-bad-lines");
-  Result skipped = RunCli(argv);
+  CliResult skipped = RunCli(argv);
   ASSERT_EQ(skipped.code, 0) << skipped.err << skipped.out;
   EXPECT_NE(skipped.err.find("skipped 1 bad lines"), std::string::npos) << skipped.err;
   EXPECT_NE(skipped.out.find("2 requests"), std::string::npos) << skipped.out;
@@ -197,7 +185,7 @@ TEST_F(ReplayCliTest, BadArgumentsExitTwoWithTheFieldNamed) {
   for (const Case& c : cases) {
     auto argv = Base();
     argv.insert(argv.end(), c.extra.begin(), c.extra.end());
-    Result r = RunCli(argv);
+    CliResult r = RunCli(argv);
     EXPECT_EQ(r.code, 2) << c.expected << ": " << r.err;
     EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
   }
@@ -228,7 +216,7 @@ TEST_F(ReplayCliTest, CrashModeKillsTheStoreAndNeverServesAWrongByte) {
 }
 
 TEST_F(ReplayCliTest, HelpDocumentsTheJsonKeysAndWorkloads) {
-  Result r = RunCli({"replay", "--help"});
+  CliResult r = RunCli({"replay", "--help"});
   ASSERT_EQ(r.code, 0);
   for (const char* key : {"wrong_bytes", "hit_rate.tokens", "ceiling.blocks", "latency_us", "mixed",
                           "--crash-every", "--soak"}) {

@@ -127,8 +127,8 @@ TEST(ReplayEngineTest, EntriesThatVanishBeforeLoadAreMissesNotErrors) {
 TEST(ReplayEngineTest, APoolTooSmallForOneChunkIsAClearError) {
   auto requests = Workload("chat", 3);
   const ModelLayout layout = test_layouts::Small(true);
-  // Room for pages but never for a state.
-  MapStore store(layout, {.device_pool_bytes = layout.KvPageBytes() * 4});
+  // Room for a state or a page, never both.
+  MapStore store(layout, {.device_pool_bytes = layout.MambaSlotBytes() + layout.KvPageBytes() - 1});
   Status failure;
   Replay(&store, requests, EngineOptions(), &failure);
   EXPECT_TRUE(failure.IsNoSpace()) << failure.ToString();

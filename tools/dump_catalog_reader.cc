@@ -1,0 +1,145 @@
+#include "tools/dump_catalog_reader.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace cachepawl::tools {
+namespace {
+
+constexpr char kRecordPrefix = 'R';
+constexpr char kMetaKey[] = "M";
+
+Status FromRocks(const rocksdb::Status& s, const std::string& context) {
+  if (s.ok()) return Status::OK();
+  if (s.IsCorruption()) return Status::Corruption(context + ": " + s.ToString());
+  if (s.IsNotFound() || s.IsPathNotFound()) return Status::NotFound(context + ": " + s.ToString());
+  return Status::IOError(context + ": " + s.ToString());
+}
+
+// Little-endian fields, as DiskCatalog writes them.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  bool Int(T* v) {
+    return Bytes(v, sizeof(T));
+  }
+  bool Bytes(void* p, size_t n) {
+    if (in_.size() < n) return false;
+    std::memcpy(p, in_.data(), n);
+    in_.remove_prefix(n);
+    return true;
+  }
+  bool done() const { return in_.empty(); }
+
+ private:
+  std::string_view in_;
+};
+
+}  // namespace
+
+CatalogReader::CatalogReader(std::string dir, std::string secondary_dir,
+                             std::unique_ptr<rocksdb::DB> db)
+    : dir_(std::move(dir)), secondary_dir_(std::move(secondary_dir)), db_(std::move(db)) {}
+
+CatalogReader::~CatalogReader() {
+  if (db_) db_->Close().PermitUncheckedError();
+  db_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(secondary_dir_, ec);
+}
+
+StatusOr<std::unique_ptr<CatalogReader>> CatalogReader::Open(const std::string& catalog_dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(catalog_dir) / "CURRENT", ec)) {
+    return Status::NotFound("catalog '" + catalog_dir + "': no RocksDB database there");
+  }
+  const char* base = std::getenv("TMPDIR");
+  std::string secondary =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/cachepawl-dump-XXXXXX";
+  if (::mkdtemp(secondary.data()) == nullptr) {
+    return Status::FromErrno("mkdtemp " + secondary, errno);
+  }
+  rocksdb::Options o;
+  o.create_if_missing = false;
+  o.max_open_files = -1;  // required of a secondary instance
+  o.info_log_level = rocksdb::ERROR_LEVEL;
+  o.paranoid_checks = true;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::OpenAsSecondary(o, catalog_dir, secondary, &raw);
+  if (!s.ok()) {
+    std::filesystem::remove_all(secondary, ec);
+    return FromRocks(s, "catalog '" + catalog_dir + "' cannot be opened");
+  }
+  std::unique_ptr<CatalogReader> reader(
+      new CatalogReader(catalog_dir, secondary, std::unique_ptr<rocksdb::DB>(raw)));
+  CACHEPAWL_RETURN_IF_ERROR(reader->CatchUp());
+  return reader;
+}
+
+Status CatalogReader::CatchUp() {
+  return FromRocks(db_->TryCatchUpWithPrimary(), "catalog '" + dir_ + "': catching up");
+}
+
+StatusOr<std::optional<CatalogMeta>> CatalogReader::ReadMeta() const {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kMetaKey, &value);
+  if (s.IsNotFound()) return std::optional<CatalogMeta>();
+  if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reading meta");
+  CatalogMeta m;
+  Reader rd(value);
+  uint32_t n = 0;
+  bool good = rd.Int(&m.format_version) && rd.Bytes(m.fingerprint.data(), 32) && rd.Int(&n) &&
+              n <= kMaxDiskFiles;
+  for (uint32_t i = 0; good && i < n; ++i) {
+    uint32_t len = 0;
+    good = rd.Int(&len) && len <= 4096;
+    std::string p(good ? len : 0, '\0');
+    good = good && rd.Bytes(p.data(), len);
+    m.paths.push_back(std::move(p));
+  }
+  if (!good || !rd.done()) {
+    return Status::Corruption("catalog '" + dir_ + "': meta entry of " +
+                              std::to_string(value.size()) + " bytes cannot be decoded");
+  }
+  return std::optional<CatalogMeta>(std::move(m));
+}
+
+StatusOr<CatalogReader::Scan> CatalogReader::ReadAll() const {
+  Scan scan;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::string_view k(it->key().data(), it->key().size());
+    const std::string_view v(it->value().data(), it->value().size());
+    if (k == kMetaKey) continue;
+    if (k.empty() || k[0] != kRecordPrefix) {
+      scan.unknown_keys.emplace_back(k);
+      continue;
+    }
+    if (auto rec = DecodeCatalogRecord(k, v)) {
+      scan.records.push_back(*rec);
+    } else {
+      scan.bad_keys.emplace_back(k);
+    }
+  }
+  CACHEPAWL_RETURN_IF_ERROR(FromRocks(it->status(), "catalog '" + dir_ + "': scan"));
+  return scan;
+}
+
+StatusOr<std::optional<CatalogRecord>> CatalogReader::Get(const DiskKey& key) const {
+  const std::string raw = std::string(1, kRecordPrefix) + DiskKeyIdentity(key);
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), raw, &value);
+  if (s.IsNotFound()) return std::optional<CatalogRecord>();
+  if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': get");
+  auto rec = DecodeCatalogRecord(raw, value);
+  if (!rec) return Status::Corruption("catalog '" + dir_ + "': entry of " + key.ToString());
+  return std::optional<CatalogRecord>(*rec);
+}
+
+}  // namespace cachepawl::tools

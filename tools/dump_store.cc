@@ -1,0 +1,449 @@
+#include "tools/dump_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <tuple>
+
+#include "tiers/disk_files.h"
+#include "tiers/disk_record.h"
+#include "tiers/host_memory.h"
+
+namespace cachepawl::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kBlock = 4096;
+constexpr size_t kMaxProblemsListed = 1000;
+
+std::string Hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string HashKey(const PageHash& h) {
+  return std::string(reinterpret_cast<const char*>(h.bytes.data()), h.bytes.size());
+}
+
+std::string ExtentText(const DataFileInfo& f, const DiskExtent& e) {
+  return f.path + " @" + std::to_string(e.offset) + " +" + std::to_string(e.bytes);
+}
+
+// The pid of another process holding a POSIX lock on `lock_file` (RocksDB's LOCK), if any.
+std::optional<int> LockHolder(const std::string& lock_file) {
+  const int fd = ::open(lock_file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  std::optional<int> holder;
+  if (::fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK) holder = fl.l_pid;
+  ::close(fd);
+  return holder;
+}
+
+Status PreadAll(int fd, std::byte* out, uint64_t bytes, uint64_t offset, const std::string& what) {
+  while (bytes > 0) {
+    const ssize_t r = ::pread(fd, out, bytes, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Status::FromErrno("reading " + what, errno);
+    if (r == 0) return Status::IOError("reading " + what + ": short read (end of file)");
+    out += r;
+    bytes -= static_cast<uint64_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+uint64_t DepthBucket(uint64_t pages) { return pages == 0 ? 0 : std::bit_floor(pages); }
+
+StoreView::~StoreView() {
+  for (const DataFileInfo& f : files_) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+}
+
+StatusOr<std::unique_ptr<StoreView>> StoreView::Open(const std::string& dir,
+                                                     const std::optional<ModelLayout>& layout) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return Status::NotFound("store folder '" + dir + "' does not exist");
+  if (!fs::is_directory(dir, ec)) {
+    return Status::InvalidArgument("'" + dir + "' is not a folder (give the store's folder)");
+  }
+  const std::string catalog_dir = (fs::path(dir) / "catalog").string();
+  if (!fs::exists(catalog_dir, ec)) {
+    if (fs::exists(fs::path(dir) / kDataFileName, ec)) {
+      return Status::Corruption("store '" + dir + "': its catalog (" + catalog_dir +
+                                ") is missing; the data file cannot be read without it");
+    }
+    return Status::InvalidArgument("'" + dir + "' is not a Cachepawl store: no catalog (" +
+                                   catalog_dir + ")");
+  }
+  if (!fs::exists(fs::path(catalog_dir) / "CURRENT", ec)) {
+    return Status::Corruption("catalog '" + catalog_dir +
+                              "' is damaged: its CURRENT file is missing");
+  }
+  std::unique_ptr<StoreView> v(new StoreView());
+  v->dir_ = dir;
+  v->holder_pid_ = LockHolder((fs::path(catalog_dir) / "LOCK").string());
+  CACHEPAWL_ASSIGN_OR_RETURN(v->catalog_, CatalogReader::Open(catalog_dir));
+  CACHEPAWL_ASSIGN_OR_RETURN(std::optional<CatalogMeta> meta, v->catalog_->ReadMeta());
+  if (!meta.has_value()) {
+    return Status::InvalidArgument("'" + dir + "' is not a Cachepawl store: its catalog (" +
+                                   catalog_dir + ") has no meta entry");
+  }
+  if (meta->format_version > kDiskFormatVersion) {
+    return Status::Incompatible("store '" + dir + "' has format version " +
+                                std::to_string(meta->format_version) +
+                                ", newer than this cachepawl reads (" +
+                                std::to_string(kDiskFormatVersion) + "): use a newer build");
+  }
+  if (meta->format_version == 0) {
+    return Status::Corruption("catalog '" + catalog_dir + "': format version 0");
+  }
+  v->meta_ = std::move(*meta);
+  CACHEPAWL_ASSIGN_OR_RETURN(CatalogReader::Scan scan, v->catalog_->ReadAll());
+  v->records_ = std::move(scan.records);
+  v->bad_keys_ = std::move(scan.bad_keys);
+  v->unknown_keys_ = std::move(scan.unknown_keys);
+
+  // The layout: given (it must match), or a preset with the same fingerprint.
+  if (layout.has_value()) {
+    if (layout->Fingerprint() != v->meta_.fingerprint) {
+      return Status::InvalidArgument("--layout: fingerprint " + layout->FingerprintHex() +
+                                     " differs from the store's");
+    }
+    v->layout_ = layout;
+    v->layout_name_ = layout->model;
+  } else {
+    for (const std::string& name : LayoutPresetNames()) {
+      for (uint32_t page = 1; page <= 1024 && !v->layout_; page *= 2) {
+        auto preset = LayoutPreset(name, page);
+        if (preset.ok() && preset->Fingerprint() == v->meta_.fingerprint) {
+          v->layout_ = *preset;
+          v->layout_name_ = name + " (page " + std::to_string(page) + ")";
+        }
+      }
+    }
+  }
+
+  // Data files, read-only. A relative path is the creator's; also try the store folder.
+  for (const std::string& p : v->meta_.paths) {
+    DataFileInfo f;
+    f.path = p;
+    if (!fs::exists(p, ec) && fs::exists(fs::path(dir) / fs::path(p).filename(), ec)) {
+      f.path = (fs::path(dir) / fs::path(p).filename()).string();
+    }
+    f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (f.fd < 0) {
+      f.error = std::string(std::strerror(errno)) + " (errno " + std::to_string(errno) + ")";
+    } else if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      f.error = "not a regular file";
+      ::close(f.fd);
+      f.fd = -1;
+    } else {
+      f.size = static_cast<uint64_t>(st.st_size);
+    }
+    v->files_.push_back(std::move(f));
+  }
+  std::vector<std::vector<DiskExtent>> extents(v->files_.size());
+  for (const CatalogRecord& r : v->records_) {
+    if (r.extent.file < extents.size()) extents[r.extent.file].push_back(r.extent);
+  }
+  for (size_t i = 0; i < v->files_.size(); ++i) {
+    DataFileInfo& f = v->files_[i];
+    auto& ex = extents[i];
+    std::sort(ex.begin(), ex.end(),
+              [](const DiskExtent& a, const DiskExtent& b) { return a.offset < b.offset; });
+    uint64_t cursor = 0;
+    for (const DiskExtent& e : ex) {
+      ++f.records;
+      f.used_bytes += e.bytes;
+      if (e.offset > cursor) {
+        ++f.free_runs;
+        f.largest_free = std::max(f.largest_free, e.offset - cursor);
+      }
+      cursor = std::max(cursor, e.end());
+    }
+    if (f.size > cursor) {
+      ++f.free_runs;
+      f.largest_free = std::max(f.largest_free, f.size - cursor);
+    }
+    f.free_bytes = f.size > f.used_bytes ? f.size - f.used_bytes : 0;
+  }
+
+  for (const CatalogRecord& r : v->records_) {
+    if (r.key.kind == Kind::kKV) v->kv_by_hash_[HashKey(r.key.hash)] = &r;
+  }
+  // Tokens per page: the layout's; else a chain's first page's depth; else the gcd of depths.
+  if (v->layout_.has_value()) {
+    v->page_size_ = v->layout_->page_size_tokens;
+  } else {
+    uint64_t g = 0;
+    for (const CatalogRecord& r : v->records_) {
+      if (r.key.kind != Kind::kKV) continue;
+      if (r.parent.IsZero()) {
+        g = r.key.depth;
+        break;
+      }
+      g = std::gcd(g, r.key.depth);
+    }
+    v->page_size_ = g;
+  }
+  return v;
+}
+
+std::optional<std::string> StoreView::OrphanReason(const CatalogRecord& r) const {
+  if (r.key.kind == Kind::kKV) {
+    if (r.parent.IsZero()) return std::nullopt;
+    auto it = kv_by_hash_.find(HashKey(r.parent));
+    if (it == kv_by_hash_.end()) {
+      return "its parent page " + r.parent.ToHex() + " is not on disk (unreachable)";
+    }
+    if (page_size_ != 0 && it->second->key.depth + page_size_ != r.key.depth) {
+      return "depth " + std::to_string(r.key.depth) + " does not follow its parent's (" +
+             std::to_string(it->second->key.depth) + ")";
+    }
+    return std::nullopt;
+  }
+  auto it = kv_by_hash_.find(HashKey(r.key.hash));
+  if (it == kv_by_hash_.end() || it->second->key.depth != r.key.depth) {
+    return "no KV page " + r.key.hash.ToHex() + " at depth " + std::to_string(r.key.depth) +
+           " is on disk (the state cannot be reused)";
+  }
+  return std::nullopt;
+}
+
+StoreView::TreeShape StoreView::Shape() const {
+  TreeShape s;
+  std::map<std::string, uint64_t> children;
+  for (const CatalogRecord& r : records_) {
+    if (r.key.kind == Kind::kKV && !r.parent.IsZero()) ++children[HashKey(r.parent)];
+  }
+  std::vector<const CatalogRecord*> leaves;
+  for (const CatalogRecord& r : records_) {
+    if (s.oldest == nullptr || r.stamp < s.oldest->stamp) s.oldest = &r;
+    if (s.newest == nullptr || r.stamp > s.newest->stamp) s.newest = &r;
+    const uint64_t pages = page_size_ != 0 ? r.key.depth / page_size_ : 0;
+    const bool orphan = OrphanReason(r).has_value();
+    if (r.key.kind == Kind::kMamba) {
+      ++s.states_by_depth[DepthBucket(pages)];
+      s.orphan_states += orphan;
+      continue;
+    }
+    ++s.pages_by_depth[DepthBucket(pages)];
+    s.orphan_pages += orphan;
+    s.roots += r.parent.IsZero();
+    auto it = children.find(HashKey(r.key.hash));
+    const uint64_t n = it == children.end() ? 0 : it->second;
+    if (n == 0) leaves.push_back(&r);
+    if (n >= 2) ++s.branching_points;
+    s.max_fanout = std::max(s.max_fanout, n);
+  }
+  s.leaves = leaves.size();
+  std::sort(leaves.begin(), leaves.end(), [](const CatalogRecord* a, const CatalogRecord* b) {
+    return a->key.depth > b->key.depth;
+  });
+  leaves.resize(std::min<size_t>(leaves.size(), 5));
+  s.longest = std::move(leaves);
+  return s;
+}
+
+Status StoreView::ReadRecord(const CatalogRecord& r, std::vector<std::byte>* buffer) const {
+  const DataFileInfo& f = files_[r.extent.file];
+  buffer->resize(r.extent.bytes);
+  return PreadAll(f.fd, buffer->data(), r.extent.bytes, r.extent.offset, ExtentText(f, r.extent));
+}
+
+// Reads and verifies one record: nullopt when it holds, else why not.
+std::optional<std::string> StoreView::CheckRecord(const CatalogRecord& r,
+                                                  std::vector<std::byte>* buffer) {
+  Status read = ReadRecord(r, buffer);
+  if (!read.ok()) return read.ToString();
+  RecordExpectation expect;
+  expect.key = r.key;
+  expect.fingerprint = meta_.fingerprint;
+  expect.record_bytes = r.extent.bytes;
+  expect.checksum = r.checksum;
+  expect.parent = r.parent;
+  if (layout_.has_value()) {
+    expect.payload_bytes = layout_->RecordBytes(r.key.kind);
+  } else {
+    auto header = ParseRecordHeader(std::span(*buffer).first(kRecordHeaderBytes));
+    if (!header.ok()) return header.status().ToString();
+    expect.payload_bytes = header->payload_bytes;
+  }
+  RecordFault fault = RecordFault::kNone;
+  Status s = VerifyRecord(*buffer, expect, &fault);
+  if (s.ok()) return std::nullopt;
+  return std::string(fault == RecordFault::kChecksum ? "checksum: " : "header: ") + s.message();
+}
+
+StoreView::Verification StoreView::Verify(bool scan_free_space) {
+  Verification v;
+  auto add = [&](std::string kind, std::string record, std::string detail) {
+    if (v.problems.size() < kMaxProblemsListed) {
+      v.problems.push_back({std::move(kind), std::move(record), std::move(detail)});
+    }
+  };
+  for (const DataFileInfo& f : files_) {
+    if (!f.error.empty()) {
+      ++v.unreadable_files;
+      add("file", f.path, "cannot be read: " + f.error);
+    }
+  }
+  for (const std::string& k : bad_keys_) {
+    ++v.catalog_problems;
+    add("catalog", Hex(k), "record entry cannot be decoded");
+  }
+
+  // Catalog-level checks of each extent; the records that pass them are read.
+  std::vector<const CatalogRecord*> readable;
+  std::vector<const CatalogRecord*> by_position;
+  for (const CatalogRecord& r : records_) {
+    std::string bad;
+    if (r.fingerprint != meta_.fingerprint) {
+      bad = "layout fingerprint differs from the catalog's";
+    } else if (r.extent.file >= files_.size()) {
+      bad = "extent in file " + std::to_string(r.extent.file) + " of " +
+            std::to_string(files_.size());
+    } else if (r.extent.offset % kBlock != 0 || r.extent.bytes % kBlock != 0 ||
+               r.extent.bytes < kRecordHeaderBytes) {
+      bad = "extent " + ExtentText(files_[r.extent.file], r.extent) + " is not 4 KiB-aligned";
+    } else if (files_[r.extent.file].error.empty() && r.extent.end() > files_[r.extent.file].size) {
+      bad = "extent " + ExtentText(files_[r.extent.file], r.extent) + " ends past the file's " +
+            std::to_string(files_[r.extent.file].size) + " bytes";
+    } else if (layout_.has_value() && r.extent.bytes != RecordSlotBytes(*layout_, r.key.kind)) {
+      bad = "extent of " + std::to_string(r.extent.bytes) + " bytes (a " +
+            std::string(KindName(r.key.kind)) + " record of this layout takes " +
+            std::to_string(RecordSlotBytes(*layout_, r.key.kind)) + ")";
+    }
+    if (!bad.empty()) {
+      ++v.catalog_problems;
+      add("catalog", r.key.ToString(), bad);
+      continue;
+    }
+    by_position.push_back(&r);
+    if (files_[r.extent.file].error.empty()) readable.push_back(&r);
+  }
+  std::sort(by_position.begin(), by_position.end(),
+            [](const CatalogRecord* a, const CatalogRecord* b) {
+              return std::tie(a->extent.file, a->extent.offset) <
+                     std::tie(b->extent.file, b->extent.offset);
+            });
+  for (size_t i = 1; i < by_position.size(); ++i) {
+    const CatalogRecord& a = *by_position[i - 1];
+    const CatalogRecord& b = *by_position[i];
+    if (a.extent.file == b.extent.file && b.extent.offset < a.extent.end()) {
+      ++v.overlaps;
+      add("overlap", b.key.ToString(),
+          "extent " + ExtentText(files_[b.extent.file], b.extent) + " overlaps " +
+              a.key.ToString() + "'s");
+    }
+  }
+
+  // Every record, read and verified. Failures are re-checked once the view caught up with a
+  // store that may be running (the record may have been replaced meanwhile).
+  std::vector<std::byte> buffer;
+  std::vector<std::pair<const CatalogRecord*, std::string>> failed;
+  for (const CatalogRecord* r : readable) {
+    ++v.records_checked;
+    v.bytes_read += r->extent.bytes;
+    if (auto why = CheckRecord(*r, &buffer)) failed.emplace_back(r, *why);
+  }
+  if (!failed.empty() && catalog_->CatchUp().ok()) {
+    for (auto& [r, why] : failed) {
+      auto now = catalog_->Get(r->key);
+      if (now.ok() && (!now->has_value() || !((*now)->extent == r->extent) ||
+                       (*now)->checksum != r->checksum)) {
+        ++v.changed_while_reading;
+        why.clear();
+        continue;
+      }
+      if (auto again = CheckRecord(*r, &buffer); !again.has_value()) {
+        ++v.changed_while_reading;
+        why.clear();
+      }
+    }
+  }
+  for (const auto& [r, why] : failed) {
+    if (why.empty()) continue;
+    ++v.corrupt;
+    add("corrupt", r->key.ToString(), ExtentText(files_[r->extent.file], r->extent) + ": " + why);
+  }
+
+  for (const CatalogRecord& r : records_) {
+    if (auto why = OrphanReason(r)) {
+      ++v.orphans;
+      add("orphan", r.key.ToString(), *why);
+    }
+  }
+  if (scan_free_space) ScanFreeSpace(&v);
+  return v;
+}
+
+// Looks at every 4 KiB block no record names for a record header.
+void StoreView::ScanFreeSpace(Verification* v) {
+  v->scanned_free_space = true;
+  constexpr uint64_t kChunk = 16 << 20;
+  std::vector<std::byte> chunk(kChunk);
+  for (size_t i = 0; i < files_.size(); ++i) {
+    const DataFileInfo& f = files_[i];
+    if (!f.error.empty()) continue;
+    std::vector<DiskExtent> used;
+    for (const CatalogRecord& r : records_) {
+      if (r.extent.file == i) used.push_back(r.extent);
+    }
+    std::sort(used.begin(), used.end(),
+              [](const DiskExtent& a, const DiskExtent& b) { return a.offset < b.offset; });
+    std::vector<std::pair<uint64_t, uint64_t>> free;  // [begin, end)
+    uint64_t cursor = 0;
+    for (const DiskExtent& e : used) {
+      if (e.offset > cursor) free.emplace_back(cursor, e.offset);
+      cursor = std::max(cursor, e.end());
+    }
+    if (f.size > cursor) free.emplace_back(cursor, f.size);
+    for (auto [begin, end] : free) {
+      begin = (begin + kBlock - 1) / kBlock * kBlock;
+      for (uint64_t at = begin; at + kBlock <= end; at += kChunk) {
+        const uint64_t n = std::min(kChunk, (end - at) / kBlock * kBlock);
+        if (!PreadAll(f.fd, chunk.data(), n, at, f.path).ok()) break;
+        v->bytes_read += n;
+        for (uint64_t off = 0; off < n; off += kBlock) {
+          if (std::memcmp(chunk.data() + off, kDiskRecordMagic.data(), kDiskRecordMagic.size()) !=
+              0) {
+            continue;
+          }
+          auto header = ParseRecordHeader(std::span(chunk).subspan(off, kBlock));
+          if (!header.ok()) continue;
+          ++v->unnamed_in_free;
+          if (v->problems.size() < kMaxProblemsListed) {
+            v->problems.push_back(
+                {"unnamed", DiskKey{header->kind, header->hash, header->depth}.ToString(),
+                 f.path + " @" + std::to_string(at + off) +
+                     ": a record header in space no catalog entry names (stale or never "
+                     "committed; the space is free)"});
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace cachepawl::tools
