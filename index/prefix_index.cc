@@ -108,6 +108,82 @@ std::string Where(Kind kind, Tier tier) {
   return std::string(KindName(kind)) + " in " + std::string(TierName(tier));
 }
 
+// Finds the entries of a query's pages in order, for Match. Two ways:
+//  - a pipeline over the hash table: the table slot of page i + kFar is prefetched, the entry
+//    of page i + kNear is found by tag and prefetched, page i's full hash is compared;
+//  - sequential: a chain inserted in one InsertChain has consecutive indices, so the entry
+//    after page i-1's is tried first. Its cache line is next to the previous one (the hardware
+//    streams it) and no table line is touched. After kSequentialAfter such hits in a row the
+//    pipeline pauses; the first miss resumes it from the current page. Wrong guesses back off
+//    exponentially, so an index whose chains are not contiguous pays a few misses per Match.
+class ChainFinder {
+ public:
+  ChainFinder(const PageTable& table, const ChunkedArray<HotEntry, 16>& hot, uint32_t high_water,
+              std::span<const PageHash> hashes)
+      : table_(table), hot_(hot), high_water_(high_water), hashes_(hashes) {}
+
+  // The index of hashes[i] or kNone; called for i = 0, 1, 2... with `prev`, the index found
+  // for page i-1 (kNone for page 0).
+  uint32_t Find(size_t i, uint32_t prev) {
+    if (!sequential_) Advance(i);
+    if (prev != kNone && i >= next_guess_ && prev + 1 < high_water_) {
+      const HotEntry& next = hot_[prev + 1];
+      if (next.parent == prev && index_internal::SameHash(next.hash, hashes_[i])) {
+        guess_backoff_ = 1;
+        if (++run_ >= kSequentialAfter) sequential_ = true;
+        return prev + 1;
+      }
+      // A wrong guess costs a cache miss: guess again only after exponentially more pages.
+      guess_backoff_ = std::min<size_t>(2 * guess_backoff_, kMaxGuessBackoff);
+      next_guess_ = i + guess_backoff_;
+    }
+    run_ = 0;
+    if (sequential_) {
+      sequential_ = false;
+      Advance(i);
+    }
+    const uint32_t idx = candidate_[i % kRing];
+    if (idx == kNone) return kNone;  // no slot of the probe run has the tag: absent
+    if (index_internal::SameHash(hot_[idx].hash, hashes_[i])) return idx;
+    return table_.Find(hashes_[i], EntryKeys{&hot_});  // a tag collision
+  }
+
+ private:
+  static constexpr size_t kRing = 64, kFar = 32, kNear = 16;
+  static constexpr int kSequentialAfter = 2;
+  static constexpr size_t kMaxGuessBackoff = 256;
+
+  // Runs stage 1 up to page i + kFar and stage 2 up to page i + kNear (from page i on).
+  void Advance(size_t i) {
+    const size_t n = hashes_.size();
+    s1_ = std::max(s1_, i);
+    s2_ = std::max(s2_, i);
+    for (; s1_ < std::min(n, i + kFar); ++s1_) {
+      mixed_[s1_ % kRing] = PageTable::Mix(hashes_[s1_]);
+      table_.Prefetch(mixed_[s1_ % kRing]);
+    }
+    for (; s2_ < std::min(s1_, i + kNear); ++s2_) {
+      size_t pos;
+      const uint32_t c = table_.FirstTagMatch(mixed_[s2_ % kRing], &pos);
+      candidate_[s2_ % kRing] = c;
+      if (c != kNone) __builtin_prefetch(&hot_[c]);
+    }
+  }
+
+  const PageTable& table_;
+  const ChunkedArray<HotEntry, 16>& hot_;
+  const uint32_t high_water_;
+  const std::span<const PageHash> hashes_;
+  uint64_t mixed_[kRing];
+  uint32_t candidate_[kRing];
+  size_t s1_ = 0;             // pages [0, s1_) went through stage 1
+  size_t s2_ = 0;             // pages [0, s2_) went through stage 2
+  int run_ = 0;               // sequential hits in a row
+  size_t next_guess_ = 0;     // the next page at which to try the sequential guess
+  size_t guess_backoff_ = 1;  // pages between guesses after a wrong one
+  bool sequential_ = false;
+};
+
 }  // namespace
 
 struct PrefixIndex::Impl {
@@ -345,26 +421,7 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
   const uint64_t now = m.clock + 1;
   const size_t n = hashes.size();
 
-  // Three-stage software pipeline: prefetch the table slot kFar pages ahead, find the entry
-  // by tag and prefetch it kNear pages ahead, compare the full hash at the current page.
-  constexpr size_t kRing = 64, kFar = 32, kNear = 16;
-  uint64_t mixed[kRing];
-  uint32_t candidate[kRing];
-  auto stage1 = [&](size_t j) {
-    mixed[j % kRing] = PageTable::Mix(hashes[j]);
-    m.table.Prefetch(mixed[j % kRing]);
-  };
-  auto stage2 = [&](size_t j) {
-    size_t pos;
-    const uint32_t c = m.table.FirstTagMatch(mixed[j % kRing], &pos);
-    candidate[j % kRing] = c;
-    if (c != kNone) {  // an entry may straddle two cache lines
-      __builtin_prefetch(&m.hot[c]);
-    }
-  };
-  for (size_t j = 0; j < std::min(n, kFar); ++j) stage1(j);
-  for (size_t j = 0; j < std::min(n, kNear); ++j) stage2(j);
-
+  ChainFinder finder(m.table, m.hot, m.entry_ids.high_water(), hashes);
   uint32_t prev = kNone;
   uint32_t last_kv = kNone;
   uint32_t last_state = kNone;
@@ -373,13 +430,7 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
   size_t indexed = 0;
   bool kv_run = true;
   for (size_t i = 0; i < n; ++i) {
-    if (i + kFar < n) stage1(i + kFar);
-    if (i + kNear < n) stage2(i + kNear);
-    uint32_t idx = candidate[i % kRing];
-    if (idx == kNone) break;  // no slot of the probe run has the tag: absent
-    if (!index_internal::SameHash(m.hot[idx].hash, hashes[i])) {
-      idx = m.FindIndex(hashes[i]);  // a tag collision
-    }
+    const uint32_t idx = finder.Find(i, prev);
     if (idx == kNone) break;
     HotEntry& e = m.hot[idx];
     if (e.parent != prev) break;
@@ -788,8 +839,12 @@ Status PrefixIndex::Lock(const PageHash& node) {
     return Status::FailedPrecondition(Describe(node) + ": lock count at limit");
   }
   for (uint32_t i : m.path) {
-    const Impl::Before before = m.Snapshot(i);
     ColdEntry& ec = m.cold[i];
+    if (ec.kv_locks != 0 && i != n) {  // already locked: evictability does not change
+      ++ec.kv_locks;
+      continue;
+    }
+    const Impl::Before before = m.Snapshot(i);
     if (ec.kv_locks++ == 0) ++m.locked_entries;
     if (i == n) ++ec.state_locks;
     m.After(i, before);
@@ -809,8 +864,12 @@ Status PrefixIndex::Unlock(const PageHash& node) {
   // kv_locks of each ancestor >= state_locks of `node` >= 1 (invariant), so no check fails
   // past this point.
   for (uint32_t i = n; i != kNone; i = m.hot[i].parent) {
-    const Impl::Before before = m.Snapshot(i);
     ColdEntry& ec = m.cold[i];
+    if (ec.kv_locks > 1 && i != n) {  // stays locked: evictability does not change
+      --ec.kv_locks;
+      continue;
+    }
+    const Impl::Before before = m.Snapshot(i);
     if (--ec.kv_locks == 0) --m.locked_entries;
     if (i == n) --ec.state_locks;
     m.After(i, before);
