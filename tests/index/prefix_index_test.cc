@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "tests/common/test_util.h"
@@ -134,6 +135,62 @@ TEST(PrefixIndexTest, MatchReportsEveryPageLocation) {
   // A page present in the index but under another parent breaks the chain.
   std::vector<PageHash> skip = {chain[0], chain[2]};
   EXPECT_EQ(index->Match(skip).kv_only_pages, 1u);
+  EXPECT_TRUE(index->CheckInvariants().ok());
+}
+
+// Match takes a shortcut for chains inserted whole (consecutive entries) and falls back to the
+// hash table when the next entry is not the next page: every mix must give the same answer.
+TEST(PrefixIndexTest, MatchFollowsContiguousAndScatteredChains) {
+  auto index = MakeIndex();
+  uint64_t next_slot = 1000;
+  std::unordered_map<PageHash, uint64_t> slot_of;
+  auto locate = [&](const std::vector<PageHash>& pages) {
+    for (const PageHash& h : pages) {
+      slot_of[h] = next_slot;
+      ASSERT_TRUE(index->SetLocation(h, Kind::kKV, Tier::kHost, next_slot++).ok());
+    }
+  };
+  auto expect_match = [&](const std::vector<PageHash>& query, size_t want) {
+    const MatchResult r = index->Match(query);
+    ASSERT_EQ(r.kv_only_pages, want);
+    for (size_t i = 0; i < want; ++i) {
+      ASSERT_EQ(r.pages[i].Slot(Tier::kHost), slot_of.at(query[i])) << "page " << i;
+    }
+  };
+  const auto a = Chain(1000, 100);  // inserted whole: consecutive entries
+  ASSERT_TRUE(index->InsertChain(std::nullopt, a).ok());
+  const auto b = Chain(2000, 60);  // a branch after a[49], also whole
+  ASSERT_TRUE(index->InsertChain(a[49], b).ok());
+  const auto c = Chain(3000, 40), d = Chain(4000, 40);  // two chains inserted interleaved
+  for (size_t i = 0; i < 40; ++i) {
+    ASSERT_TRUE(index->InsertKv(i ? std::optional(c[i - 1]) : std::nullopt, c[i]).ok());
+    ASSERT_TRUE(index->InsertKv(i ? std::optional(d[i - 1]) : std::nullopt, d[i]).ok());
+  }
+  for (const auto* pages : {&a, &b, &c, &d}) locate(*pages);
+
+  expect_match(a, 100);
+  std::vector<PageHash> ab(a.begin(), a.begin() + 50);
+  ab.insert(ab.end(), b.begin(), b.end());
+  expect_match(ab, 110);  // leaves a's run for b's at page 50
+  std::vector<PageHash> wrong(a.begin(), a.begin() + 30);
+  wrong.insert(wrong.end(), b.begin(), b.end());
+  expect_match(wrong, 30);  // b[0]'s parent is a[49], not a[29]
+  expect_match(c, 40);
+  expect_match(d, 40);
+  auto a_then_c = a;
+  a_then_c[70] = c[5];  // a foreign page in the middle of a run
+  expect_match(a_then_c, 70);
+
+  // Re-insert a's tail: the freed entries are reused in another order, the run is broken.
+  for (size_t i = 100; i-- > 80;) {
+    ASSERT_TRUE(index->ClearLocation(a[i], Kind::kKV, Tier::kHost).ok());
+    ASSERT_TRUE(index->Remove(a[i]).ok());
+  }
+  for (size_t i = 80; i < 100; ++i) ASSERT_TRUE(index->InsertKv(a[i - 1], a[i]).ok());
+  std::vector<PageHash> tail(a.begin() + 80, a.end());
+  locate(tail);
+  expect_match(a, 100);
+  expect_match(ab, 110);
   EXPECT_TRUE(index->CheckInvariants().ok());
 }
 
