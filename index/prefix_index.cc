@@ -111,11 +111,12 @@ std::string Where(Kind kind, Tier tier) {
 // Finds the entries of a query's pages in order, for Match. Two ways:
 //  - a pipeline over the hash table: the table slot of page i + kFar is prefetched, the entry
 //    of page i + kNear is found by tag and prefetched, page i's full hash is compared;
-//  - sequential: a chain inserted in one InsertChain has consecutive indices, so the entry
-//    after page i-1's is tried first. Its cache line is next to the previous one (the hardware
-//    streams it) and no table line is touched. After kSequentialAfter such hits in a row the
-//    pipeline pauses; the first miss resumes it from the current page. Wrong guesses back off
-//    exponentially, so an index whose chains are not contiguous pays a few misses per Match.
+//  - sequential: a chain inserted in one InsertChain has consecutive indices. When the
+//    pipeline has found consecutive indices for every page up to the one it works on, it
+//    pauses and each page is looked for at the index after the previous page's: that cache
+//    line is next to the previous one (the hardware streams it) and no table line is touched.
+//    The first page not there resumes the pipeline from that page.
+// An index whose chains are not contiguous never takes the second way and pays nothing for it.
 class ChainFinder {
  public:
   ChainFinder(const PageTable& table, const ChunkedArray<HotEntry, 16>& hot, uint32_t high_water,
@@ -125,39 +126,38 @@ class ChainFinder {
   // The index of hashes[i] or kNone; called for i = 0, 1, 2... with `prev`, the index found
   // for page i-1 (kNone for page 0).
   uint32_t Find(size_t i, uint32_t prev) {
-    if (!sequential_) Advance(i);
-    if (prev != kNone && i >= next_guess_ && prev + 1 < high_water_) {
-      const HotEntry& next = hot_[prev + 1];
-      if (next.parent == prev && index_internal::SameHash(next.hash, hashes_[i])) {
-        guess_backoff_ = 1;
-        if (++run_ >= kSequentialAfter) sequential_ = true;
-        return prev + 1;
-      }
-      // A wrong guess costs a cache miss: guess again only after exponentially more pages.
-      guess_backoff_ = std::min<size_t>(2 * guess_backoff_, kMaxGuessBackoff);
-      next_guess_ = i + guess_backoff_;
-    }
-    run_ = 0;
     if (sequential_) {
+      if (prev != kNone && prev + 1 < high_water_) {
+        const HotEntry& next = hot_[prev + 1];
+        if (next.parent == prev && index_internal::SameHash(next.hash, hashes_[i])) {
+          return prev + 1;
+        }
+      }
       sequential_ = false;
-      Advance(i);
     }
+    Advance(i);
     const uint32_t idx = candidate_[i % kRing];
     if (idx == kNone) return kNone;  // no slot of the probe run has the tag: absent
-    if (index_internal::SameHash(hot_[idx].hash, hashes_[i])) return idx;
-    return table_.Find(hashes_[i], EntryKeys{&hot_});  // a tag collision
+    if (!index_internal::SameHash(hot_[idx].hash, hashes_[i])) {
+      return table_.Find(hashes_[i], EntryKeys{&hot_});  // a tag collision
+    }
+    // Pages i .. s2_-1 have consecutive candidates: follow them without the table.
+    sequential_ = run_ + i + 1 >= s2_;
+    return idx;
   }
 
  private:
   static constexpr size_t kRing = 64, kFar = 32, kNear = 16;
-  static constexpr int kSequentialAfter = 2;
-  static constexpr size_t kMaxGuessBackoff = 256;
 
   // Runs stage 1 up to page i + kFar and stage 2 up to page i + kNear (from page i on).
   void Advance(size_t i) {
     const size_t n = hashes_.size();
     s1_ = std::max(s1_, i);
-    s2_ = std::max(s2_, i);
+    if (s2_ < i) {  // resuming after sequential pages: the run starts again
+      s2_ = i;
+      run_ = 0;
+      last_candidate_ = kNone;
+    }
     for (; s1_ < std::min(n, i + kFar); ++s1_) {
       mixed_[s1_ % kRing] = PageTable::Mix(hashes_[s1_]);
       table_.Prefetch(mixed_[s1_ % kRing]);
@@ -167,6 +167,8 @@ class ChainFinder {
       const uint32_t c = table_.FirstTagMatch(mixed_[s2_ % kRing], &pos);
       candidate_[s2_ % kRing] = c;
       if (c != kNone) __builtin_prefetch(&hot_[c]);
+      run_ = (c != kNone && last_candidate_ != kNone && c == last_candidate_ + 1) ? run_ + 1 : 0;
+      last_candidate_ = c;
     }
   }
 
@@ -176,11 +178,11 @@ class ChainFinder {
   const std::span<const PageHash> hashes_;
   uint64_t mixed_[kRing];
   uint32_t candidate_[kRing];
-  size_t s1_ = 0;             // pages [0, s1_) went through stage 1
-  size_t s2_ = 0;             // pages [0, s2_) went through stage 2
-  int run_ = 0;               // sequential hits in a row
-  size_t next_guess_ = 0;     // the next page at which to try the sequential guess
-  size_t guess_backoff_ = 1;  // pages between guesses after a wrong one
+  size_t s1_ = 0;  // pages [0, s1_) went through stage 1
+  size_t s2_ = 0;  // pages [0, s2_) went through stage 2
+  // Stage 2 found consecutive indices for pages [s2_ - 1 - run_, s2_); the last was this one.
+  size_t run_ = 0;
+  uint32_t last_candidate_ = kNone;
   bool sequential_ = false;
 };
 
