@@ -151,9 +151,11 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
       return catalog.status().WithContext("disk tier (set wipe_unreadable_catalog to start empty)");
     }
     spdlog::warn("disk tier: {}; wiping it", catalog.status().ToString());
-    CACHEPAWL_RETURN_IF_ERROR(DiskCatalog::Destroy(catalog_dir));
+    // A damaged database may not even destroy cleanly: remove the folder.
+    (void)DiskCatalog::Destroy(catalog_dir);
     std::error_code ec;
     std::filesystem::remove_all(catalog_dir, ec);
+    if (ec) return Status::FromErrno("removing catalog '" + catalog_dir + "'", ec.value());
     catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog);
     if (!catalog.ok()) return catalog.status();
   }

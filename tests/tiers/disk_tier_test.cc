@@ -1,0 +1,369 @@
+// DiskTier bookkeeping: options, open/mismatch/wipe, the write and read protocols, pins, LRU,
+// eviction, Remove, and recovery from the catalog (no data I/O here: see
+// tests/transfer/io_uring_disk*_test.cc for the data path).
+#include "tiers/disk_tier.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "tests/common/test_util.h"
+#include "tests/tiers/disk_test_util.h"
+
+namespace cachepawl {
+namespace {
+
+using testing::SmallHybridLayout;
+using testing::TempDir;
+using testing::TestKey;
+using testing::TestParent;
+
+class DiskTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    layout_ = SmallHybridLayout();
+    kv_bytes_ = RecordSlotBytes(layout_, Kind::kKV);        // 12 KiB
+    mamba_bytes_ = RecordSlotBytes(layout_, Kind::kMamba);  // 16 KiB
+    options_.dir = (dir_.path() / "disk").string();
+    options_.capacity_bytes = 10 * kv_bytes_;
+  }
+
+  std::unique_ptr<DiskTier> Open() {
+    auto t = DiskTier::Open(options_, layout_);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(t).value() : nullptr;
+  }
+
+  // Writes (without data) and commits `key`; returns its extent.
+  DiskExtent Put(DiskTier& t, const DiskKey& key, std::vector<DiskKey>* evicted = nullptr) {
+    std::vector<DiskKey> ev;
+    auto plan = t.BeginWrite(key, TestParent(key.kind, 0), evicted ? evicted : &ev);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    if (!plan.ok()) return {};
+    EXPECT_FALSE(plan->existing);
+    const uint64_t sum = 77;
+    EXPECT_TRUE(t.CommitWrites(std::span(&plan->ticket, 1), std::span(&sum, 1)).ok());
+    return plan->extent;
+  }
+
+  TempDir dir_;
+  ModelLayout layout_;
+  uint64_t kv_bytes_ = 0, mamba_bytes_ = 0;
+  DiskTierOptions options_;
+};
+
+TEST_F(DiskTierTest, OptionsNameTheFieldAtFault) {
+  auto expect_bad = [&](DiskTierOptions o, const std::string& field) {
+    const Status s = o.Validate();
+    EXPECT_TRUE(s.IsInvalidArgument()) << field;
+    EXPECT_NE(s.message().find(field), std::string::npos) << s.ToString();
+    auto t = DiskTier::Open(o, layout_);
+    EXPECT_FALSE(t.ok());
+  };
+  DiskTierOptions o = options_;
+  o.dir.clear();
+  expect_bad(o, "disk.dir");
+  o = options_;
+  o.capacity_bytes = 0;
+  expect_bad(o, "disk.capacity_bytes");
+  o = options_;
+  o.data_paths = {(dir_.path() / "a").string(), (dir_.path() / "b" / ".." / "a").string()};
+  expect_bad(o, "disk.data_paths[1]");
+  o = options_;
+  o.data_paths = {""};
+  expect_bad(o, "disk.data_paths[0]");
+  // A capacity below one Mamba record per file is caught at Open (it needs the layout).
+  o = options_;
+  o.data_paths = {(dir_.path() / "a").string(), (dir_.path() / "b").string()};
+  o.capacity_bytes = mamba_bytes_;
+  auto t = DiskTier::Open(o, layout_);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(t.status().IsInvalidArgument());
+  EXPECT_NE(t.status().message().find("disk.capacity_bytes"), std::string::npos);
+  // A bad layout too.
+  ModelLayout bad = layout_;
+  bad.page_size_tokens = 0;
+  auto t2 = DiskTier::Open(options_, bad);
+  ASSERT_FALSE(t2.ok());
+  EXPECT_NE(t2.status().message().find("page_size"), std::string::npos) << t2.status().ToString();
+}
+
+TEST_F(DiskTierTest, CreatesPrivateFoldersAndPreallocatedFiles) {
+  options_.data_paths = {(dir_.path() / "x" / "y" / "data0").string(),
+                         (dir_.path() / "z" / "data1").string()};
+  options_.capacity_bytes = 2 * 64 * 4096 + 100;  // per file: 64 pages (rounded down)
+  auto t = Open();
+  ASSERT_NE(t, nullptr);
+  for (const auto& p : options_.data_paths) {
+    struct stat st;
+    ASSERT_EQ(::stat(p.c_str(), &st), 0) << p;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << p;
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), 64u * 4096);
+    EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, 64u * 4096) << "not preallocated";
+    ASSERT_EQ(::stat(std::filesystem::path(p).parent_path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+  }
+  struct stat st;
+  ASSERT_EQ(::stat((dir_.path() / "x").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(t->stats().capacity_bytes, 2u * 64 * 4096);
+}
+
+TEST_F(DiskTierTest, AnotherLayoutIsIncompatibleNamingBothFingerprintsOrWipes) {
+  {
+    auto t = Open();
+    ASSERT_NE(t, nullptr);
+    Put(*t, TestKey(Kind::kKV, 1));
+  }
+  const ModelLayout other = SmallHybridLayout("test/another-model");
+  auto t = DiskTier::Open(options_, other);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(t.status().IsIncompatible()) << t.status().ToString();
+  EXPECT_NE(t.status().message().find(layout_.FingerprintHex()), std::string::npos);
+  EXPECT_NE(t.status().message().find(other.FingerprintHex()), std::string::npos);
+  EXPECT_NE(t.status().message().find("wipe_on_mismatch"), std::string::npos);
+  // The refused open changed nothing: the original layout still sees its record.
+  {
+    auto again = Open();
+    ASSERT_NE(again, nullptr);
+    EXPECT_TRUE(again->Contains(TestKey(Kind::kKV, 1)));
+  }
+  options_.wipe_on_mismatch = true;
+  auto wiped = DiskTier::Open(options_, other);
+  ASSERT_TRUE(wiped.ok()) << wiped.status().ToString();
+  EXPECT_EQ((*wiped)->stats().records_kv, 0u);
+}
+
+TEST_F(DiskTierTest, OtherDataFilesAreIncompatible) {
+  { ASSERT_NE(Open(), nullptr); }
+  options_.data_paths = {(dir_.path() / "elsewhere").string()};
+  auto t = DiskTier::Open(options_, layout_);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(t.status().IsIncompatible());
+  EXPECT_NE(t.status().message().find("elsewhere"), std::string::npos) << t.status().ToString();
+}
+
+TEST_F(DiskTierTest, UnreadableCatalogFailsClearlyOrWipes) {
+  {
+    auto t = Open();
+    ASSERT_NE(t, nullptr);
+    Put(*t, TestKey(Kind::kKV, 1));
+  }
+  const std::string cat = options_.CatalogDir();
+  std::ofstream(cat + "/CURRENT", std::ios::trunc) << "garbage\n";
+  auto t = DiskTier::Open(options_, layout_);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(cat), std::string::npos) << t.status().ToString();
+  EXPECT_NE(t.status().message().find("wipe_unreadable_catalog"), std::string::npos);
+  options_.wipe_unreadable_catalog = true;
+  auto wiped = Open();
+  ASSERT_NE(wiped, nullptr);
+  EXPECT_FALSE(wiped->Contains(TestKey(Kind::kKV, 1)));
+  Put(*wiped, TestKey(Kind::kKV, 2));
+  EXPECT_TRUE(wiped->Contains(TestKey(Kind::kKV, 2)));
+}
+
+TEST_F(DiskTierTest, WriteProtocolPublishesOnlyOnCommit) {
+  auto t = Open();
+  ASSERT_NE(t, nullptr);
+  const DiskKey k = TestKey(Kind::kKV, 4);
+  std::vector<DiskKey> ev;
+  auto plan = t->BeginWrite(k, TestParent(Kind::kKV, 4), &ev);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(t->Contains(k));                              // pending: not published
+  EXPECT_TRUE(t->BeginRead(k).status().IsNotFound());        // not readable
+  EXPECT_TRUE(t->BeginWrite(k, {}, &ev).status().IsBusy());  // a second writer waits
+  EXPECT_TRUE(t->Remove(k).IsBusy());
+  t->AbortWrite(plan->ticket);
+  EXPECT_FALSE(t->Contains(k));
+  EXPECT_EQ(t->stats().bytes_used, 0u);
+  const DiskExtent e = Put(*t, k);
+  auto info = t->Lookup(k);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->extent, e);
+  EXPECT_EQ(info->parent, TestParent(Kind::kKV, 0));
+  EXPECT_EQ(info->checksum, 77u);
+  auto again = t->BeginWrite(k, {}, &ev);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->existing);
+  EXPECT_EQ(again->extent, e);
+  // A KV key is found whatever depth is asked, except a conflicting non-zero one.
+  DiskKey other_depth = k;
+  other_depth.depth = 0;
+  auto any_depth = t->BeginRead(other_depth);
+  ASSERT_TRUE(any_depth.ok());
+  EXPECT_EQ(any_depth->second.key.depth, k.depth);
+  t->EndRead(any_depth->first, true);
+  other_depth.depth = k.depth + 16;
+  EXPECT_TRUE(t->BeginRead(other_depth).status().IsNotFound());
+}
+
+TEST_F(DiskTierTest, PinnedRecordsAreNeverRemovedOrEvicted) {
+  options_.capacity_bytes = 3 * kv_bytes_;
+  auto t = Open();
+  ASSERT_NE(t, nullptr);
+  for (uint64_t i = 0; i < 3; ++i) Put(*t, TestKey(Kind::kKV, i));
+  auto pin = t->BeginRead(TestKey(Kind::kKV, 0));  // the oldest: first in LRU order
+  ASSERT_TRUE(pin.ok());
+  EXPECT_TRUE(t->Remove(TestKey(Kind::kKV, 0)).IsBusy());
+  auto lru = t->LruOrder(Kind::kKV, 10);
+  ASSERT_EQ(lru.size(), 2u);  // the pinned one is not a candidate
+  EXPECT_EQ(lru[0].hash, TestKey(Kind::kKV, 1).hash);
+  std::vector<DiskKey> evicted;
+  Put(*t, TestKey(Kind::kKV, 3), &evicted);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].hash, TestKey(Kind::kKV, 1).hash);
+  EXPECT_TRUE(t->Contains(TestKey(Kind::kKV, 0)));
+  EXPECT_FALSE(t->Contains(TestKey(Kind::kKV, 1)));
+  t->EndRead(pin->first, /*ok=*/true);  // now most recently used
+  lru = t->LruOrder(Kind::kKV, 10);
+  ASSERT_EQ(lru.size(), 3u);
+  EXPECT_EQ(lru[0].hash, TestKey(Kind::kKV, 2).hash);
+  EXPECT_EQ(lru[2].hash, TestKey(Kind::kKV, 0).hash);
+  EXPECT_EQ(t->stats().evictions, 1u);
+}
+
+TEST_F(DiskTierTest, EvictionTakesMambaStatesFirstAndCanBeTurnedOff) {
+  options_.capacity_bytes = 2 * mamba_bytes_ + 2 * kv_bytes_;  // 56 KiB
+  auto t = Open();
+  ASSERT_NE(t, nullptr);
+  Put(*t, TestKey(Kind::kKV, 0));
+  Put(*t, TestKey(Kind::kKV, 1));
+  Put(*t, TestKey(Kind::kMamba, 0));
+  Put(*t, TestKey(Kind::kMamba, 1));
+  std::vector<DiskKey> evicted;
+  Put(*t, TestKey(Kind::kKV, 2), &evicted);  // needs 12 KiB: one Mamba state goes
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].kind, Kind::kMamba);
+  EXPECT_EQ(evicted[0].hash, TestKey(Kind::kMamba, 0).hash);
+  EXPECT_TRUE(t->Contains(TestKey(Kind::kKV, 0)));
+  t.reset();
+  options_.evict_when_full = false;
+  t = Open();
+  ASSERT_NE(t, nullptr);
+  std::vector<DiskKey> ev;
+  auto full = t->BeginWrite(TestKey(Kind::kMamba, 5), {}, &ev);
+  ASSERT_FALSE(full.ok());
+  EXPECT_TRUE(full.status().IsNoSpace()) << full.status().ToString();
+  EXPECT_TRUE(ev.empty());
+  EXPECT_EQ(t->stats().no_space, 1u);
+}
+
+TEST_F(DiskTierTest, EverythingPinnedMeansNoSpaceAndNothingLost) {
+  options_.capacity_bytes = 2 * kv_bytes_;
+  auto t = Open();
+  ASSERT_NE(t, nullptr);
+  Put(*t, TestKey(Kind::kKV, 0));
+  Put(*t, TestKey(Kind::kKV, 1));
+  auto p0 = t->BeginRead(TestKey(Kind::kKV, 0));
+  auto p1 = t->BeginRead(TestKey(Kind::kKV, 1));
+  ASSERT_TRUE(p0.ok() && p1.ok());
+  std::vector<DiskKey> ev;
+  auto w = t->BeginWrite(TestKey(Kind::kKV, 2), {}, &ev);
+  EXPECT_TRUE(w.status().IsNoSpace());
+  EXPECT_TRUE(ev.empty());
+  EXPECT_TRUE(t->Contains(TestKey(Kind::kKV, 0)));
+  EXPECT_TRUE(t->Contains(TestKey(Kind::kKV, 1)));
+  t->EndRead(p0->first, true);
+  t->EndRead(p1->first, true);
+  EXPECT_TRUE(t->BeginWrite(TestKey(Kind::kKV, 2), {}, &ev).ok());
+}
+
+TEST_F(DiskTierTest, FailedReadDropsTheRecordOnceTheLastReaderIsDone) {
+  auto t = Open();
+  ASSERT_NE(t, nullptr);
+  const DiskKey k = TestKey(Kind::kMamba, 3);
+  Put(*t, k);
+  auto a = t->BeginRead(k);
+  auto b = t->BeginRead(k);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const uint64_t used = t->stats().bytes_used;
+  t->EndRead(a->first, /*ok=*/false);
+  EXPECT_FALSE(t->Contains(k));            // gone from the catalog at once
+  EXPECT_EQ(t->stats().bytes_used, used);  // but its extent is still pinned by b
+  t->EndRead(b->first, /*ok=*/true);
+  EXPECT_EQ(t->stats().bytes_used, 0u);
+  EXPECT_EQ(t->stats().dropped_on_read, 1u);
+  t.reset();
+  t = Open();
+  EXPECT_FALSE(t->Contains(k));  // the drop reached the catalog
+}
+
+TEST_F(DiskTierTest, RecoveryRebuildsExtentsLruAndDropsWhatNoLongerFits) {
+  options_.data_paths = {(dir_.path() / "f0").string(), (dir_.path() / "f1").string()};
+  options_.capacity_bytes = 2 * 8 * kv_bytes_;
+  std::map<std::string, DiskExtent> extents;
+  std::map<std::string, uint64_t> depths;
+  for (uint64_t i = 0; i < 8; ++i)
+    depths[DiskKeyIdentity(TestKey(Kind::kKV, i))] = TestKey(Kind::kKV, i).depth;
+  for (uint64_t i = 0; i < 3; ++i)
+    depths[DiskKeyIdentity(TestKey(Kind::kMamba, i))] = TestKey(Kind::kMamba, i).depth;
+  {
+    auto t = Open();
+    ASSERT_NE(t, nullptr);
+    for (uint64_t i = 0; i < 8; ++i) {
+      extents[DiskKeyIdentity(TestKey(Kind::kKV, i))] = Put(*t, TestKey(Kind::kKV, i));
+    }
+    for (uint64_t i = 0; i < 3; ++i) {
+      extents[DiskKeyIdentity(TestKey(Kind::kMamba, i))] = Put(*t, TestKey(Kind::kMamba, i));
+    }
+    // Touch KV 0 so it is the most recently used after the restart.
+    auto p = t->BeginRead(TestKey(Kind::kKV, 0));
+    ASSERT_TRUE(p.ok());
+    t->EndRead(p->first, true);
+  }
+  {
+    auto t = Open();
+    ASSERT_NE(t, nullptr);
+    size_t n = 0;
+    t->ForEachRecord([&](const DiskRecordInfo& r) {
+      ++n;
+      EXPECT_EQ(r.extent, extents[DiskKeyIdentity(r.key)]);
+      EXPECT_EQ(r.key.depth, depths[DiskKeyIdentity(r.key)]);
+    });
+    EXPECT_EQ(n, 11u);
+    auto lru = t->LruOrder(Kind::kKV, 100);
+    ASSERT_EQ(lru.size(), 8u);
+    EXPECT_EQ(lru.back().hash, TestKey(Kind::kKV, 0).hash);
+    EXPECT_EQ(lru.front().hash, TestKey(Kind::kKV, 1).hash);
+    // New writes never land on a recovered extent.
+    std::vector<DiskKey> ev;
+    auto w = t->BeginWrite(TestKey(Kind::kKV, 50), {}, &ev);
+    ASSERT_TRUE(w.ok());
+    for (const auto& [id, e] : extents) {
+      EXPECT_TRUE(w->extent.file != e.file || w->extent.end() <= e.offset ||
+                  e.end() <= w->extent.offset);
+    }
+    t->AbortWrite(w->ticket);
+  }
+  // Truncate file 1 to nothing and delete file 0: every record is dropped at open, counted.
+  ASSERT_EQ(::truncate(options_.data_paths[1].c_str(), 0), 0);
+  std::filesystem::remove(options_.data_paths[0]);
+  auto t = Open();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->stats().records_kv + t->stats().records_mamba, 0u);
+  EXPECT_EQ(t->stats().dropped_at_open, 11u);
+  EXPECT_EQ(t->stats().bytes_used, 0u);
+}
+
+TEST_F(DiskTierTest, CapacityShrinkDropsRecordsPastTheNewEnd) {
+  options_.capacity_bytes = 8 * kv_bytes_;
+  {
+    auto t = Open();
+    ASSERT_NE(t, nullptr);
+    for (uint64_t i = 0; i < 8; ++i) Put(*t, TestKey(Kind::kKV, i));
+  }
+  options_.capacity_bytes = 4 * kv_bytes_;
+  auto t = Open();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->stats().records_kv, 4u);
+  EXPECT_EQ(t->stats().dropped_at_open, 4u);
+  t->ForEachRecord([&](const DiskRecordInfo& r) { EXPECT_LE(r.extent.end(), 4 * kv_bytes_); });
+}
+
+}  // namespace
+}  // namespace cachepawl
