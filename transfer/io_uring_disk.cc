@@ -11,7 +11,7 @@
 
 namespace cachepawl {
 
-// One I/O request of a record (records above kMaxBlockIoBytes take several).
+// One I/O request of a record (records above max_io_bytes take several).
 struct DiskEngine::Piece {
   RecordIo* record = nullptr;
   uint32_t len = 0;
@@ -63,7 +63,13 @@ Status DiskEngineOptions::Validate() const {
   CACHEPAWL_RETURN_IF_ERROR(tier.Validate());
   IoUringOptions ring;
   ring.queue_depth = queue_depth;
-  return ring.Validate().WithContext("disk");
+  CACHEPAWL_RETURN_IF_ERROR(ring.Validate().WithContext("disk"));
+  if (max_io_bytes == 0 || max_io_bytes % kDirectIoAlignment != 0 ||
+      max_io_bytes > kMaxBlockIoBytes) {
+    return Status::InvalidArgument("disk.max_io_bytes: " + std::to_string(max_io_bytes) +
+                                   " (must be a multiple of 4096, at most 1 GiB)");
+  }
+  return Status::OK();
 }
 
 DiskEngine::DiskEngine(HostMemory* host) : host_(host) {}
@@ -80,6 +86,7 @@ StatusOr<std::unique_ptr<DiskEngine>> DiskEngine::Open(const DiskEngineOptions& 
     return Status::InvalidArgument("host: null (the disk tier needs host memory)");
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<DiskEngine> engine(new DiskEngine(host));
+  engine->max_io_bytes_ = options.max_io_bytes;
   CACHEPAWL_ASSIGN_OR_RETURN(engine->tier_, DiskTier::Open(options.tier, layout));
   IoUringOptions ring_options;
   ring_options.queue_depth = options.queue_depth;
@@ -118,10 +125,10 @@ DiskEngine::OpState* DiskEngine::NewOp(Direction direction, std::span<const Item
   op->direction = direction;
   op->result->records.resize(items.size());
   op->records.resize(items.size());
-  // One piece per kMaxBlockIoBytes of each record, reserved up front: stable addresses.
+  // One piece per max_io_bytes of each record, reserved up front: stable addresses.
   size_t max_pieces = 0;
   for (const Item& item : items) {
-    max_pieces += (tier_->record_bytes(item.key.kind) + kMaxBlockIoBytes - 1) / kMaxBlockIoBytes;
+    max_pieces += (tier_->record_bytes(item.key.kind) + max_io_bytes_ - 1) / max_io_bytes_;
   }
   op->pieces.reserve(max_pieces);
   return op;
@@ -163,8 +170,8 @@ void DiskEngine::AddRequests(OpState* op, RecordIo& r, BlockIoOp kind,
                              std::vector<BlockIoRequest>* requests) {
   op->remaining.fetch_add(1, std::memory_order_relaxed);
   const int fd = tier_->files().fd(r.info.extent.file);
-  for (uint64_t off = 0; off < r.bytes; off += kMaxBlockIoBytes) {
-    const auto len = static_cast<uint32_t>(std::min<uint64_t>(kMaxBlockIoBytes, r.bytes - off));
+  for (uint64_t off = 0; off < r.bytes; off += max_io_bytes_) {
+    const auto len = static_cast<uint32_t>(std::min<uint64_t>(max_io_bytes_, r.bytes - off));
     op->pieces.push_back(Piece{&r, len});
     ++r.pieces_left;
     requests->push_back(BlockIoRequest{kind, fd, r.info.extent.offset + off, r.data + off, len,

@@ -54,6 +54,9 @@ struct DiskEngineOptions {
   DiskTierOptions tier;
   // io_uring requests in flight at most (1..4096).
   uint32_t queue_depth = 32;
+  // The largest single read or write (a 4 KiB multiple, at most kMaxBlockIoBytes = 1 GiB):
+  // larger records are moved as several requests (the kernel caps one request near 2 GiB).
+  uint32_t max_io_bytes = kMaxBlockIoBytes;
   // Register the host memory's regions as io_uring fixed buffers (read_fixed / write_fixed).
   // When the kernel refuses (RLIMIT_MEMLOCK), plain reads and writes are used and a warning
   // is logged.
@@ -148,6 +151,7 @@ class DiskEngine {
   HostMemory* const host_;
   std::unique_ptr<DiskTier> tier_;
   std::unique_ptr<BlockIo> io_;
+  uint64_t max_io_bytes_ = kMaxBlockIoBytes;
   std::shared_mutex close_mu_;  // shared: a batch being submitted; exclusive: Close
   bool closed_ = false;         // guarded by close_mu_
 };
