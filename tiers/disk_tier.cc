@@ -249,6 +249,7 @@ Status DiskTier::Recover(const std::vector<DiskDataFiles::FileReport>& reports) 
     auto& list = lru_[static_cast<int>(r.key.kind)];
     e->lru_it = list.insert(list.end(), e.get());
     e->in_lru = true;
+    ++records_[static_cast<int>(r.key.kind)];
     clock_ = std::max(clock_, r.stamp);
     map_.emplace(e->id, std::move(e));
   }
@@ -285,8 +286,7 @@ std::optional<DiskExtent> DiskTier::AllocateLocked(uint64_t bytes, std::vector<D
       if (victim != nullptr) break;
     }
     if (victim == nullptr) break;
-    lru_[static_cast<int>(victim->info.key.kind)].erase(victim->lru_it);
-    victim->in_lru = false;
+    UnlinkLocked(*victim);
     auto it = map_.find(victim->id);
     victims.push_back(it->second);
     map_.erase(it);
@@ -300,6 +300,7 @@ std::optional<DiskExtent> DiskTier::AllocateLocked(uint64_t bytes, std::vector<D
       auto& list = lru_[static_cast<int>(v->info.key.kind)];
       v->lru_it = list.insert(list.begin(), v);
       v->in_lru = true;
+      ++records_[static_cast<int>(v->info.key.kind)];
       map_.emplace(v->id, *it);
     }
   };
@@ -402,9 +403,17 @@ Status DiskTier::CommitWrites(std::span<const TicketPtr> tickets,
     auto& list = lru_[static_cast<int>(e->info.key.kind)];
     e->lru_it = list.insert(list.end(), e);
     e->in_lru = true;
+    ++records_[static_cast<int>(e->info.key.kind)];
   }
   clock_ += tickets.size();
   return Status::OK();
+}
+
+void DiskTier::UnlinkLocked(Entry& e) {
+  if (!e.in_lru) return;
+  lru_[static_cast<int>(e.info.key.kind)].erase(e.lru_it);
+  e.in_lru = false;
+  --records_[static_cast<int>(e.info.key.kind)];
 }
 
 void DiskTier::ReleaseExtentLocked(Entry& e) {
@@ -442,10 +451,7 @@ StatusOr<std::pair<DiskTier::TicketPtr, DiskRecordInfo>> DiskTier::BeginRead(con
 
 void DiskTier::DropLocked(const std::shared_ptr<Entry>& e) {
   if (!e->in_map) return;
-  if (e->in_lru) {
-    lru_[static_cast<int>(e->info.key.kind)].erase(e->lru_it);
-    e->in_lru = false;
-  }
+  UnlinkLocked(*e);
   map_.erase(e->id);
   const DiskKey key = e->info.key;
   Status s = catalog_ ? catalog_->Apply({}, std::span<const DiskKey>(&key, 1))
@@ -497,16 +503,12 @@ Status DiskTier::Remove(const DiskKey& key) {
     Count(Counter::kBusy);
     return Status::Busy("disk record " + key.ToString() + " is in flight");
   }
-  lru_[static_cast<int>(e->info.key.kind)].erase(e->lru_it);
-  e->in_lru = false;
   Status s = catalog_->Apply({}, std::span<const DiskKey>(&e->info.key, 1));
   if (!s.ok()) {
     Count(Counter::kCatalogErrors);
-    auto& list = lru_[static_cast<int>(e->info.key.kind)];
-    e->lru_it = list.insert(list.begin(), e.get());
-    e->in_lru = true;
     return s;
   }
+  UnlinkLocked(*e);
   map_.erase(it);
   ReleaseExtentLocked(*e);
   ++removes_;
@@ -549,10 +551,8 @@ DiskTierStats DiskTier::stats() const {
   s.busy = c(Counter::kBusy);
   s.catalog_errors = c(Counter::kCatalogErrors);
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [id, e] : map_) {
-    if (!e->committed) continue;
-    (e->info.key.kind == Kind::kKV ? s.records_kv : s.records_mamba)++;
-  }
+  s.records_kv = records_[static_cast<int>(Kind::kKV)];
+  s.records_mamba = records_[static_cast<int>(Kind::kMamba)];
   if (allocator_) {
     s.bytes_used = allocator_->used_bytes();
     s.capacity_bytes = allocator_->capacity_bytes();

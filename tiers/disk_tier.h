@@ -211,6 +211,7 @@ class DiskTier {
                                            Status* error);
   void DropLocked(const std::shared_ptr<Entry>& e);
   void ReleaseExtentLocked(Entry& e);
+  void UnlinkLocked(Entry& e);  // out of the LRU list and the record count
 
   const DiskTierOptions options_;
   const ModelLayout layout_;
@@ -226,6 +227,7 @@ class DiskTier {
   std::unordered_map<std::string, std::shared_ptr<Entry>> map_;  // guarded by mu_
   std::array<std::list<Entry*>, kNumKinds> lru_;                 // guarded by mu_ (front: oldest)
   uint64_t clock_ = 0;                                           // guarded by mu_
+  std::array<uint64_t, kNumKinds> records_{};                    // guarded by mu_ (committed)
   uint64_t evictions_ = 0, removes_ = 0, dropped_on_read_ = 0, dropped_at_open_ = 0;  // mu_
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Counter::kNumCounters)> counters_{};
 };

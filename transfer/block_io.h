@@ -59,7 +59,7 @@ class BlockIo {
   // stops the completion thread. Idempotent.
   virtual void Shutdown() = 0;
 
-  // Requests queued or in flight now.
+  // Requests queued or in flight, plus completion batches still being handled (0: idle).
   virtual size_t pending() const = 0;
 };
 

@@ -26,6 +26,15 @@
 //   DiskOp op = (*disk)->WriteBack(writes);                       // returns at once
 //   op.fence.OnComplete(...) / op.fence.Wait(); then op.result->records[i].status
 //
+// Policies stay with the Store: when to write (write-through, write-on-evict) is the caller's
+// choice; eviction within the disk budget is LRU (tier().LruOrder / tier().Remove for a caller
+// that picks victims itself, or automatic when a write finds no room: DiskTierOptions::
+// evict_when_full, evicted keys reported in the write's result). Records pinned by in-flight
+// reads or writes are never evicted, removed or overwritten.
+//
+// Why two objects: the bookkeeping is tiers/ (where bytes live); moving bytes, the ring and
+// fences are transfer/ (DESIGN.md: transfer depends on tiers, never the reverse).
+//
 // Thread safety: WriteBack, LoadBack and tier() may be called from any thread concurrently.
 // Close (and the destructor) must not race with them from the caller's side; batches already
 // submitted complete normally.

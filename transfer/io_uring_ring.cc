@@ -171,14 +171,18 @@ void IoUringRing::CompletionLoop() {
     io_uring_cq_advance(&ring_, n);
     CompletionHandler handler;
     {
+      // Refill the queue before running the handler (which may verify checksums), so the
+      // drive is not idle meanwhile.
       std::lock_guard<std::mutex> lock(mu_);
       handler = handler_;
+      in_flight_ -= static_cast<uint32_t>(batch.size());
+      ++in_handler_;
+      FillAndSubmitLocked();
     }
     if (!batch.empty() && handler) handler(batch);
     std::lock_guard<std::mutex> lock(mu_);
-    in_flight_ -= static_cast<uint32_t>(batch.size());
-    FillAndSubmitLocked();
-    if (in_flight_ == 0 && queued_.empty()) drained_.notify_all();
+    --in_handler_;
+    if (in_flight_ == 0 && queued_.empty() && in_handler_ == 0) drained_.notify_all();
   }
 }
 
@@ -186,7 +190,7 @@ void IoUringRing::Shutdown() {
   std::unique_lock<std::mutex> lock(mu_);
   if (stopped_) return;
   shutting_down_ = true;
-  drained_.wait(lock, [&] { return in_flight_ == 0 && queued_.empty(); });
+  drained_.wait(lock, [&] { return in_flight_ == 0 && queued_.empty() && in_handler_ == 0; });
   stopped_ = true;
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   while (sqe == nullptr) {
@@ -202,7 +206,7 @@ void IoUringRing::Shutdown() {
 
 size_t IoUringRing::pending() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return queued_.size() + in_flight_;
+  return queued_.size() + in_flight_ + in_handler_;
 }
 
 }  // namespace cachepawl

@@ -73,6 +73,7 @@ class IoUringRing final : public BlockIo {
   std::condition_variable drained_;
   std::deque<BlockIoRequest> queued_;  // guarded by mu_
   uint32_t in_flight_ = 0;             // guarded by mu_
+  uint32_t in_handler_ = 0;            // guarded by mu_: completion batches being handled
   bool shutting_down_ = false;         // guarded by mu_
   bool stopped_ = false;               // guarded by mu_
   bool buffers_registered_ = false;    // guarded by mu_
