@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -188,7 +189,10 @@ TEST(DiskCrashTest, SigkillAtRandomMomentsNeverLeavesWrongBytes) {
     const std::string env_seed = std::string(kChildSeedEnv) + "=" + std::to_string(rng());
     std::vector<std::string> env_strings = {env_dir, env_fd, env_seed};
     std::vector<char*> envp;
-    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    for (char** e = environ; *e != nullptr; ++e) {
+      // Not GTEST_OUTPUT and friends: the child must not overwrite the parent's reports.
+      if (std::strncmp(*e, "GTEST_", 6) != 0) envp.push_back(*e);
+    }
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
     std::string exe = "/proc/self/exe", filter = "--gtest_filter=DiskCrashChild.WriteUntilKilled";
