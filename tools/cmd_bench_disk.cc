@@ -30,14 +30,15 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "store/model_layout.h"
 #include "tiers/host_arena.h"
+#include "tools/cli_args.h"
 #include "tools/command.h"
+#include "tools/replay_rng.h"
 #include "transfer/io_uring_disk.h"
 #include "transfer/io_uring_ring.h"
 
@@ -87,13 +88,10 @@ StatusOr<std::vector<Shape>> Shapes(const std::vector<std::string>& names) {
 DiskKey BenchKey(Kind kind, uint64_t n) {
   DiskKey k;
   k.kind = kind;
-  uint64_t s = n * 0x9E3779B97F4A7C15ull + 12345;
+  SplitMix64 rng(n * 2 + static_cast<uint64_t>(kind));
   for (size_t i = 0; i < 32; i += 8) {
-    s += 0x9E3779B97F4A7C15ull;
-    uint64_t z = (s ^ (s >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    std::memcpy(k.hash.bytes.data() + i, &z, 8);
+    const uint64_t v = rng.Next();
+    std::memcpy(k.hash.bytes.data() + i, &v, 8);
   }
   k.depth = (n + 1) * 16;
   return k;
@@ -272,16 +270,7 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--records", record_names,
                  "record shapes: kv-16k kv-64k llama-3.1-8b-kv jamba-v0.1-mamba");
   app.add_flag("--json", json, "print one JSON object instead of the table");
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    io.out << app.help();
-    return kExitOk;
-  } catch (const CLI::ParseError& e) {
-    io.err << "cachepawl bench disk: " << e.what() << "\n";
-    return kExitUsage;
-  }
+  if (auto exit = ParseArgs(app, args, io)) return *exit;
   auto shapes = Shapes(record_names);
   if (!shapes.ok()) {
     io.err << "cachepawl bench disk: " << shapes.status().ToString() << "\n";
@@ -328,14 +317,14 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
       if (!slot.ok()) return fail("host arena", slot.status());
       pool.push_back(*slot);
       // Random payload (checksums are computed over real-looking bytes).
-      std::mt19937_64 rng(i);
+      SplitMix64 fill(i);
       auto* p = reinterpret_cast<uint64_t*>((*arena)->SlotData(*slot));
-      for (uint64_t j = 0; j < rec / 8; ++j) p[j] = rng();
+      for (uint64_t j = 0; j < rec / 8; ++j) p[j] = fill.Next();
     }
-    std::mt19937_64 rng(7);
+    SplitMix64 rng(7);
     std::vector<size_t> order1(rand1), order32(rand32);
-    for (auto& x : order1) x = rng() % n;
-    for (auto& x : order32) x = rng() % n;
+    for (auto& x : order1) x = rng.Next() % n;
+    for (auto& x : order32) x = rng.Next() % n;
     Row w{shape.name, rec, "write_seq", qd, n}, r{shape.name, rec, "read_seq", qd, n};
     Row q1{shape.name, rec, "read_random", 1, rand1},
         q32{shape.name, rec, "read_random", qd, rand32};
