@@ -51,8 +51,9 @@ class BlockIo {
   virtual Status RegisterBuffers(std::span<const std::span<std::byte>> regions) = 0;
 
   // Queues `requests` and returns without waiting for any I/O: at most the queue depth is in
-  // flight, the rest waits in submission order. After Shutdown began, each request completes
-  // at once with -ECANCELED.
+  // flight, the rest waits in submission order. After Shutdown began, requests from threads
+  // other than the completion handler's complete at once with -ECANCELED (the handler may
+  // still submit: a chain of requests drains before Shutdown returns).
   virtual void Submit(std::span<const BlockIoRequest> requests) = 0;
 
   // Waits until every submitted request has completed (and its handler call returned), then

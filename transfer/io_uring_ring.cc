@@ -93,7 +93,9 @@ void IoUringRing::Submit(std::span<const BlockIoRequest> requests) {
   CompletionHandler handler;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (shutting_down_) {
+    // Once Shutdown began, only the completion handler may still add work (a chain of
+    // requests drains); other threads' requests are cancelled.
+    if (shutting_down_ && std::this_thread::get_id() != completion_thread_) {
       for (const auto& r : requests) cancelled.push_back({r.tag, -ECANCELED});
       handler = handler_;
     } else {
@@ -145,6 +147,10 @@ void IoUringRing::FillAndSubmitLocked() {
 }
 
 void IoUringRing::CompletionLoop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    completion_thread_ = std::this_thread::get_id();
+  }
   std::vector<BlockIoCompletion> batch;
   batch.reserve(kCqeBatch);
   io_uring_cqe* cqes[kCqeBatch];

@@ -75,6 +75,7 @@ class IoUringRing final : public BlockIo {
   uint32_t in_flight_ = 0;             // guarded by mu_
   uint32_t in_handler_ = 0;            // guarded by mu_: completion batches being handled
   bool shutting_down_ = false;         // guarded by mu_
+  std::thread::id completion_thread_;  // guarded by mu_
   bool stopped_ = false;               // guarded by mu_
   bool buffers_registered_ = false;    // guarded by mu_
 

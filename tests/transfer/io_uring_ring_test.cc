@@ -166,7 +166,8 @@ TEST(IoUringRingTest, HandlerMaySubmitAndShutdownWaitsForEverything) {
   });
   const BlockIoRequest first{BlockIoOp::kRead, fd, 0, buf.data, 4096, 0};
   r->Submit(std::span<const BlockIoRequest>(&first, 1));
-  // Shutdown returns only once the whole chain ran (nothing in flight is abandoned).
+  // Shutdown returns only once the whole chain ran: the handler's submissions are accepted
+  // while Shutdown drains, nothing in flight is abandoned.
   while (done.load() == 0) std::this_thread::yield();
   r->Shutdown();
   EXPECT_EQ(done.load(), 50);
