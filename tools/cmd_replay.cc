@@ -2,9 +2,11 @@
 //
 // Acts as a serving engine over an embedded store (replay_engine.h) and reports hit rates per
 // tier against the trace's ceiling, bytes moved, latencies, and every wrong byte it loaded.
+#include <fcntl.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -94,6 +96,13 @@ class StoreDir {
   bool remove_ = false;
 };
 
+// This program's path ("" when /proc/self/exe cannot be read).
+std::string SelfExecutable() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
 std::string WorkloadList() {
   std::string out = "built-in workloads (--workload NAME):\n";
   for (const WorkloadInfo& w : Workloads()) {
@@ -158,6 +167,8 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
                "stopping at the first");
   app.add_flag("--verbose,-v", verbose, "show the store's informational log lines (stderr)");
   app.add_flag("--json", json, "print one JSON object instead of the table (keys below)");
+  std::string crash_child;  // internal: this process is a crash-mode store process
+  app.add_option("--crash-child", crash_child)->group("");  // hidden from --help
   app.footer(WorkloadList() + "\n" + ReplayJsonKeysHelp());
   if (auto done = ParseArgs(app, args, io)) return *done;
   // The store logs through spdlog: to stderr, so stdout holds only the report.
@@ -208,7 +219,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
     po.max_requests = requests;
     auto trace = LoadTraceFile(trace_path, po);
     if (!trace.ok()) return usage(trace.status().ToString());
-    if (trace->bad_lines > 0) {
+    if (trace->bad_lines > 0 && crash_child.empty()) {
       io.err << kName << ": skipped " << trace->bad_lines << " bad lines of " << trace_path
              << "; the first:\n";
       for (const std::string& e : trace->errors) io.err << "  " << e << "\n";
@@ -264,6 +275,39 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   ro.crash_every = crash_every;
   ro.seed = seed;
   if (io.out_is_terminal && !json) ro.progress = &io.out;
+
+  if (!crash_child.empty()) {
+    auto start = CrashChildStart::Parse(crash_child);
+    if (!start) return usage("--crash-child: '" + crash_child + "'");
+    RunCrashChild(*start, open_store, eo, source, ro);
+  }
+  // Crash mode: each store process is this program run afresh (not a fork that goes on
+  // running), when this program is the cachepawl binary.
+  const std::string self = SelfExecutable();
+  if (crash_every > 0 && std::filesystem::path(self).filename() == "cachepawl") {
+    std::vector<std::string> child_args = {self, "replay"};
+    child_args.insert(child_args.end(), args.begin(), args.end());
+    if (dir.empty()) {
+      child_args.push_back("--dir");
+      child_args.push_back(store_dir.path());
+    }
+    ro.spawn_child = [child_args](const CrashChildStart& start) -> StatusOr<pid_t> {
+      std::vector<std::string> argv_strings = child_args;
+      argv_strings.push_back("--crash-child");
+      argv_strings.push_back(start.ToString());
+      std::vector<char*> argv;
+      for (std::string& a : argv_strings) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      const pid_t pid = ::fork();
+      if (pid < 0) return Status::FromErrno("fork", errno);
+      if (pid == 0) {
+        ::fcntl(start.report_fd, F_SETFD, 0);  // the report pipe survives exec
+        ::execv(argv[0], argv.data());
+        _exit(127);
+      }
+      return pid;
+    };
+  }
 
   auto run = RunReplay(open_store, eo, source, ro);
   if (!run.ok()) {

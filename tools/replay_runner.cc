@@ -1,5 +1,6 @@
 #include "tools/replay_runner.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -264,18 +265,31 @@ StatusOr<ReplayRunResult> RunWithCrashes(const StoreFactory& open_store,
   Cursor next;
   for (;;) {
     int fds[2];
-    if (::pipe(fds) != 0) return Status::FromErrno("pipe", errno);
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      const int err = errno;
+    if (::pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
+    CrashChildStart child;
+    child.report_fd = fds[1];
+    child.pass = next.pass;
+    child.index = next.index;
+    child.start_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count();
+    StatusOr<pid_t> spawned = Status::Internal("no child");
+    if (options.spawn_child) {
+      spawned = options.spawn_child(child);
+    } else {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::close(fds[0]);
+        RunCrashChild(child, open_store, engine_options, source, options);
+      }
+      spawned = pid >= 0 ? StatusOr<pid_t>(pid) : Status::FromErrno("fork", errno);
+    }
+    if (!spawned.ok()) {
       ::close(fds[0]);
       ::close(fds[1]);
-      return Status::FromErrno("fork", err);
+      progress.Finish();
+      return spawned.status().WithContext("crash mode: starting a store process");
     }
-    if (pid == 0) {
-      ::close(fds[0]);
-      ChildMain(fds[1], open_store, engine_options, source, options, next, start);
-    }
+    const pid_t pid = *spawned;
     ::close(fds[1]);
     const uint64_t kill_after = RequestsUntilKill(dice, options.crash_every);
     uint64_t finished_here = 0;
@@ -349,6 +363,37 @@ StatusOr<ReplayRunResult> RunWithCrashes(const StoreFactory& open_store,
 }
 
 }  // namespace
+
+std::string CrashChildStart::ToString() const {
+  return std::to_string(report_fd) + "," + std::to_string(pass) + "," + std::to_string(index) +
+         "," + std::to_string(start_ns);
+}
+
+std::optional<CrashChildStart> CrashChildStart::Parse(std::string_view text) {
+  CrashChildStart s;
+  unsigned long long fd = 0, pass = 0, index = 0;
+  long long start_ns = 0;
+  char tail = 0;
+  const std::string t(text);
+  if (std::sscanf(t.c_str(), "%llu,%llu,%llu,%lld%c", &fd, &pass, &index, &start_ns, &tail) != 4 ||
+      fd > 1u << 20) {
+    return std::nullopt;
+  }
+  s.report_fd = static_cast<int>(fd);
+  s.pass = pass;
+  s.index = index;
+  s.start_ns = start_ns;
+  return s;
+}
+
+void RunCrashChild(const CrashChildStart& start, const StoreFactory& open_store,
+                   const ReplayEngineOptions& engine_options, const RequestSource& source,
+                   const ReplayRunOptions& options) {
+  const Clock::time_point t0{
+      std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(start.start_ns))};
+  ChildMain(start.report_fd, open_store, engine_options, source, options,
+            Cursor{start.pass, start.index}, t0);
+}
 
 Status ReplayRunOptions::Validate() const {
   if (!(speed >= 0) || !std::isfinite(speed)) {

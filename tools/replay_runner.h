@@ -14,10 +14,15 @@
 // store in crash mode).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/status.h"
@@ -32,6 +37,24 @@ using StoreFactory = std::function<StatusOr<std::unique_ptr<Store>>()>;
 // The requests of soak pass `pass` (pass 0 is the plain run).
 using RequestSource = std::function<std::vector<TraceRequest>(uint64_t pass)>;
 
+// Where a crash-mode store process starts: it reports to `report_fd` (a pipe's write end) and
+// replays from request `index` of pass `pass`; `start_ns` is the run's start on the steady
+// clock (CLOCK_MONOTONIC, shared by every process), for --soak's deadline.
+struct CrashChildStart {
+  int report_fd = -1;
+  uint64_t pass = 0;
+  uint64_t index = 0;
+  int64_t start_ns = 0;
+
+  std::string ToString() const;  // "fd,pass,index,start_ns"
+  static std::optional<CrashChildStart> Parse(std::string_view text);
+};
+// Starts a store process for crash mode and returns its pid; the process must end in
+// RunCrashChild(start, ...). Empty: fork and run the child in place (the fork's parent must
+// hold no threads and no store). `cachepawl replay` re-executes itself instead, so every store
+// process is a fresh program.
+using CrashChildSpawner = std::function<StatusOr<pid_t>(const CrashChildStart& start)>;
+
 struct ReplayRunOptions {
   double speed = 0;               // replay timestamps at this multiple of real time; 0: no waiting
   double soak_seconds = 0;        // > 0: loop passes until this much time has passed
@@ -39,6 +62,7 @@ struct ReplayRunOptions {
   uint64_t seed = 1;              // for the kill points
   double max_kill_delay_ms = 50;  // the random delay into a request before the kill
   std::ostream* progress = nullptr;  // a live progress line (use only on a terminal)
+  CrashChildSpawner spawn_child;     // crash mode: how store processes start (see above)
 
   Status Validate() const;
 };
@@ -50,6 +74,13 @@ struct ReplayRunResult {
   uint64_t crashes = 0;
   double wall_seconds = 0;
 };
+
+// The store process of crash mode: opens the store, replays from `start`, reports each finished
+// request to start.report_fd, and exits (0 when the stream or the soak ended; 3 after a
+// failure it reported). Never returns.
+[[noreturn]] void RunCrashChild(const CrashChildStart& start, const StoreFactory& open_store,
+                                const ReplayEngineOptions& engine_options,
+                                const RequestSource& source, const ReplayRunOptions& options);
 
 // Errors: the factory's, an engine failure (ReplayEngine::Run), or a crash-mode child that died
 // other than by our SIGKILL (Internal, with its exit status).

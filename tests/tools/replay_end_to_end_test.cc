@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,8 @@
 
 namespace cachepawl::tools {
 namespace {
+
+namespace fs = std::filesystem;
 
 StoreOptions SmallStore(const std::string& dir) {
   StoreOptions o;
@@ -193,7 +196,11 @@ TEST_F(ReplayCliTest, BadArgumentsExitTwoWithTheFieldNamed) {
 
 // Crash mode forks the store; the binary's parent process holds no store and no threads.
 TEST_F(ReplayCliTest, CrashModeKillsTheStoreAndNeverServesAWrongByte) {
-  std::string command = CACHEPAWL_BINARY;
+  // Under ThreadSanitizer, the store processes use the RocksDB suppressions beside this file.
+  const std::string supp = (fs::path(__FILE__).parent_path() / "rocksdb_tsan.supp").string();
+  const char* tsan = std::getenv("TSAN_OPTIONS");
+  std::string command = "TSAN_OPTIONS='suppressions=" + supp + " " + (tsan ? tsan : "") + "' ";
+  command += CACHEPAWL_BINARY;
   for (const std::string& a : Base()) command += " '" + a + "'";
   command += " --workload chat --requests 60 --crash-every 4 --json --seed " +
              std::to_string(testing::SeedFromEnv(11)) + " --dir '" +
