@@ -179,6 +179,8 @@ class StoreImpl final : public Store {
 
   StoreImpl() = default;
   Status CheckOpen() const;
+  // OK when `slot` of `kind` is allocated in the store-owned pool and `bytes` is its record size.
+  Status CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) const;
   Status OpenTiers();
   Status RebuildIndexFromDisk();
   Status CreateEngine(const DevicePoolDescription& pool);
@@ -1197,18 +1199,23 @@ Status StoreImpl::FreeDeviceSlot(Kind kind, uint64_t slot) {
   return device_arena_->Free(kind, slot);
 }
 
-Status StoreImpl::WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const std::byte> record) {
+Status StoreImpl::CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) const {
   CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
   CACHEPAWL_RETURN_IF_ERROR(CheckKind(kind, layout_));
   if (!device_arena_) {
     return Status::FailedPrecondition("the store has no store-owned device pool");
   }
   CACHEPAWL_RETURN_IF_ERROR(device_arena_->CheckSlot(kind, slot));
-  if (record.size() != layout_.RecordBytes(kind)) {
-    return Status::InvalidArgument("record: " + std::to_string(record.size()) + " bytes (a " +
+  if (bytes != layout_.RecordBytes(kind)) {
+    return Status::InvalidArgument("record: " + std::to_string(bytes) + " bytes (a " +
                                    std::string(KindName(kind)) + " record has " +
                                    std::to_string(layout_.RecordBytes(kind)) + ")");
   }
+  return Status::OK();
+}
+
+Status StoreImpl::WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const std::byte> record) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckDeviceRecord(kind, slot, record.size()));
   std::byte* dst = device_arena_->SlotRecord(kind, slot);
   if (!device_arena_->on_gpu()) {
     std::memcpy(dst, record.data(), record.size());
@@ -1218,17 +1225,7 @@ Status StoreImpl::WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const st
 }
 
 Status StoreImpl::ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte> record) {
-  CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
-  CACHEPAWL_RETURN_IF_ERROR(CheckKind(kind, layout_));
-  if (!device_arena_) {
-    return Status::FailedPrecondition("the store has no store-owned device pool");
-  }
-  CACHEPAWL_RETURN_IF_ERROR(device_arena_->CheckSlot(kind, slot));
-  if (record.size() != layout_.RecordBytes(kind)) {
-    return Status::InvalidArgument("record: " + std::to_string(record.size()) + " bytes (a " +
-                                   std::string(KindName(kind)) + " record has " +
-                                   std::to_string(layout_.RecordBytes(kind)) + ")");
-  }
+  CACHEPAWL_RETURN_IF_ERROR(CheckDeviceRecord(kind, slot, record.size()));
   const std::byte* src = device_arena_->SlotRecord(kind, slot);
   if (!device_arena_->on_gpu()) {
     std::memcpy(record.data(), src, record.size());

@@ -10,8 +10,8 @@
 namespace cachepawl {
 namespace {
 
-constexpr char kRecordPrefix = 'R';
-constexpr char kMetaKey[] = "M";
+constexpr char kRecordPrefix = kCatalogRecordPrefix;
+constexpr const char* kMetaKey = kCatalogMetaKey;
 constexpr uint8_t kValueVersion = 1;
 constexpr size_t kValueBytes = 1 + 4 + 8 + 8 + 8 + 32 + 32 + 8 + 8;
 
@@ -132,11 +132,7 @@ Status DiskCatalog::Destroy(const std::string& dir) {
                    "catalog '" + dir + "' cannot be destroyed");
 }
 
-StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
-  std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kMetaKey, &value);
-  if (s.IsNotFound()) return std::optional<CatalogMeta>();
-  if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reading meta");
+std::optional<CatalogMeta> DecodeCatalogMeta(std::string_view value) {
   CatalogMeta m;
   Reader rd(value);
   uint32_t n = 0;
@@ -149,11 +145,21 @@ StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
     good = good && rd.Bytes(p.data(), len);
     m.paths.push_back(std::move(p));
   }
-  if (!good || !rd.done()) {
+  if (!good || !rd.done()) return std::nullopt;
+  return m;
+}
+
+StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kMetaKey, &value);
+  if (s.IsNotFound()) return std::optional<CatalogMeta>();
+  if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reading meta");
+  std::optional<CatalogMeta> m = DecodeCatalogMeta(value);
+  if (!m) {
     return Status::Corruption("catalog '" + dir_ + "': meta entry of " +
                               std::to_string(value.size()) + " bytes cannot be decoded");
   }
-  return std::optional<CatalogMeta>(std::move(m));
+  return m;
 }
 
 Status DiskCatalog::WriteMeta(const CatalogMeta& m) {

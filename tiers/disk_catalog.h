@@ -80,8 +80,13 @@ class DiskCatalog {
   bool sync_;
 };
 
-// Value encoding, exposed for tests and tools.
+// Keys and value encodings, exposed for tests and tools (cachepawl dump reads the catalog as a
+// RocksDB secondary instance).
+inline constexpr char kCatalogRecordPrefix = 'R';
+inline constexpr char kCatalogMetaKey[] = "M";
 std::string EncodeCatalogValue(const CatalogRecord& record);
 std::optional<CatalogRecord> DecodeCatalogRecord(std::string_view raw_key, std::string_view value);
+// The meta entry's value; nullopt when it cannot be decoded.
+std::optional<CatalogMeta> DecodeCatalogMeta(std::string_view value);
 
 }  // namespace cachepawl

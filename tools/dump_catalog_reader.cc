@@ -11,8 +11,8 @@
 namespace cachepawl::tools {
 namespace {
 
-constexpr char kRecordPrefix = 'R';
-constexpr char kMetaKey[] = "M";
+constexpr char kRecordPrefix = kCatalogRecordPrefix;
+constexpr const char* kMetaKey = kCatalogMetaKey;
 
 Status FromRocks(const rocksdb::Status& s, const std::string& context) {
   if (s.ok()) return Status::OK();
@@ -20,26 +20,6 @@ Status FromRocks(const rocksdb::Status& s, const std::string& context) {
   if (s.IsNotFound() || s.IsPathNotFound()) return Status::NotFound(context + ": " + s.ToString());
   return Status::IOError(context + ": " + s.ToString());
 }
-
-// Little-endian fields, as DiskCatalog writes them.
-class Reader {
- public:
-  explicit Reader(std::string_view in) : in_(in) {}
-  template <typename T>
-  bool Int(T* v) {
-    return Bytes(v, sizeof(T));
-  }
-  bool Bytes(void* p, size_t n) {
-    if (in_.size() < n) return false;
-    std::memcpy(p, in_.data(), n);
-    in_.remove_prefix(n);
-    return true;
-  }
-  bool done() const { return in_.empty(); }
-
- private:
-  std::string_view in_;
-};
 
 }  // namespace
 
@@ -91,23 +71,12 @@ StatusOr<std::optional<CatalogMeta>> CatalogReader::ReadMeta() const {
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kMetaKey, &value);
   if (s.IsNotFound()) return std::optional<CatalogMeta>();
   if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reading meta");
-  CatalogMeta m;
-  Reader rd(value);
-  uint32_t n = 0;
-  bool good = rd.Int(&m.format_version) && rd.Bytes(m.fingerprint.data(), 32) && rd.Int(&n) &&
-              n <= kMaxDiskFiles;
-  for (uint32_t i = 0; good && i < n; ++i) {
-    uint32_t len = 0;
-    good = rd.Int(&len) && len <= 4096;
-    std::string p(good ? len : 0, '\0');
-    good = good && rd.Bytes(p.data(), len);
-    m.paths.push_back(std::move(p));
-  }
-  if (!good || !rd.done()) {
+  std::optional<CatalogMeta> m = DecodeCatalogMeta(value);
+  if (!m) {
     return Status::Corruption("catalog '" + dir_ + "': meta entry of " +
                               std::to_string(value.size()) + " bytes cannot be decoded");
   }
-  return std::optional<CatalogMeta>(std::move(m));
+  return m;
 }
 
 StatusOr<CatalogReader::Scan> CatalogReader::ReadAll() const {
