@@ -132,7 +132,7 @@ Status DiskCatalog::Destroy(const std::string& dir) {
                    "catalog '" + dir + "' cannot be destroyed");
 }
 
-std::optional<CatalogMeta> DecodeCatalogMeta(std::string_view value) {
+StatusOr<CatalogMeta> DecodeCatalogMeta(std::string_view value, const std::string& catalog_dir) {
   CatalogMeta m;
   Reader rd(value);
   uint32_t n = 0;
@@ -145,7 +145,10 @@ std::optional<CatalogMeta> DecodeCatalogMeta(std::string_view value) {
     good = good && rd.Bytes(p.data(), len);
     m.paths.push_back(std::move(p));
   }
-  if (!good || !rd.done()) return std::nullopt;
+  if (!good || !rd.done()) {
+    return Status::Corruption("catalog '" + catalog_dir + "': meta entry of " +
+                              std::to_string(value.size()) + " bytes cannot be decoded");
+  }
   return m;
 }
 
@@ -154,12 +157,9 @@ StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kMetaKey, &value);
   if (s.IsNotFound()) return std::optional<CatalogMeta>();
   if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reading meta");
-  std::optional<CatalogMeta> m = DecodeCatalogMeta(value);
-  if (!m) {
-    return Status::Corruption("catalog '" + dir_ + "': meta entry of " +
-                              std::to_string(value.size()) + " bytes cannot be decoded");
-  }
-  return m;
+  auto m = DecodeCatalogMeta(value, dir_);
+  if (!m.ok()) return m.status();
+  return std::optional<CatalogMeta>(std::move(m).value());
 }
 
 Status DiskCatalog::WriteMeta(const CatalogMeta& m) {

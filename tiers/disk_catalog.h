@@ -86,7 +86,7 @@ inline constexpr char kCatalogRecordPrefix = 'R';
 inline constexpr char kCatalogMetaKey[] = "M";
 std::string EncodeCatalogValue(const CatalogRecord& record);
 std::optional<CatalogRecord> DecodeCatalogRecord(std::string_view raw_key, std::string_view value);
-// The meta entry's value; nullopt when it cannot be decoded.
-std::optional<CatalogMeta> DecodeCatalogMeta(std::string_view value);
+// The meta entry's value; Corruption naming `catalog_dir` when it cannot be decoded.
+StatusOr<CatalogMeta> DecodeCatalogMeta(std::string_view value, const std::string& catalog_dir);
 
 }  // namespace cachepawl

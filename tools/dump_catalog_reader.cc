@@ -71,12 +71,9 @@ StatusOr<std::optional<CatalogMeta>> CatalogReader::ReadMeta() const {
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kMetaKey, &value);
   if (s.IsNotFound()) return std::optional<CatalogMeta>();
   if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reading meta");
-  std::optional<CatalogMeta> m = DecodeCatalogMeta(value);
-  if (!m) {
-    return Status::Corruption("catalog '" + dir_ + "': meta entry of " +
-                              std::to_string(value.size()) + " bytes cannot be decoded");
-  }
-  return m;
+  auto m = DecodeCatalogMeta(value, dir_);
+  if (!m.ok()) return m.status();
+  return std::optional<CatalogMeta>(std::move(m).value());
 }
 
 StatusOr<CatalogReader::Scan> CatalogReader::ReadAll() const {
