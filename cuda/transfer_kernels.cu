@@ -1,5 +1,5 @@
-// Gather/scatter kernels (see transfer_kernels.h). Each CTA copies whole tiles with 16-byte
-// accesses when both sides allow it, four loads in flight per thread.
+// Gather/scatter kernels (see transfer_kernels.h). Each warp copies whole tiles with 16-byte
+// accesses when both sides allow it, 16 loads in flight per lane.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -10,6 +10,11 @@ namespace cachepawl::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr uint32_t kWarps = kThreads / 32;
+// 16-byte loads a lane keeps in flight: a warp moves 8 KiB per step, a CTA 64 KiB, so one SM
+// keeps enough bytes in flight to approach its share of HBM bandwidth (a CTA that waits on one
+// load at a time moves a few GB/s and holds its SM many times longer for the same bytes).
+constexpr uint32_t kUnroll = 16;
 
 template <uint32_t N>
 struct GatherScatterParams {
@@ -21,51 +26,59 @@ struct GatherScatterParams {
   KernelJob jobs[N];
 };
 
-// dst, src 16-byte aligned; bytes a multiple of 16.
-__device__ __forceinline__ void CopyAligned16(char* __restrict__ dst, const char* __restrict__ src,
-                                              uint32_t bytes) {
+// One warp copies `n` 16-byte words; dst, src 16-byte aligned.
+__device__ __forceinline__ void WarpCopy16(char* __restrict__ dst, const char* __restrict__ src,
+                                           uint32_t n, uint32_t lane) {
   const uint4* s = reinterpret_cast<const uint4*>(src);
   uint4* d = reinterpret_cast<uint4*>(dst);
-  const uint32_t n = bytes / 16;
-  uint32_t i = threadIdx.x;
-  for (; i + 3 * kThreads < n; i += 4 * kThreads) {
-    const uint4 a = s[i], b = s[i + kThreads], c = s[i + 2 * kThreads], e = s[i + 3 * kThreads];
-    d[i] = a;
-    d[i + kThreads] = b;
-    d[i + 2 * kThreads] = c;
-    d[i + 3 * kThreads] = e;
+  for (uint32_t base = 0; base < n; base += 32 * kUnroll) {
+    uint4 r[kUnroll];
+#pragma unroll
+    for (uint32_t u = 0; u < kUnroll; ++u) {
+      const uint32_t i = base + u * 32 + lane;
+      if (i < n) r[u] = s[i];
+    }
+#pragma unroll
+    for (uint32_t u = 0; u < kUnroll; ++u) {
+      const uint32_t i = base + u * 32 + lane;
+      if (i < n) d[i] = r[u];
+    }
   }
-  for (; i < n; i += kThreads) d[i] = s[i];
 }
 
-__device__ __forceinline__ void CopyTile(char* __restrict__ dst, const char* __restrict__ src,
-                                         uint32_t bytes) {
+// One warp copies one tile, with 16-byte accesses when both sides allow it.
+__device__ __forceinline__ void WarpCopyTile(char* __restrict__ dst, const char* __restrict__ src,
+                                             uint32_t bytes, uint32_t lane) {
   const uintptr_t align =
       reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes;
   if ((align & 15) == 0) {
-    CopyAligned16(dst, src, bytes);
+    WarpCopy16(dst, src, bytes / 16, lane);
   } else if (((reinterpret_cast<uintptr_t>(dst) ^ reinterpret_cast<uintptr_t>(src)) & 15) == 0 &&
              bytes >= 64) {
     // Same misalignment on both sides: bytes up to a 16-byte boundary, 16-byte body, tail.
     const uint32_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
-    if (threadIdx.x < head) dst[threadIdx.x] = src[threadIdx.x];
+    if (lane < head) dst[lane] = src[lane];
     const uint32_t body = (bytes - head) & ~15u;
-    CopyAligned16(dst + head, src + head, body);
+    WarpCopy16(dst + head, src + head, body / 16, lane);
     const uint32_t tail = bytes - head - body;
-    if (threadIdx.x < tail) dst[head + body + threadIdx.x] = src[head + body + threadIdx.x];
+    if (lane < tail) dst[head + body + lane] = src[head + body + lane];
   } else if ((align & 3) == 0) {
     const uint32_t* s = reinterpret_cast<const uint32_t*>(src);
     uint32_t* d = reinterpret_cast<uint32_t*>(dst);
-    for (uint32_t i = threadIdx.x; i < bytes / 4; i += kThreads) d[i] = s[i];
+    for (uint32_t i = lane; i < bytes / 4; i += 32) d[i] = s[i];
   } else {
-    for (uint32_t i = threadIdx.x; i < bytes; i += kThreads) dst[i] = src[i];
+    for (uint32_t i = lane; i < bytes; i += 32) dst[i] = src[i];
   }
 }
 
 template <uint32_t N>
 __global__ void __launch_bounds__(kThreads)
     GatherScatterKernel(const __grid_constant__ GatherScatterParams<N> p) {
-  for (uint32_t item = blockIdx.x; item < p.total_tiles; item += gridDim.x) {
+  // Each warp takes whole tiles: the warps of a CTA work on different tiles at once.
+  const uint32_t lane = threadIdx.x & 31;
+  const uint32_t warps = gridDim.x * kWarps;
+  for (uint32_t item = blockIdx.x * kWarps + threadIdx.x / 32; item < p.total_tiles;
+       item += warps) {
     // The job holding `item`: the last one whose tile_prefix <= item.
     uint32_t lo = 0, hi = p.num_jobs;
     while (hi - lo > 1) {
@@ -84,9 +97,9 @@ __global__ void __launch_bounds__(kThreads)
     char* stg = p.staging +
                 (job.staging_record_base + static_cast<int64_t>(seg.record_offset + tile.offset));
     if (p.to_staging) {
-      CopyTile(stg, dev, tile.bytes);
+      WarpCopyTile(stg, dev, tile.bytes, lane);
     } else {
-      CopyTile(dev, stg, tile.bytes);
+      WarpCopyTile(dev, stg, tile.bytes, lane);
     }
   }
 }
@@ -107,7 +120,8 @@ int Launch(const KernelTables& tables, std::byte* staging, const KernelJob* jobs
   }
   p.total_tiles = total;
   if (total == 0) return 0;
-  const uint32_t grid = ctas < total ? ctas : total;
+  const uint32_t needed = (total + kWarps - 1) / kWarps;  // a warp per tile at most
+  const uint32_t grid = ctas < needed ? ctas : needed;
   GatherScatterKernel<N><<<grid, kThreads, 0, stream>>>(p);
   return static_cast<int>(cudaGetLastError());
 }

@@ -18,7 +18,7 @@ struct KernelSegment {
   uint64_t bytes;
 };
 
-// A piece of one segment copied by one CTA: `bytes` at `offset` within the segment.
+// A piece of one segment copied by one warp: `bytes` at `offset` within the segment.
 struct KernelTile {
   uint32_t segment;
   uint32_t bytes;

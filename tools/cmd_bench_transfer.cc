@@ -1,5 +1,6 @@
-// cachepawl bench transfer [--scenarios LIST] [--iters N] [--matmuls N] [--ctas N]
-//                          [--staging-mib N] [--json]
+// cachepawl bench transfer [--scenarios LIST] [--paths LIST] [--iters N] [--matmuls N]
+//                          [--period-ms MS] [--ctas N] [--priority P] [--no-coalesce]
+//                          [--staging-mib N] [--staging-chunks N] [--json]
 //
 // The device<->host data path on a GPU, in one run, per scenario (a layout and a kind: KV pages
 // of Llama-3.1-8B and Jamba with 16-token pages; Mamba states of 1, 16 and 128 MiB), with units
@@ -22,14 +23,19 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <iomanip>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cuda/gpu_runtime.h"
@@ -117,6 +123,8 @@ class Matmul {
     Check(cudaEventCreate(&stop_), "event");
   }
   ~Matmul() {
+    if (enqueuer_.joinable()) enqueuer_.join();
+    for (cudaEvent_t e : timeline_) (void)cudaEventDestroy(e);
     (void)cudaFree(a_);
     (void)cudaFree(b_);
     (void)cudaFree(c_);
@@ -131,17 +139,7 @@ class Matmul {
   // Enqueues `count` products and returns their GPU time in seconds.
   double Run(int count) {
     Check(cudaEventRecord(start_, stream_), "record");
-    for (int i = 0; i < count; ++i) {
-      if (handle_ != nullptr) {
-        const float alpha = 1.f, beta = 0.f;
-        if (gemm_(handle_, 0, 0, n_, n_, n_, &alpha, a_, 14, n_, b_, 14, n_, &beta, c_, 14, n_, 68,
-                  -1) != 0) {
-          throw Failure{"cublasGemmEx failed"};
-        }
-      } else {
-        Check(static_cast<cudaError_t>(cuda::LaunchBf16Matmul(a_, b_, c_, n_, stream_)), "matmul");
-      }
-    }
+    for (int i = 0; i < count; ++i) Product();
     Check(cudaEventRecord(stop_, stream_), "record");
     Check(cudaEventSynchronize(stop_), "matmul sync");
     float ms = 0;
@@ -149,9 +147,73 @@ class Matmul {
     return ms / 1e3;
   }
 
+  // Starts `count` products, each followed by a timing event, enqueued by a thread of their own
+  // (enqueueing blocks once the launch queue is full), and returns at once. Finished(i): product
+  // i (0-based) has run. Spans(): each product's [start, end] on the CPU's steady clock
+  // (seconds), mapped through a reference event that completed just before the first.
+  void StartTimeline(int count) {
+    Check(cudaStreamSynchronize(stream_), "matmul sync");
+    while (timeline_.size() < static_cast<size_t>(count) + 1) {
+      cudaEvent_t e;
+      Check(cudaEventCreate(&e), "event");
+      timeline_.push_back(e);
+    }
+    timeline_count_ = count;
+    enqueued_ = 0;
+    Check(cudaEventRecord(timeline_[0], stream_), "record");
+    Check(cudaEventSynchronize(timeline_[0]), "reference event");
+    timeline_ref_ = SteadyNow();
+    enqueue_error_.clear();
+    enqueuer_ = std::thread([this, count] {
+      try {
+        for (int i = 0; i < count; ++i) {
+          Product();
+          Check(cudaEventRecord(timeline_[i + 1], stream_), "record");
+          enqueued_.store(i + 1);
+        }
+      } catch (const Failure& f) {
+        enqueue_error_ = f.what;
+        enqueued_.store(count);
+      }
+    });
+  }
+  bool Finished(int i) const {
+    return enqueued_.load() > i && cudaEventQuery(timeline_[i + 1]) == cudaSuccess;
+  }
+  std::vector<std::pair<double, double>> Spans() {
+    enqueuer_.join();
+    if (!enqueue_error_.empty()) throw Failure{enqueue_error_};
+    Check(cudaEventSynchronize(timeline_[timeline_count_]), "matmul sync");
+    std::vector<std::pair<double, double>> spans;
+    double prev = timeline_ref_;
+    for (int i = 1; i <= timeline_count_; ++i) {
+      float ms = 0;
+      Check(cudaEventElapsedTime(&ms, timeline_[0], timeline_[i]), "elapsed");
+      const double end = timeline_ref_ + ms / 1e3;
+      spans.emplace_back(prev, end);
+      prev = end;
+    }
+    return spans;
+  }
+  static double SteadyNow() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
  private:
   using GemmEx = int (*)(void*, int, int, int, int, int, const void*, const void*, int, int,
                          const void*, int, int, const void*, void*, int, int, int, int);
+  void Product() {
+    if (handle_ != nullptr) {
+      const float alpha = 1.f, beta = 0.f;
+      if (gemm_(handle_, 0, 0, n_, n_, n_, &alpha, a_, 14, n_, b_, 14, n_, &beta, c_, 14, n_, 68,
+                -1) != 0) {
+        throw Failure{"cublasGemmEx failed"};
+      }
+    } else {
+      Check(static_cast<cudaError_t>(cuda::LaunchBf16Matmul(a_, b_, c_, n_, stream_)), "matmul");
+    }
+  }
   int n_;
   void *a_ = nullptr, *b_ = nullptr, *c_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -160,7 +222,153 @@ class Matmul {
   std::string library_;
   void* handle_ = nullptr;
   GemmEx gemm_ = nullptr;
+  std::vector<cudaEvent_t> timeline_;  // [0] is the reference, [i] follows product i
+  int timeline_count_ = 0;
+  double timeline_ref_ = 0;
+  std::atomic<int> enqueued_{0};
+  std::thread enqueuer_;
+  std::string enqueue_error_;  // written by enqueuer_ before it ends
 };
+
+// Moves data on its own thread while switched on: `move` runs back to back (each call moves
+// `bytes_per_move`) from On() until Off(), which returns once the call in progress has ended.
+class Mover {
+ public:
+  Mover(std::function<void()> move, uint64_t bytes_per_move)
+      : move_(std::move(move)), bytes_per_move_(bytes_per_move), thread_([this] { Loop(); }) {}
+  ~Mover() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void On() {
+    std::lock_guard<std::mutex> lock(mu_);
+    want_on_ = true;
+    cv_.notify_all();
+  }
+  // Returns the bytes moved since the last Off(); throws what a move threw.
+  uint64_t Off() {
+    std::unique_lock<std::mutex> lock(mu_);
+    want_on_ = false;
+    cv_.wait(lock, [&] { return !running_; });
+    if (!error_.empty()) throw Failure{error_};
+    return std::exchange(moved_, 0);
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || want_on_; });
+      if (stop_) return;
+      running_ = true;
+      while (want_on_ && !stop_ && error_.empty()) {
+        lock.unlock();
+        std::string error;
+        try {
+          move_();
+        } catch (const Failure& f) {
+          error = f.what;
+        }
+        lock.lock();
+        if (error.empty()) {
+          moved_ += bytes_per_move_;
+        } else {
+          error_ = error;
+        }
+      }
+      running_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  const std::function<void()> move_;
+  const uint64_t bytes_per_move_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool want_on_ = false;  // guarded by mu_
+  bool running_ = false;  // guarded by mu_
+  bool stop_ = false;     // guarded by mu_
+  uint64_t moved_ = 0;    // guarded by mu_
+  std::string error_;     // guarded by mu_
+  std::thread thread_;
+};
+
+struct Interference {
+  double slowdown_pct = 0;  // median product time with the path moving / alone, minus 1
+  double noise_pct = 0;     // the same between alone products of alternate off-periods
+  double gbps = 0;          // moved while on (both directions)
+  size_t with_products = 0, alone_products = 0;
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One continuous stream of `products` matrix products. After a warm-up (a quarter of them, at
+// most 100: the GPU reaches its power limit), `mover` is switched on and off every `period_s`.
+// Products that ran wholly inside an on-period (from 1 ms after it started) are "with", those
+// wholly inside an off-period between two on-periods (1 ms clear of both) are "alone"; the
+// slowdown compares their medians. The loop's speed wanders by several percent over tens of
+// milliseconds on a GPU at its power limit; alternating hits both classes alike, and the same
+// comparison between alone products of even and odd off-periods is reported as the noise.
+Interference MeasureInterference(Matmul& mm, Mover& mover, int products, double period_s) {
+  using Span = std::pair<double, double>;
+  std::vector<Span> on;
+  uint64_t moved = 0;
+  double on_seconds = 0;
+  const auto sleep = [](double s) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(s));
+  };
+  mm.StartTimeline(products);
+  const int warmup = std::min(100, products / 4);
+  while (!mm.Finished(warmup)) sleep(1e-3);
+  while (!mm.Finished(products - 1)) {
+    const double start = Matmul::SteadyNow();
+    mover.On();
+    sleep(period_s);
+    moved += mover.Off();
+    const double end = Matmul::SteadyNow();
+    on.emplace_back(start, end);
+    on_seconds += end - start;
+    sleep(period_s);
+  }
+  const std::vector<Span> spans = mm.Spans();
+  std::vector<double> with, alone, alone_parity[2];
+  for (const Span& p : spans) {
+    if (on.empty() || p.first < on.front().first || p.second > on.back().second) continue;
+    size_t before = 0;  // on-periods that ended before this product started
+    bool inside = false, touches = false;
+    for (const Span& o : on) {
+      if (o.second + 1e-3 <= p.first) ++before;
+      if (p.first >= o.first + 1e-3 && p.second <= o.second) inside = true;
+      if (p.second > o.first - 1e-3 && p.first < o.second + 1e-3) touches = true;
+    }
+    const double len = p.second - p.first;
+    if (inside) {
+      with.push_back(len);
+    } else if (!touches) {
+      alone.push_back(len);
+      alone_parity[before % 2].push_back(len);
+    }
+  }
+  Interference r;
+  r.with_products = with.size();
+  r.alone_products = alone.size();
+  if (!with.empty() && !alone.empty()) {
+    r.slowdown_pct = (Median(with) / Median(alone) - 1) * 100;
+  }
+  if (!alone_parity[0].empty() && !alone_parity[1].empty()) {
+    r.noise_pct = (Median(alone_parity[1]) / Median(alone_parity[0]) - 1) * 100;
+  }
+  r.gbps = on_seconds > 0 ? static_cast<double>(moved) / on_seconds / 1e9 : 0;
+  return r;
+}
 
 // ---------------------------------------------------------------------------------------------
 struct ScenarioSpec {
@@ -205,6 +413,7 @@ struct Row {
   double gbps = 0, ratio = 0;
   bool has_slowdown = false;  // both only
   double matmul_slowdown_pct = 0;
+  double matmul_noise_pct = 0;
   double transfer_gbps_during_matmul = 0;
   bool verified = false;
 };
@@ -502,11 +711,6 @@ class Scenario {
   cudaStream_t s_d2h_ = nullptr, s_h2d_ = nullptr;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
   CLI::App app{
       "Benchmarks the device<->host transfer engine against per-page copies, "
@@ -514,9 +718,11 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
       "interference loop.",
       "cachepawl bench transfer"};
   std::string scenarios = "all";
-  int iters = 5, matmuls = 100;
-  uint32_t ctas = 16;
-  uint64_t staging_mib = 64;
+  const TransferEngineOptions defaults;
+  int iters = 5, matmuls = 800;
+  double period_ms = 40;
+  uint32_t ctas = defaults.kernel_ctas;
+  uint64_t staging_mib = defaults.staging_bytes >> 20;
   bool json = false;
   bool no_coalesce = false;
   std::string path_list = "all";
@@ -526,19 +732,33 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--iters", iters, "timed iterations per path and direction (median; default 5)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--matmuls", matmuls,
-                 "products per interference measurement (default 100; 0: skip)")
+                 "products in each interference measurement (default 800; 0: skip)")
       ->check(CLI::Range(0, 100000));
-  app.add_option("--ctas", ctas, "gather/scatter kernel CTAs (default 16)")
+  app.add_option("--period-ms", period_ms,
+                 "interference: the path is switched on and off every this many ms (default 40)")
+      ->check(CLI::Range(5.0, 10000.0));
+  app.add_option("--ctas", ctas,
+                 "gather/scatter kernel CTAs (default: the engine's, " +
+                     std::to_string(defaults.kernel_ctas) + ")")
       ->check(CLI::Range(0u, 65535u));
-  app.add_option("--staging-mib", staging_mib, "staging MiB per direction (default 64)")
+  app.add_option("--staging-mib", staging_mib,
+                 "staging MiB per direction (default: the engine's, " +
+                     std::to_string(defaults.staging_bytes >> 20) + ")")
       ->check(CLI::Range(uint64_t{1}, uint64_t{16384}));
+  uint32_t staging_chunks = defaults.staging_chunks;
+  app.add_option("--staging-chunks", staging_chunks,
+                 "staging ring chunks per direction (default: the engine's, " +
+                     std::to_string(defaults.staging_chunks) + ")")
+      ->check(CLI::Range(2u, 64u));
   app.add_flag("--json", json, "print rows as JSON");
   app.add_option("--paths", path_list,
                  "comma-separated subset of: ours, ours_block, memcpy_piece, memcpy_batch "
                  "(contiguous always runs; default all)");
-  int priority = 0;
+  int priority = defaults.loadback_priority;
   app.add_option("--priority", priority,
-                 "CUDA priority of the engine's streams (default 0, the lowest; -5 the highest)")
+                 "CUDA priority of the engine's streams (default: the engine's, " +
+                     std::to_string(defaults.loadback_priority) +
+                     "; 0 is the lowest, -5 the highest on an H100)")
       ->check(CLI::Range(-100, 100));
   app.add_flag("--no-coalesce", no_coalesce,
                "engine option coalesce_copies = false (one copy per record piece)");
@@ -567,6 +787,11 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
   eo.mode = TransferEngineOptions::Mode::kGpu;
   eo.kernel_ctas = ctas;
   eo.staging_bytes = staging_mib << 20;
+  eo.staging_chunks = staging_chunks;
+  if (Status v = eo.Validate(); !v.ok()) {
+    io.err << "cachepawl bench transfer: " << v.ToString() << "\n";
+    return kExitUsage;
+  }
   eo.coalesce_copies = !no_coalesce;
   eo.writeback_priority = eo.loadback_priority = priority;
   std::vector<std::string> paths;
@@ -594,7 +819,7 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
     if (matmuls > 0) {
       mm.Run(5);  // warm-up
       std::vector<double> alone;
-      for (int i = 0; i < 3; ++i) alone.push_back(mm.Run(matmuls));
+      for (int i = 0; i < 3; ++i) alone.push_back(mm.Run(50) / 50);
       matmul_alone_s = Median(alone);
     }
     const auto specs = AllScenarios();
@@ -628,36 +853,19 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
           scenario_rows.push_back(r);
         }
         if (matmuls > 0) {
-          // The loop alone right before (clocks drift: the peer is measured in the same breath),
-          // then while this path moves data both ways without pause.
-          const double alone = std::min(mm.Run(matmuls), mm.Run(matmuls));
-          std::atomic<bool> stop{false};
-          std::atomic<uint64_t> moved{0};
-          std::string thread_error;
-          std::thread mover([&] {
-            try {
-              while (!stop.load()) {
-                sc.Run(path, true, true);
-                moved += 2 * sc.bytes();
-              }
-            } catch (const Failure& f) {
-              thread_error = f.what;
-            }
-          });
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-          const auto t0 = std::chrono::steady_clock::now();
-          const uint64_t moved0 = moved.load();
-          const double with = mm.Run(matmuls);
-          const double wall = Seconds(t0, std::chrono::steady_clock::now());
-          const uint64_t moved1 = moved.load();
-          stop = true;
-          mover.join();
-          if (!thread_error.empty()) throw Failure{thread_error};
+          Mover mover([&] { sc.Run(path, true, true); }, 2 * sc.bytes());
+          const Interference in = MeasureInterference(mm, mover, matmuls, period_ms / 1e3);
+          if (in.with_products == 0 || in.alone_products == 0) {
+            throw Failure{
+                "interference: no product ran wholly inside an on- or off-period "
+                "(raise --matmuls or --period-ms)"};
+          }
           for (Row& r : scenario_rows) {
             if (r.path == path && r.direction == "both") {
               r.has_slowdown = true;
-              r.matmul_slowdown_pct = (with / alone - 1) * 100;
-              r.transfer_gbps_during_matmul = static_cast<double>(moved1 - moved0) / wall / 1e9;
+              r.matmul_slowdown_pct = in.slowdown_pct;
+              r.matmul_noise_pct = in.noise_pct;
+              r.transfer_gbps_during_matmul = in.gbps;
             }
           }
         }
@@ -679,9 +887,13 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
     nlohmann::json out;
     out["device"] = cuda::DescribeDevice(0);
     out["matmul"] = matmul_engine;
-    out["matmul_alone_ms"] = matmul_alone_s * 1e3 / std::max(1, matmuls);
+    out["matmul_alone_ms"] = matmul_alone_s * 1e3;
+    out["interference_products"] = matmuls;
+    out["interference_period_ms"] = period_ms;
+    out["priority"] = priority;
     out["kernel_ctas"] = ctas;
     out["staging_mib"] = staging_mib;
+    out["staging_chunks"] = staging_chunks;
     out["rows"] = nlohmann::json::array();
     for (const Row& r : rows) {
       nlohmann::json j = {{"scenario", r.scenario},   {"path", r.path},
@@ -691,6 +903,7 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
                           {"verified", r.verified}};
       if (r.has_slowdown) {
         j["matmul_slowdown_pct"] = r.matmul_slowdown_pct;
+        j["matmul_noise_pct"] = r.matmul_noise_pct;
         j["gbps_during_matmul"] = r.transfer_gbps_during_matmul;
       }
       out["rows"].push_back(j);
@@ -698,13 +911,14 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
     io.out << out.dump(1) << "\n";
   } else {
     io.out << "device: " << cuda::DescribeDevice(0) << "\nmatrix product: " << matmul_engine
-           << ", 8192x8192x8192, " << std::fixed << std::setprecision(3)
-           << matmul_alone_s * 1e3 / std::max(1, matmuls) << " ms each alone\n";
+           << ", 8192x8192x8192, " << std::fixed << std::setprecision(3) << matmul_alone_s * 1e3
+           << " ms each alone\n";
     io.out << "GB/s (ratio to the contiguous limit of the same run); slowdown: matrix-product loop "
-              "while the path moves data both ways (GB/s moved meanwhile)\n";
+              "while the path moves data both ways, +- the same comparison between alone "
+              "periods (GB/s moved meanwhile)\n";
     io.out << std::left << std::setw(17) << "scenario" << std::setw(14) << "path" << std::right
            << std::setw(16) << "d2h" << std::setw(16) << "h2d" << std::setw(16) << "both"
-           << std::setw(22) << "matmul slowdown"
+           << std::setw(26) << "matmul slowdown"
            << "\n";
     for (size_t i = 0; i + 2 < rows.size(); i += 3) {
       auto cell = [](const Row& r) {
@@ -715,12 +929,13 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
       };
       std::ostringstream slow;
       if (rows[i + 2].has_slowdown) {
-        slow << std::fixed << std::setprecision(1) << rows[i + 2].matmul_slowdown_pct << "% ("
+        slow << std::fixed << std::setprecision(1) << rows[i + 2].matmul_slowdown_pct << "% +-"
+             << std::abs(rows[i + 2].matmul_noise_pct) << " ("
              << rows[i + 2].transfer_gbps_during_matmul << ")";
       }
       io.out << std::left << std::setw(17) << rows[i].scenario << std::setw(14) << rows[i].path
              << std::right << std::setw(16) << cell(rows[i]) << std::setw(16) << cell(rows[i + 1])
-             << std::setw(16) << cell(rows[i + 2]) << std::setw(22) << slow.str() << "\n";
+             << std::setw(16) << cell(rows[i + 2]) << std::setw(26) << slow.str() << "\n";
     }
   }
   if (!mismatch.empty()) {

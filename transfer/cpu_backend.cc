@@ -1,5 +1,6 @@
 // The CPU backend: the transfer engine's plan executed with memcpy on the dispatcher thread of
-// each direction, with the same staging halves, kernel jobs and copy runs as the CUDA backend.
+// each direction, with the same staging chunks, kernel jobs and copy runs as the CUDA backend
+// (chunks run one after another, so one chunk of staging per direction is enough).
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -13,11 +14,10 @@ namespace {
 
 class CpuBackend final : public TransferBackend {
  public:
-  CpuBackend(const RecordMap* const maps[kNumKinds], uint64_t staging_bytes)
-      : half_bytes_(staging_bytes / 2) {
+  CpuBackend(const RecordMap* const maps[kNumKinds], uint64_t chunk_bytes) {
     maps_[0] = maps[0];
     maps_[1] = maps[1];
-    for (auto& s : staging_) s.reset(new std::byte[staging_bytes]);
+    for (auto& s : staging_) s.reset(new std::byte[chunk_bytes]);
   }
 
   void Dispatch(std::unique_ptr<PlannedOperation> op) override {
@@ -31,23 +31,23 @@ class CpuBackend final : public TransferBackend {
     if (!wb) RunCopies(op->direct, nullptr, /*to_host=*/false);
     for (size_t c = 0; c < op->chunks.size(); ++c) {
       const StagedChunk& chunk = op->chunks[c];
-      std::byte* half = staging + (c % 2) * half_bytes_;
+      std::byte* stage = staging;
       const bool last = c + 1 == op->chunks.size();
       if (wb) {
-        for (int k = 0; k < kNumKinds; ++k) RunJobs(*maps_[k], chunk.jobs[k], half, true);
-        RunCopies(chunk.copies, half, /*to_host=*/true);
+        for (int k = 0; k < kNumKinds; ++k) RunJobs(*maps_[k], chunk.jobs[k], stage, true);
+        RunCopies(chunk.copies, stage, /*to_host=*/true);
       } else {
-        RunCopies(chunk.copies, half, /*to_host=*/false);
-        if (maps_[1] != nullptr) RunJobs(*maps_[1], chunk.jobs[1], half, false);
+        RunCopies(chunk.copies, stage, /*to_host=*/false);
+        if (maps_[1] != nullptr) RunJobs(*maps_[1], chunk.jobs[1], stage, false);
         const RecordMap& kv = *maps_[0];
         if (op->per_layer && !chunk.jobs[0].empty()) {
           for (size_t a = 0; a + 1 < kv.layer_tiles.size(); ++a) {
-            RunJobs(kv, RestrictJobs(chunk.jobs[0], kv.layer_tiles[a], kv.layer_tiles[a + 1]), half,
-                    false);
+            RunJobs(kv, RestrictJobs(chunk.jobs[0], kv.layer_tiles[a], kv.layer_tiles[a + 1]),
+                    stage, false);
             if (last) op->completer.CompleteLayer(a);
           }
         } else if (!chunk.jobs[0].empty()) {
-          RunJobs(kv, chunk.jobs[0], half, false);
+          RunJobs(kv, chunk.jobs[0], stage, false);
         }
       }
     }
@@ -62,8 +62,8 @@ class CpuBackend final : public TransferBackend {
   uint64_t execution_errors() const override { return execution_errors_.load(); }
 
  private:
-  // A "kernel": copies each job's tiles between the pool and the staging half.
-  void RunJobs(const RecordMap& m, const std::vector<KernelJob>& jobs, std::byte* half,
+  // A "kernel": copies each job's tiles between the pool and the staging chunk.
+  void RunJobs(const RecordMap& m, const std::vector<KernelJob>& jobs, std::byte* stage,
                bool gather) {
     if (jobs.empty()) return;
     ++kernel_launches_;
@@ -71,7 +71,7 @@ class CpuBackend final : public TransferBackend {
       for (uint32_t t = j.tile_begin; t < j.tile_begin + j.tile_count; ++t) {
         auto* dev = reinterpret_cast<std::byte*>(m.DeviceAddress(t, j.slot));
         // Sum the offsets first: staging_record_base alone may be negative.
-        std::byte* stg = half + (j.staging_record_base + static_cast<int64_t>(m.tile_offset[t]));
+        std::byte* stg = stage + (j.staging_record_base + static_cast<int64_t>(m.tile_offset[t]));
         if (gather) {
           std::memcpy(stg, dev, m.tiles[t].bytes);
         } else {
@@ -81,15 +81,15 @@ class CpuBackend final : public TransferBackend {
     }
   }
 
-  // "Copy engines": each run between host memory and the staging half (or, when `half` is null,
+  // "Copy engines": each run between host memory and the staging chunk (or, when `stage` is null,
   // the device address in `other`).
-  void RunCopies(const std::vector<CopyRun>& runs, std::byte* half, bool to_host) {
+  void RunCopies(const std::vector<CopyRun>& runs, std::byte* stage, bool to_host) {
     for (const CopyRun& r : runs) {
       ++copy_calls_;
       for (uint64_t row = 0; row < r.height; ++row) {
         std::byte* host = r.host + row * r.host_pitch;
         std::byte* other =
-            (half != nullptr ? half + r.other : reinterpret_cast<std::byte*>(r.other)) +
+            (stage != nullptr ? stage + r.other : reinterpret_cast<std::byte*>(r.other)) +
             row * r.other_pitch;
         if (to_host) {
           std::memcpy(host, other, r.width);
@@ -101,7 +101,6 @@ class CpuBackend final : public TransferBackend {
   }
 
   const RecordMap* maps_[kNumKinds] = {nullptr, nullptr};
-  const uint64_t half_bytes_;
   std::unique_ptr<std::byte[]> staging_[2];  // per direction; each touched by one thread
   std::atomic<uint64_t> kernel_launches_{0};
   std::atomic<uint64_t> copy_calls_{0};
@@ -111,8 +110,8 @@ class CpuBackend final : public TransferBackend {
 }  // namespace
 
 std::unique_ptr<TransferBackend> MakeCpuBackend(const RecordMap* const maps[kNumKinds],
-                                                uint64_t staging_bytes) {
-  return std::make_unique<CpuBackend>(maps, staging_bytes);
+                                                uint64_t chunk_bytes) {
+  return std::make_unique<CpuBackend>(maps, chunk_bytes);
 }
 
 }  // namespace cachepawl::internal

@@ -1,9 +1,10 @@
 // The CUDA backend of the transfer engine (see transfer/transfer_engine.h for the data path).
 //
 // Per direction: a copy stream and a kernel stream (non-blocking, the direction's priority), a
-// device staging buffer of two halves, and events that hand each half between the kernel and the
-// copies: WriteBack gathers into half h on the kernel stream while the copy stream drains half
-// h^1 to the host; LoadBack fills half h from the host while the kernel stream scatters half h^1.
+// device staging buffer cut into a ring of chunks, and events that hand each chunk between the
+// kernel and the copies: WriteBack gathers into chunk c on the kernel stream while the copy
+// stream drains earlier chunks to the host; LoadBack fills chunk c from the host while the kernel
+// stream scatters earlier chunks. A chunk is reused once its previous user has finished.
 // The dispatcher thread only enqueues (it never waits on the GPU); a completion thread per
 // direction waits for each operation's final event in order and fires its fence.
 //
@@ -30,6 +31,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cuda/transfer_kernels.h"
@@ -130,7 +132,10 @@ class CudaBackend final : public TransferBackend {
  public:
   CudaBackend(const RecordMap* const maps[kNumKinds], const TransferEngineOptions& options,
               int device)
-      : options_(options), device_(device), half_bytes_(options.staging_bytes / 2) {
+      : options_(options),
+        device_(device),
+        chunk_bytes_(options.staging_chunk_bytes()),
+        chunks_(options.staging_chunks) {
     maps_[0] = maps[0];
     maps_[1] = maps[1];
   }
@@ -147,8 +152,10 @@ class CudaBackend final : public TransferBackend {
     }
     (void)cudaSetDevice(device_);
     for (auto& d : dirs_) {
-      for (cudaEvent_t e : {d.produced[0], d.produced[1], d.consumed[0], d.consumed[1]}) {
-        if (e) (void)cudaEventDestroy(e);
+      for (const auto* events : {&d.produced, &d.consumed}) {
+        for (cudaEvent_t e : *events) {
+          if (e) (void)cudaEventDestroy(e);
+        }
       }
       if (d.copy) (void)cudaStreamDestroy(d.copy);
       if (d.kernel) (void)cudaStreamDestroy(d.kernel);
@@ -173,11 +180,14 @@ class CudaBackend final : public TransferBackend {
       CP_CUDA(cudaStreamCreateWithPriority(&dir.copy, cudaStreamNonBlocking, prio));
       CP_CUDA(cudaStreamCreateWithPriority(&dir.kernel, cudaStreamNonBlocking, prio));
       void* p = nullptr;
-      CP_CUDA(cudaMalloc(&p, options_.staging_bytes));
+      CP_CUDA(cudaMalloc(&p, chunk_bytes_ * chunks_));
       dir.staging = static_cast<std::byte*>(p);
-      for (int h = 0; h < 2; ++h) {
-        CP_CUDA(cudaEventCreateWithFlags(&dir.produced[h], cudaEventDisableTiming));
-        CP_CUDA(cudaEventCreateWithFlags(&dir.consumed[h], cudaEventDisableTiming));
+      dir.produced.assign(chunks_, nullptr);
+      dir.consumed.assign(chunks_, nullptr);
+      dir.chunk_used.assign(chunks_, false);
+      for (uint32_t c = 0; c < chunks_; ++c) {
+        CP_CUDA(cudaEventCreateWithFlags(&dir.produced[c], cudaEventDisableTiming));
+        CP_CUDA(cudaEventCreateWithFlags(&dir.consumed[c], cudaEventDisableTiming));
       }
     }
     for (int k = 0; k < kNumKinds; ++k) CACHEPAWL_RETURN_IF_ERROR(UploadTables(k));
@@ -275,10 +285,16 @@ class CudaBackend final : public TransferBackend {
     cudaStream_t copy = nullptr;
     cudaStream_t kernel = nullptr;
     std::byte* staging = nullptr;
-    cudaEvent_t produced[2] = {nullptr, nullptr};
-    cudaEvent_t consumed[2] = {nullptr, nullptr};
-    bool half_used[2] = {false, false};  // dispatcher thread only
-    int next_half = 0;                   // dispatcher thread only
+    // Per chunk: its bytes are ready for the next stage / free again.
+    std::vector<cudaEvent_t> produced, consumed;
+    std::vector<bool> chunk_used;  // dispatcher thread only
+    uint32_t next_chunk = 0;       // dispatcher thread only
+    // The next chunk of the ring.
+    std::pair<uint32_t, std::byte*> TakeChunk(uint64_t chunk_bytes) {
+      const uint32_t c = next_chunk;
+      next_chunk = (next_chunk + 1) % static_cast<uint32_t>(produced.size());
+      return {c, staging + c * chunk_bytes};
+    }
     std::mutex mu;
     std::condition_variable cv;
     std::deque<Pending> queue;  // guarded by mu
@@ -311,7 +327,7 @@ class CudaBackend final : public TransferBackend {
     return Status::OK();
   }
 
-  Status Launch(int kind, std::byte* half, const std::vector<KernelJob>& jobs, bool gather,
+  Status Launch(int kind, std::byte* chunk_base, const std::vector<KernelJob>& jobs, bool gather,
                 cudaStream_t stream) {
     std::vector<cuda::KernelJob> kj;
     for (size_t at = 0; at < jobs.size(); at += cuda::kMaxJobsPerLaunch) {
@@ -321,7 +337,7 @@ class CudaBackend final : public TransferBackend {
         const KernelJob& j = jobs[at + i];
         kj.push_back({j.slot, j.staging_record_base, j.tile_begin, j.tile_count, 0, 0});
       }
-      const int err = cuda::LaunchGatherScatter(tables_[kind], half, kj.data(),
+      const int err = cuda::LaunchGatherScatter(tables_[kind], chunk_base, kj.data(),
                                                 static_cast<uint32_t>(n), gather, ctas_, stream);
       if (err != 0)
         return CudaStatus("gather/scatter kernel launch", static_cast<cudaError_t>(err));
@@ -330,7 +346,7 @@ class CudaBackend final : public TransferBackend {
     return Status::OK();
   }
 
-  Status Copies(const std::vector<CopyRun>& runs, std::byte* half, bool to_host,
+  Status Copies(const std::vector<CopyRun>& runs, std::byte* chunk_base, bool to_host,
                 cudaStream_t stream) {
     const cudaMemcpyKind kind = to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
     std::vector<void*> dsts;
@@ -354,7 +370,8 @@ class CudaBackend final : public TransferBackend {
       return Status::OK();
     };
     for (const CopyRun& r : runs) {
-      std::byte* other = half != nullptr ? half + r.other : reinterpret_cast<std::byte*>(r.other);
+      std::byte* other =
+          chunk_base != nullptr ? chunk_base + r.other : reinterpret_cast<std::byte*>(r.other);
       void* dst = to_host ? static_cast<void*>(r.host) : static_cast<void*>(other);
       const void* src =
           to_host ? static_cast<const void*>(other) : static_cast<const void*>(r.host);
@@ -381,18 +398,16 @@ class CudaBackend final : public TransferBackend {
   Status EnqueueWriteBack(Dir& d, Pending& p) {
     const PlannedOperation& op = *p.op;
     for (const StagedChunk& chunk : op.chunks) {
-      const int h = d.next_half;
-      d.next_half ^= 1;
-      std::byte* half = d.staging + h * half_bytes_;
-      if (d.half_used[h]) CP_CUDA(cudaStreamWaitEvent(d.kernel, d.consumed[h], 0));
+      const auto [h, chunk_base] = d.TakeChunk(chunk_bytes_);
+      if (d.chunk_used[h]) CP_CUDA(cudaStreamWaitEvent(d.kernel, d.consumed[h], 0));
       for (int k = 0; k < kNumKinds; ++k) {
-        CACHEPAWL_RETURN_IF_ERROR(Launch(k, half, chunk.jobs[k], true, d.kernel));
+        CACHEPAWL_RETURN_IF_ERROR(Launch(k, chunk_base, chunk.jobs[k], true, d.kernel));
       }
       CP_CUDA(cudaEventRecord(d.produced[h], d.kernel));
       CP_CUDA(cudaStreamWaitEvent(d.copy, d.produced[h], 0));
-      CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, half, true, d.copy));
+      CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, chunk_base, true, d.copy));
       CP_CUDA(cudaEventRecord(d.consumed[h], d.copy));
-      d.half_used[h] = true;
+      d.chunk_used[h] = true;
     }
     return Copies(op.direct, nullptr, true, d.copy);
   }
@@ -410,19 +425,17 @@ class CudaBackend final : public TransferBackend {
     for (size_t c = 0; c < op.chunks.size(); ++c) {
       const StagedChunk& chunk = op.chunks[c];
       const bool last = c + 1 == op.chunks.size();
-      const int h = d.next_half;
-      d.next_half ^= 1;
-      std::byte* half = d.staging + h * half_bytes_;
-      if (d.half_used[h]) CP_CUDA(cudaStreamWaitEvent(d.copy, d.consumed[h], 0));
-      CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, half, false, d.copy));
+      const auto [h, chunk_base] = d.TakeChunk(chunk_bytes_);
+      if (d.chunk_used[h]) CP_CUDA(cudaStreamWaitEvent(d.copy, d.consumed[h], 0));
+      CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, chunk_base, false, d.copy));
       CP_CUDA(cudaEventRecord(d.produced[h], d.copy));
       CP_CUDA(cudaStreamWaitEvent(d.kernel, d.produced[h], 0));
-      CACHEPAWL_RETURN_IF_ERROR(Launch(1, half, chunk.jobs[1], false, d.kernel));
+      CACHEPAWL_RETURN_IF_ERROR(Launch(1, chunk_base, chunk.jobs[1], false, d.kernel));
       if (op.per_layer) {
         for (size_t a = 0; a + 1 < kv.layer_tiles.size(); ++a) {
-          CACHEPAWL_RETURN_IF_ERROR(
-              Launch(0, half, RestrictJobs(chunk.jobs[0], kv.layer_tiles[a], kv.layer_tiles[a + 1]),
-                     false, d.kernel));
+          CACHEPAWL_RETURN_IF_ERROR(Launch(
+              0, chunk_base, RestrictJobs(chunk.jobs[0], kv.layer_tiles[a], kv.layer_tiles[a + 1]),
+              false, d.kernel));
           if (last) {
             CACHEPAWL_ASSIGN_OR_RETURN(cudaEvent_t e, events_.Get());
             p.layer_events.push_back(e);
@@ -430,10 +443,10 @@ class CudaBackend final : public TransferBackend {
           }
         }
       } else {
-        CACHEPAWL_RETURN_IF_ERROR(Launch(0, half, chunk.jobs[0], false, d.kernel));
+        CACHEPAWL_RETURN_IF_ERROR(Launch(0, chunk_base, chunk.jobs[0], false, d.kernel));
       }
       CP_CUDA(cudaEventRecord(d.consumed[h], d.kernel));
-      d.half_used[h] = true;
+      d.chunk_used[h] = true;
     }
     return Status::OK();
   }
@@ -501,7 +514,8 @@ class CudaBackend final : public TransferBackend {
   const RecordMap* maps_[kNumKinds] = {nullptr, nullptr};
   const TransferEngineOptions options_;
   const int device_;
-  const uint64_t half_bytes_;
+  const uint64_t chunk_bytes_;
+  const uint32_t chunks_;
   uint32_t ctas_ = 16;
   int max_pitch_ = 0;
   cuda::KernelTables tables_[kNumKinds] = {{nullptr, nullptr}, {nullptr, nullptr}};

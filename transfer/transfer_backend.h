@@ -35,9 +35,9 @@ class TransferBackend {
   virtual uint64_t execution_errors() const = 0;
 };
 
-// memcpy backend; `staging_bytes` of host memory per direction.
+// memcpy backend; one staging chunk of `chunk_bytes` host memory per direction.
 std::unique_ptr<TransferBackend> MakeCpuBackend(const RecordMap* const maps[kNumKinds],
-                                                uint64_t staging_bytes);
+                                                uint64_t chunk_bytes);
 
 // CUDA backend on GPU `device` (Unavailable in builds without CUDA).
 StatusOr<std::unique_ptr<TransferBackend>> MakeCudaBackend(const RecordMap* const maps[kNumKinds],

@@ -31,10 +31,15 @@ Status TransferEngineOptions::Validate() const {
     return Status::InvalidArgument("transfer.tile_bytes: " + std::to_string(tile_bytes) +
                                    " (must be a multiple of 4096 in [4096, 1 GiB])");
   }
-  if (staging_bytes < 2 * tile_bytes || staging_bytes > (uint64_t{16} << 30)) {
+  if (staging_chunks < 2 || staging_chunks > 64) {
+    return Status::InvalidArgument("transfer.staging_chunks: " + std::to_string(staging_chunks) +
+                                   " (must be in [2, 64])");
+  }
+  if (staging_bytes > (uint64_t{16} << 30) || staging_chunk_bytes() < tile_bytes) {
     return Status::InvalidArgument(
         "transfer.staging_bytes: " + std::to_string(staging_bytes) +
-        " (must be in [2 * tile_bytes = " + std::to_string(2 * tile_bytes) + ", 16 GiB])");
+        " (must be at most 16 GiB and hold staging_chunks = " + std::to_string(staging_chunks) +
+        " chunks of at least tile_bytes = " + std::to_string(tile_bytes) + ")");
   }
   if (kernel_ctas > 65535) {
     return Status::InvalidArgument("transfer.kernel_ctas: " + std::to_string(kernel_ctas) +
@@ -106,7 +111,7 @@ StatusOr<std::unique_ptr<TransferEngine>> TransferEngine::Create(
   if (gpu) {
     CACHEPAWL_ASSIGN_OR_RETURN(e->backend_, internal::MakeCudaBackend(maps, options, pool.device));
   } else {
-    e->backend_ = internal::MakeCpuBackend(maps, options.staging_bytes);
+    e->backend_ = internal::MakeCpuBackend(maps, options.staging_chunk_bytes());
   }
   for (int d = 0; d < 2; ++d) {
     e->queues_[d] = std::make_unique<DirectionQueue>();
@@ -223,7 +228,7 @@ Fence TransferEngine::Submit(Operation op) {
     payloads[i] = host_->SlotPayload(host.slot);
   }
   const RecordMap* maps[kNumKinds] = {maps_[0].get(), maps_[1].get()};
-  internal::PlanOperation(op, payloads, maps, options_.staging_bytes / 2, planned.get());
+  internal::PlanOperation(op, payloads, maps, options_.staging_chunk_bytes(), planned.get());
   staged_chunks_.fetch_add(planned->chunks.size(), std::memory_order_relaxed);
   planned->per_layer = op.per_layer_fences;
   planned->num_layers = layers;

@@ -10,11 +10,15 @@
 // layer-first pieces into a page-first record in a device staging buffer, then copy engines move
 // the records to the host slots' payloads (runs of adjacent slots as one 2-D copy). LoadBack: the
 // reverse, with a scatter kernel. The staging buffer of each direction is bounded
-// (options.staging_bytes) and double-buffered, so the kernel of one half overlaps the copies of
-// the other and operations of any size stream through it. Pools whose records are contiguous on
-// the device (block-contiguous, DevicePoolArena) skip staging: copy engines move whole records.
-// Each direction has its own two non-blocking streams (copy, kernel) at options' priority;
-// operations of one direction run in submission order; the two directions overlap.
+// (options.staging_bytes) and cut into a ring of options.staging_chunks chunks, so kernels and
+// copies of different chunks overlap and operations of any size stream through it. Kernels get
+// SMs only between the engine's model kernels (a persistent matrix product holds every SM until
+// it ends), so the ring is what lets the copy engines run at the link's speed meanwhile: at each
+// kernel boundary the gather or scatter kernels fill or empty every free chunk at once. Pools whose
+// records are contiguous on the device (block-contiguous, DevicePoolArena) skip staging: copy
+// engines move whole records. Each direction has its own two non-blocking streams (copy, kernel) at
+// options' priority; operations of one direction run in submission order; the two directions
+// overlap.
 //
 // CPU mode (no GPU, options.mode == kCpu): the same planning and staging, with memcpy on one
 // worker thread per direction; the device pool is host memory (DevicePoolDescription::device
@@ -81,10 +85,14 @@ struct TransferEngineOptions {
   // device's range is typically [-5, 0]; values outside it are clamped). 0 = lowest priority.
   int writeback_priority = 0;
   int loadback_priority = 0;
-  // Device staging bytes per direction (two halves); at least 2 * tile_bytes.
-  uint64_t staging_bytes = uint64_t{64} << 20;
-  // Gather/scatter work unit: the largest piece one CTA copies at once; a record is split at
-  // tile boundaries when it does not fit in a staging half. A multiple of 4 KiB.
+  // Device staging bytes per direction, a ring of `staging_chunks` chunks of staging_bytes /
+  // staging_chunks bytes (rounded down to 4 KiB, at least tile_bytes). 256 MiB keeps the link
+  // busy beside 1.5 ms matrix products on an H100 (docs/PERFORMANCE.md); 64 MiB halves the rate
+  // moved meanwhile. The engine allocates it once per direction (VRAM in GPU mode).
+  uint64_t staging_bytes = uint64_t{256} << 20;
+  uint32_t staging_chunks = 8;
+  // Gather/scatter work unit: the largest piece one warp copies at once; a record is split at
+  // tile boundaries when it does not fit in a staging chunk. A multiple of 4 KiB.
   uint64_t tile_bytes = uint64_t{64} << 10;
   // CTAs of each gather/scatter kernel launch (fewer CTAs leave more SMs to the engine's model).
   uint32_t kernel_ctas = 16;
@@ -97,6 +105,10 @@ struct TransferEngineOptions {
 
   // OK, or InvalidArgument naming the field and value at fault.
   Status Validate() const;
+  // Bytes of one staging chunk.
+  uint64_t staging_chunk_bytes() const {
+    return staging_bytes / (staging_chunks == 0 ? 1 : staging_chunks) / 4096 * 4096;
+  }
 };
 
 struct TransferEngineStats {
@@ -107,7 +119,7 @@ struct TransferEngineStats {
   uint64_t bytes[2] = {0, 0};       // record bytes moved by successful operations
   uint64_t invalid_operations = 0;  // refused at Submit
   uint64_t execution_errors = 0;    // CUDA errors and injected faults
-  uint64_t staged_chunks = 0;       // staging halves filled
+  uint64_t staged_chunks = 0;       // staging chunks filled
   uint64_t kernel_launches = 0;
   uint64_t copy_calls = 0;  // copy-engine calls (a 2-D run counts once)
 };

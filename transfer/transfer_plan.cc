@@ -94,7 +94,7 @@ void AppendCopy(std::vector<CopyRun>& runs, std::byte* host, uint64_t other, uin
 }
 
 void PlanOperation(const Operation& op, const std::vector<std::byte*>& host_payloads,
-                   const RecordMap* const maps[kNumKinds], uint64_t half_bytes,
+                   const RecordMap* const maps[kNumKinds], uint64_t chunk_bytes,
                    PlannedOperation* out) {
   out->direction = op.direction;
   const bool write_back = op.direction == Direction::kWriteBack;
@@ -118,7 +118,7 @@ void PlanOperation(const Operation& op, const std::vector<std::byte*>& host_payl
     uint32_t t = 0;
     while (t < ntiles) {
       if (chunk == nullptr) new_chunk();
-      const uint64_t room = half_bytes - chunk->staging_bytes;
+      const uint64_t room = chunk_bytes - chunk->staging_bytes;
       // The last tile end e with tile_offset[e] - tile_offset[t] <= room.
       auto it = std::upper_bound(m.tile_offset.begin() + t + 1, m.tile_offset.end(),
                                  m.tile_offset[t] + room);
@@ -132,7 +132,7 @@ void PlanOperation(const Operation& op, const std::vector<std::byte*>& host_payl
       chunk->jobs[static_cast<int>(u.kind)].push_back(
           {slot, t, end - t, static_cast<int64_t>(at) - static_cast<int64_t>(m.tile_offset[t])});
       AppendCopy(chunk->copies, host + m.tile_offset[t], at, bytes);
-      chunk->staging_bytes = std::min(half_bytes, AlignStaging(at + bytes));
+      chunk->staging_bytes = std::min(chunk_bytes, AlignStaging(at + bytes));
       t = end;
     }
   }

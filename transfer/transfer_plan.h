@@ -4,7 +4,7 @@
 // A RecordMap says, for one kind, where each segment of a page-first record (layout order: per
 // attention layer K then V; per SSM layer conv then SSM) lives in the device pool, and cuts the
 // record into tiles of at most tile_bytes that never cross a segment. A kernel job copies a range
-// of one unit's tiles between the pool and a staging half. A record that is one contiguous piece
+// of one unit's tiles between the pool and a staging chunk. A record that is one contiguous piece
 // on the device ("direct": block-contiguous pools) is moved by copy engines alone.
 #pragma once
 
@@ -57,7 +57,7 @@ struct RecordMap {
 };
 
 // One kernel job: tiles [tile_begin, tile_begin + tile_count) of the record of `slot`; tile t's
-// bytes are at staging offset staging_record_base + map.tile_offset[t] (relative to the half).
+// bytes are at staging offset staging_record_base + map.tile_offset[t] (relative to the chunk).
 struct KernelJob {
   uint64_t slot = 0;
   uint32_t tile_begin = 0;
@@ -84,8 +84,8 @@ void AppendCopy(std::vector<CopyRun>& runs, std::byte* host, uint64_t other, uin
 
 struct StagedChunk {
   std::vector<KernelJob> jobs[kNumKinds];
-  std::vector<CopyRun> copies;  // `other` = offset in the staging half
-  uint64_t staging_bytes = 0;   // bytes of the half in use
+  std::vector<CopyRun> copies;  // `other` = offset in the staging chunk
+  uint64_t staging_bytes = 0;   // bytes of the chunk in use
 };
 
 struct PlannedOperation {
@@ -110,11 +110,11 @@ struct PlannedOperation {
   }
 };
 
-// Cuts the staged units of `op` into chunks of at most `half_bytes` (records split at tile
+// Cuts the staged units of `op` into chunks of at most `chunk_bytes` (records split at tile
 // boundaries when needed) and the direct units into copy runs. `host_payloads[i]` is the payload
 // address of unit i's host slot. Units must have been validated.
 void PlanOperation(const Operation& op, const std::vector<std::byte*>& host_payloads,
-                   const RecordMap* const maps[kNumKinds], uint64_t half_bytes,
+                   const RecordMap* const maps[kNumKinds], uint64_t chunk_bytes,
                    PlannedOperation* out);
 
 // The jobs of `jobs` restricted to tiles [tile_lo, tile_hi) (for per-layer scatter launches).

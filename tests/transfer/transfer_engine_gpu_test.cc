@@ -5,6 +5,7 @@
 // Skips, saying so, without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -45,6 +46,7 @@ TransferEngineOptions Gpu(uint64_t staging, uint64_t tile = 64 << 10) {
   o.mode = TransferEngineOptions::Mode::kGpu;
   o.staging_bytes = staging;
   o.tile_bytes = tile;
+  o.staging_chunks = static_cast<uint32_t>(std::clamp<uint64_t>(staging / tile, 2, 8));
   return o;
 }
 
@@ -92,8 +94,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(0, 1, 2, 3, 4),
                        ::testing::Values(PoolForm::kLayerFirst, PoolForm::kInterleaved,
                                          PoolForm::kBlockContiguous, PoolForm::kPaddedBlocks),
-                       // 256 KiB: records split across halves; 64 MiB: the default.
-                       ::testing::Values(uint64_t{256} << 10, uint64_t{64} << 20)));
+                       // 256 KiB: records split across 4 chunks of 64 KiB; 256 MiB: the
+                       // default (8 chunks of 32 MiB).
+                       ::testing::Values(uint64_t{256} << 10, uint64_t{256} << 20)));
 
 #if CACHEPAWL_HAVE_CUDA
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <tuple>
@@ -30,6 +31,7 @@ TransferEngineOptions CpuEngine(uint64_t staging = 1 << 20, uint64_t tile = 64 <
   o.mode = TransferEngineOptions::Mode::kCpu;
   o.staging_bytes = staging;
   o.tile_bytes = tile;
+  o.staging_chunks = static_cast<uint32_t>(std::clamp<uint64_t>(staging / tile, 2, 8));
   return o;
 }
 
@@ -82,7 +84,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(0, 1, 2, 3),
                        ::testing::Values(PoolForm::kLayerFirst, PoolForm::kInterleaved,
                                          PoolForm::kBlockContiguous, PoolForm::kPaddedBlocks),
-                       // 8 KiB: records split across many halves; 1 MiB: whole records.
+                       // 8 KiB: records split across many 4 KiB chunks; 1 MiB: 8 chunks.
                        ::testing::Values(uint64_t{8} << 10, uint64_t{1} << 20)));
 
 class EngineFixture : public ::testing::Test {
@@ -126,6 +128,17 @@ TEST_F(EngineFixture, CreateRejectsBadArguments) {
                 .message()
                 .find("transfer.staging_bytes: 4096"),
             std::string::npos);
+  for (uint32_t chunks : {0u, 1u, 65u}) {
+    o = CpuEngine();
+    o.staging_chunks = chunks;
+    EXPECT_NE(o.Validate().message().find("transfer.staging_chunks: " + std::to_string(chunks)),
+              std::string::npos)
+        << o.Validate().ToString();
+  }
+  o = CpuEngine(1 << 20, 64 << 10);
+  o.staging_chunks = 32;  // 32 KiB chunks cannot hold a 64 KiB tile
+  EXPECT_NE(o.Validate().message().find("transfer.staging_bytes: 1048576"), std::string::npos)
+      << o.Validate().ToString();
   o = CpuEngine();
   o.tile_bytes = 1000;
   EXPECT_NE(o.Validate().message().find("transfer.tile_bytes: 1000"), std::string::npos);

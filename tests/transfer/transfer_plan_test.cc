@@ -1,5 +1,5 @@
 // The transfer planner: record maps (tiles, layers, direct detection), copy-run merging, and
-// chunking of operations into staging halves.
+// chunking of operations into staging chunks.
 #include "transfer/transfer_plan.h"
 
 #include <gtest/gtest.h>
