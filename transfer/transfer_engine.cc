@@ -1,8 +1,9 @@
 #include "transfer/transfer_engine.h"
 
-#include <set>
+#include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cuda/gpu_runtime.h"
 #include "transfer/transfer_backend.h"
@@ -167,36 +168,48 @@ Status TransferEngine::Validate(const Operation& op) const {
   }
   const Tier src_tier = wb ? Tier::kDevice : Tier::kHost;
   const Tier dst_tier = wb ? Tier::kHost : Tier::kDevice;
-  std::set<std::pair<int, uint64_t>> destinations;
+  // Runs once per unit on the submitting thread: no allocation unless a unit is bad.
+  std::vector<uint64_t> destinations;  // (slot << 1) | kind, sorted below to find repeats
+  destinations.reserve(op.units.size());
+  const auto at = [](size_t i) { return "units[" + std::to_string(i) + "]"; };
   for (size_t i = 0; i < op.units.size(); ++i) {
     const CacheTransferUnit& u = op.units[i];
-    const std::string at = "units[" + std::to_string(i) + "]";
     if (!IsValidKind(static_cast<uint8_t>(u.kind))) {
-      return Status::InvalidArgument(at + ".kind: " + std::to_string(static_cast<int>(u.kind)));
+      return Status::InvalidArgument(at(i) + ".kind: " + std::to_string(static_cast<int>(u.kind)));
     }
     if (u.src.tier != src_tier || u.dst.tier != dst_tier) {
       return Status::InvalidArgument(
-          at + ": " + std::string(TierName(u.src.tier)) + "->" + std::string(TierName(u.dst.tier)) +
-          " in a " + DirectionName(op.direction) + " (this engine moves " +
-          std::string(TierName(src_tier)) + "->" + std::string(TierName(dst_tier)) +
-          " only; disk units belong to the disk tier)");
+          at(i) + ": " + std::string(TierName(u.src.tier)) + "->" +
+          std::string(TierName(u.dst.tier)) + " in a " + DirectionName(op.direction) +
+          " (this engine moves " + std::string(TierName(src_tier)) + "->" +
+          std::string(TierName(dst_tier)) + " only; disk units belong to the disk tier)");
     }
     const RecordMap& m = *maps_[static_cast<int>(u.kind)];
     const TierSlot& dev = wb ? u.src : u.dst;
     const TierSlot& host = wb ? u.dst : u.src;
-    const char* dev_field = wb ? ".src.slot" : ".dst.slot";
     if (dev.slot >= m.num_slots) {
-      return Status::InvalidArgument(at + dev_field + ": " + std::to_string(dev.slot) +
-                                     " (the device pool has " + std::to_string(m.num_slots) +
+      return Status::InvalidArgument(at(i) + (wb ? ".src.slot: " : ".dst.slot: ") +
+                                     std::to_string(dev.slot) + " (the device pool has " +
+                                     std::to_string(m.num_slots) +
                                      (u.kind == Kind::kKV ? " KV pages)" : " state slots)"));
     }
     Status st = host_->CheckSlot(host.slot, u.kind);
-    if (!st.ok()) return st.WithContext(at + (wb ? ".dst" : ".src"));
-    const TierSlot& dst = u.dst;
-    if (!destinations.insert({static_cast<int>(u.kind), dst.slot}).second) {
-      return Status::InvalidArgument(at + ".dst: " + std::string(TierName(dst.tier)) + " slot " +
-                                     std::to_string(dst.slot) +
-                                     " is the destination of an earlier unit too");
+    if (!st.ok()) return st.WithContext(at(i) + (wb ? ".dst" : ".src"));
+    destinations.push_back((u.dst.slot << 1) | static_cast<uint64_t>(u.kind));  // slots < 2^63
+  }
+  std::sort(destinations.begin(), destinations.end());
+  const auto repeat = std::adjacent_find(destinations.begin(), destinations.end());
+  if (repeat != destinations.end()) {
+    // Name the second unit with that destination, as a reader scanning the list would.
+    const uint64_t slot = *repeat >> 1;
+    const Kind kind = static_cast<Kind>(*repeat & 1);
+    size_t seen = 0;
+    for (size_t i = 0; i < op.units.size(); ++i) {
+      if (op.units[i].kind == kind && op.units[i].dst.slot == slot && ++seen == 2) {
+        return Status::InvalidArgument(at(i) + ".dst: " + std::string(TierName(dst_tier)) +
+                                       " slot " + std::to_string(slot) +
+                                       " is the destination of an earlier unit too");
+      }
     }
   }
   return Status::OK();

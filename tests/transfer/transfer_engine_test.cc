@@ -168,6 +168,10 @@ TEST_F(EngineFixture, BadOperationsFireTheirFenceWithAnErrorNamingTheUnit) {
   expect_error(WriteBack({{0, kv + 1}}), "units[0].dst: host slot");
   expect_error(WriteBack({{0, mamba}}), "not kv");
   expect_error(WriteBack({{0, kv}, {1, kv}}), "units[1].dst");
+  const HostSlotId kv2 = arena_->Allocate(Kind::kKV).value();
+  expect_error(
+      WriteBack({{0, kv}, {1, kv2}, {2, kv}}),
+      "units[2].dst: host slot " + std::to_string(kv) + " is the destination of an earlier");
   Operation disk = WriteBack({{0, kv}});
   disk.units[0].src = {Tier::kHost, kv};
   disk.units[0].dst = {Tier::kDisk, 5};
@@ -182,7 +186,7 @@ TEST_F(EngineFixture, BadOperationsFireTheirFenceWithAnErrorNamingTheUnit) {
   Operation bad_kind = WriteBack({{0, kv}});
   bad_kind.units[0].kind = static_cast<Kind>(7);
   expect_error(bad_kind, "units[0].kind: 7");
-  EXPECT_EQ(engine->stats().invalid_operations, 8u);
+  EXPECT_EQ(engine->stats().invalid_operations, 9u);
   EXPECT_EQ(engine->stats().submitted[0], 0u);
   // The empty operation is fine.
   Operation empty;
