@@ -10,11 +10,13 @@
 // layer-first pieces into a page-first record in a device staging buffer, then copy engines move
 // the records to the host slots' payloads (runs of adjacent slots as one 2-D copy). LoadBack: the
 // reverse, with a scatter kernel. The staging buffer of each direction is bounded
-// (options.staging_bytes) and cut into a ring of options.staging_chunks chunks, so kernels and
-// copies of different chunks overlap and operations of any size stream through it. Kernels get
-// SMs only between the engine's model kernels (a persistent matrix product holds every SM until
-// it ends), so the ring is what lets the copy engines run at the link's speed meanwhile: at each
-// kernel boundary the gather or scatter kernels fill or empty every free chunk at once. Pools whose
+// (options.staging_bytes) and cut into a ring of options.staging_chunks chunks (two by default:
+// double buffering), so the kernel of one chunk overlaps the copies of another and operations of
+// any size stream through it. While the model runs long kernels (a persistent matrix product
+// holds every SM until it ends), a gather or scatter launch gets SMs only at a kernel boundary
+// and covers one chunk, so the chunk size sets the rate moved meanwhile: 128 MiB chunks kept the
+// link at 0.87-0.90 of its two-way limit beside 1.5 ms products on an H100, 32 MiB chunks at
+// 0.45 (docs/PERFORMANCE.md). Pools whose
 // records are contiguous on the device (block-contiguous, DevicePoolArena) skip staging: copy
 // engines move whole records. Each direction has its own two non-blocking streams (copy, kernel) at
 // options' priority; operations of one direction run in submission order; the two directions
@@ -86,11 +88,12 @@ struct TransferEngineOptions {
   int writeback_priority = 0;
   int loadback_priority = 0;
   // Device staging bytes per direction, a ring of `staging_chunks` chunks of staging_bytes /
-  // staging_chunks bytes (rounded down to 4 KiB, at least tile_bytes). 256 MiB keeps the link
-  // busy beside 1.5 ms matrix products on an H100 (docs/PERFORMANCE.md); 64 MiB halves the rate
-  // moved meanwhile. The engine allocates it once per direction (VRAM in GPU mode).
+  // staging_chunks bytes (rounded down to 4 KiB, at least tile_bytes). The engine allocates it
+  // once per direction (VRAM in GPU mode; one chunk of host memory in CPU mode). Smaller chunks
+  // start an operation sooner; larger ones move more per kernel boundary while the model runs
+  // (see the data path above).
   uint64_t staging_bytes = uint64_t{256} << 20;
-  uint32_t staging_chunks = 8;
+  uint32_t staging_chunks = 2;
   // Gather/scatter work unit: the largest piece one warp copies at once; a record is split at
   // tile boundaries when it does not fit in a staging chunk. A multiple of 4 KiB.
   uint64_t tile_bytes = uint64_t{64} << 10;

@@ -46,7 +46,10 @@ TransferEngineOptions Gpu(uint64_t staging, uint64_t tile = 64 << 10) {
   o.mode = TransferEngineOptions::Mode::kGpu;
   o.staging_bytes = staging;
   o.tile_bytes = tile;
-  o.staging_chunks = static_cast<uint32_t>(std::clamp<uint64_t>(staging / tile, 2, 8));
+  // Small staging: a ring of up to 8 chunks; large: the default ring.
+  if (staging < (uint64_t{8} << 20)) {
+    o.staging_chunks = static_cast<uint32_t>(std::clamp<uint64_t>(staging / tile, 2, 8));
+  }
   return o;
 }
 
@@ -95,7 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(PoolForm::kLayerFirst, PoolForm::kInterleaved,
                                          PoolForm::kBlockContiguous, PoolForm::kPaddedBlocks),
                        // 256 KiB: records split across 4 chunks of 64 KiB; 256 MiB: the
-                       // default (8 chunks of 32 MiB).
+                       // default (2 chunks of 128 MiB).
                        ::testing::Values(uint64_t{256} << 10, uint64_t{256} << 20)));
 
 #if CACHEPAWL_HAVE_CUDA
