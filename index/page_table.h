@@ -4,9 +4,11 @@
 // spares most full-hash comparisons, which need the entry itself (the owner keeps the hashes;
 // `key_of(index)` returns the PageHash stored at an index). Deletion shifts the following run
 // back, so there are no tombstones. The load factor stays at or below 3/4.
-// Not thread-safe: the owner guards it (concurrent const calls are safe).
+// Not thread-safe: the owner guards it (concurrent const calls are safe), except
+// PrefetchUnguarded, which may run concurrently with anything.
 #pragma once
 
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +19,13 @@
 #include "index/page_hash.h"
 
 namespace cachepawl::index_internal {
+
+// Whether all 32 bytes are zero, without a memcmp call.
+inline bool IsZeroHash(const PageHash& a) {
+  uint64_t x[4];
+  std::memcpy(x, a.bytes.data(), sizeof(x));
+  return (x[0] | x[1] | x[2] | x[3]) == 0;
+}
 
 // Equality of two hashes without a memcmp call.
 inline bool SameHash(const PageHash& a, const PageHash& b) {
@@ -57,6 +66,14 @@ class PageTable {
   size_t Home(uint64_t mixed) const { return static_cast<size_t>(mixed >> shift_); }
   static uint32_t Tag(uint64_t mixed) { return static_cast<uint32_t>(mixed); }
   void Prefetch(uint64_t mixed) const { __builtin_prefetch(&slots_[Home(mixed)]); }
+  // Prefetch without the owner's lock: from relaxed atomic copies of the slots' address and the
+  // shift, which Rehash updates. A copy that a concurrent Rehash made stale (or a mix of an old
+  // address and a new shift) only makes the prefetch useless: a prefetch never faults.
+  void PrefetchUnguarded(uint64_t mixed) const {
+    const uintptr_t base = base_hint_.load(std::memory_order_relaxed);
+    const int shift = shift_hint_.load(std::memory_order_relaxed);
+    __builtin_prefetch(reinterpret_cast<const void*>(base + (mixed >> shift) * sizeof(Slot)));
+  }
 
   // The index of the first slot from the home of `mixed` whose tag matches, or kNone when the
   // run ends first. The caller must check the full hash (FindFrom continues the probe).
@@ -73,15 +90,18 @@ class PageTable {
     return kNone;
   }
 
-  // The index stored for `h`, or kNone.
+  // The index stored for `h`, or kNone. `mixed` is Mix(h).
   template <typename KeyOf>
-  uint32_t Find(const PageHash& h, KeyOf&& key_of) const {
-    const uint64_t mixed = Mix(h);
+  uint32_t Find(const PageHash& h, uint64_t mixed, KeyOf&& key_of) const {
     const uint32_t tag = Tag(mixed);
     for (size_t i = Home(mixed); slots_[i].index != kNone; i = (i + 1) & mask_) {
       if (slots_[i].tag == tag && SameHash(key_of(slots_[i].index), h)) return slots_[i].index;
     }
     return kNone;
+  }
+  template <typename KeyOf>
+  uint32_t Find(const PageHash& h, KeyOf&& key_of) const {
+    return Find(h, Mix(h), key_of);
   }
 
   // Inserting takes one probe: ReserveOneMore(), then FindForInsert() either finds `h` or says
@@ -95,8 +115,7 @@ class PageTable {
     uint32_t tag;
   };
   template <typename KeyOf>
-  uint32_t FindForInsert(const PageHash& h, KeyOf&& key_of, InsertPoint* at) const {
-    const uint64_t mixed = Mix(h);
+  uint32_t FindForInsert(const PageHash& h, uint64_t mixed, KeyOf&& key_of, InsertPoint* at) const {
     const uint32_t tag = Tag(mixed);
     size_t i = Home(mixed);
     for (; slots_[i].index != kNone; i = (i + 1) & mask_) {
@@ -161,6 +180,8 @@ class PageTable {
     slots_.assign(capacity, Slot{});
     mask_ = capacity - 1;
     shift_ = 64 - std::countr_zero(capacity);
+    base_hint_.store(reinterpret_cast<uintptr_t>(slots_.data()), std::memory_order_relaxed);
+    shift_hint_.store(shift_, std::memory_order_relaxed);
     for (const Slot& s : old) {
       if (s.index != kNone) Place(Mix(key_of(s.index)), s.index);
     }
@@ -176,6 +197,8 @@ class PageTable {
   size_t mask_ = 0;
   int shift_ = 64;
   size_t size_ = 0;
+  std::atomic<uintptr_t> base_hint_{0};  // slots_.data() and shift_ for PrefetchUnguarded
+  std::atomic<int> shift_hint_{63};
 };
 
 }  // namespace cachepawl::index_internal

@@ -2,7 +2,11 @@
 //
 // Layout. Entries are named by 32-bit indices and live in two ChunkedArrays (never moved): a
 // 64-byte aligned hot part with everything Match reads (one cache line per page) and a 32-byte
-// cold part; a PageTable maps a hash to its index. A KV location is kept inline as a 32-bit slot;
+// cold part; a PageTable maps a hash to its index. An EntryAllocator hands out the indices so
+// that a chain grown page by page, even interleaved with other chains (pages inserted as
+// requests decode), has consecutive indices inside aligned blocks of 16: Match then predicts
+// most pages' entries from the previous page's and reads the table about once per block (see
+// ChainFinder). A KV location is kept inline as a 32-bit slot;
 // slots that do not fit (>= 0xFFFFFFFF) go to a side map keyed by (index, tier). Mamba states
 // are few and large, so they live in their own slab with full 64-bit slots, named by the
 // entry's `state` index.
@@ -33,6 +37,7 @@ namespace cachepawl {
 namespace {
 
 using index_internal::ChunkedArray;
+using index_internal::EntryAllocator;
 using index_internal::HashOrderKey;
 using index_internal::IndexAllocator;
 using index_internal::PageTable;
@@ -108,67 +113,100 @@ std::string Where(Kind kind, Tier tier) {
   return std::string(KindName(kind)) + " in " + std::string(TierName(tier));
 }
 
-// Finds the entries of a query's pages in order, for Match. Two ways:
-//  - a pipeline over the hash table: the table slot of page i + kFar is prefetched, the entry
-//    of page i + kNear is found by tag and prefetched, page i's full hash is compared;
-//  - sequential: a chain inserted in one InsertChain has consecutive indices. When the
-//    pipeline has found consecutive indices for every page up to the one it works on, it
-//    pauses and each page is looked for at the index after the previous page's: that cache
-//    line is next to the previous one (the hardware streams it) and no table line is touched.
-//    The first page not there resumes the pipeline from that page.
-// An index whose chains are not contiguous never takes the second way and pays nothing for it.
+// Finds the entries of a query's pages in order, for Match. EntryAllocator gives a chain grown
+// page by page consecutive indices inside aligned blocks of kBlock and a new block where one
+// ends, so page j+1 is most likely at x+1 when page j is at x and x+1 is in the same block.
+// Three stages, each ahead of the next:
+//  1. (kFar pages ahead) the table slot of a page that will need the table is prefetched: every
+//     page in table mode, else only pages where a block is expected to begin (`phase_`);
+//  2. (kNear pages ahead) each page gets a predicted index: in sequential mode x+1 inside a
+//     block, else (table mode, a block boundary) the first slot whose tag matches; the entry's
+//     line is prefetched;
+//  3. (the caller's page) the predicted entry is checked (live, same hash). When it is not the
+//     page's, the table is asked (full hash compare) and predictions restart after that page
+//     in table mode.
+// Table mode turns into sequential mode once the table has given consecutive indices for
+// kToSequential pages in a row. An index whose chains are scattered (no two pages in a row
+// consecutive) stays in table mode: one table slot and one entry line per page, in parallel.
 class ChainFinder {
  public:
   ChainFinder(const PageTable& table, const ChunkedArray<HotEntry, 16>& hot, uint32_t high_water,
               std::span<const PageHash> hashes)
-      : table_(table), hot_(hot), high_water_(high_water), hashes_(hashes) {}
+      : table_(table), hot_(hot), high_water_(high_water), hashes_(hashes), n_(hashes.size()) {
+    std::fill(std::begin(mixed_page_), std::end(mixed_page_), kNoPage);
+  }
 
-  // The index of hashes[i] or kNone; called for i = 0, 1, 2... with `prev`, the index found
-  // for page i-1 (kNone for page 0).
-  uint32_t Find(size_t i, uint32_t prev) {
-    if (sequential_) {
-      if (prev != kNone && prev + 1 < high_water_) {
-        const HotEntry& next = hot_[prev + 1];
-        if (next.parent == prev && index_internal::SameHash(next.hash, hashes_[i])) {
-          return prev + 1;
-        }
-      }
-      sequential_ = false;
-    }
+  // The index of hashes[i] or kNone; called for i = 0, 1, 2... and not after a kNone.
+  uint32_t Find(size_t i) {
     Advance(i);
-    const uint32_t idx = candidate_[i % kRing];
-    if (idx == kNone) return kNone;  // no slot of the probe run has the tag: absent
-    if (!index_internal::SameHash(hot_[idx].hash, hashes_[i])) {
-      return table_.Find(hashes_[i], EntryKeys{&hot_});  // a tag collision
+    const uint32_t c = predicted_[i % kRing];
+    if (c == kNone) return kNone;  // no table slot of the probe run has the tag: absent
+    if (c < high_water_) {
+      const HotEntry& e = hot_[c];
+      if (e.depth != 0 && index_internal::SameHash(e.hash, hashes_[i])) return c;
     }
-    // Pages i .. s2_-1 have consecutive candidates: follow them without the table.
-    sequential_ = run_ + i + 1 >= s2_;
-    return idx;
+    // Mispredicted or a tag collision: ask the table, predict again from there in table mode.
+    const uint32_t found = table_.Find(hashes_[i], EntryKeys{&hot_});
+    s2_ = i + 1;
+    last_ = found;
+    table_mode_ = true;
+    run_ = 0;
+    if (found == kNone) n_ = i + 1;  // the match ends here
+    return found;
   }
 
  private:
+  // Measured on the dev box: 48/24 and 64/32 were slower (more lines in flight than the core
+  // keeps); in table mode this is the same pipeline as before the allocator had blocks.
   static constexpr size_t kRing = 64, kFar = 32, kNear = 16;
+  static constexpr uint32_t kBlock = EntryAllocator::kBlock;
+  static constexpr size_t kToSequential = 2;
+  static constexpr size_t kNoPage = ~size_t{0};
 
-  // Runs stage 1 up to page i + kFar and stage 2 up to page i + kNear (from page i on).
+  uint64_t MixedOf(size_t j) {
+    if (mixed_page_[j % kRing] != j) {
+      mixed_[j % kRing] = PageTable::Mix(hashes_[j]);
+      mixed_page_[j % kRing] = j;
+    }
+    return mixed_[j % kRing];
+  }
+  void PrefetchSlot(size_t j) { table_.Prefetch(MixedOf(j)); }
+
+  // Runs stage 1 up to page i + kFar and stage 2 up to page i + kNear.
   void Advance(size_t i) {
-    const size_t n = hashes_.size();
-    s1_ = std::max(s1_, i);
-    if (s2_ < i) {  // resuming after sequential pages: the run starts again
-      s2_ = i;
-      run_ = 0;
-      last_candidate_ = kNone;
+    for (const size_t end = std::min(n_, i + kFar); s1_ < end; ++s1_) {
+      if (table_mode_ || s1_ % kBlock == phase_) PrefetchSlot(s1_);
     }
-    for (; s1_ < std::min(n, i + kFar); ++s1_) {
-      mixed_[s1_ % kRing] = PageTable::Mix(hashes_[s1_]);
-      table_.Prefetch(mixed_[s1_ % kRing]);
-    }
-    for (; s2_ < std::min(s1_, i + kNear); ++s2_) {
-      size_t pos;
-      const uint32_t c = table_.FirstTagMatch(mixed_[s2_ % kRing], &pos);
-      candidate_[s2_ % kRing] = c;
-      if (c != kNone) __builtin_prefetch(&hot_[c]);
-      run_ = (c != kNone && last_candidate_ != kNone && c == last_candidate_ + 1) ? run_ + 1 : 0;
-      last_candidate_ = c;
+    for (const size_t end = std::min(s1_, i + kNear); s2_ < end; ++s2_) {
+      const size_t j = s2_;
+      uint32_t c;
+      if (!table_mode_ && last_ != kNone && (last_ + 1) % kBlock != 0) {
+        c = last_ + 1;
+      } else {
+        size_t pos;
+        c = table_.FirstTagMatch(MixedOf(j), &pos);
+        if (table_mode_) {
+          run_ = (c != kNone && last_ != kNone && c == last_ + 1) ? run_ + 1 : 0;
+          table_mode_ = run_ < kToSequential;
+        }
+        if (c != kNone && !table_mode_) {
+          // A block begins at page j - c % kBlock: the next at j + kBlock - c % kBlock.
+          const size_t phase = (j + kBlock - c % kBlock) % kBlock;
+          if (phase != phase_) {
+            phase_ = phase;
+            // Stage 1 went past the next boundaries with the old phase: fetch them now.
+            for (size_t b = j + kBlock - c % kBlock; b < s1_; b += kBlock) PrefetchSlot(b);
+          }
+        }
+      }
+      predicted_[j % kRing] = c;
+      last_ = c;
+      if (c == kNone) {  // absent: nothing after it can match
+        n_ = j + 1;
+        s1_ = std::min(s1_, n_);
+        break;
+      }
+      __builtin_prefetch(&hot_[c]);
     }
   }
 
@@ -176,14 +214,16 @@ class ChainFinder {
   const ChunkedArray<HotEntry, 16>& hot_;
   const uint32_t high_water_;
   const std::span<const PageHash> hashes_;
+  size_t n_;  // pages that may still match
   uint64_t mixed_[kRing];
-  uint32_t candidate_[kRing];
-  size_t s1_ = 0;  // pages [0, s1_) went through stage 1
-  size_t s2_ = 0;  // pages [0, s2_) went through stage 2
-  // Stage 2 found consecutive indices for pages [s2_ - 1 - run_, s2_); the last was this one.
-  size_t run_ = 0;
-  uint32_t last_candidate_ = kNone;
-  bool sequential_ = false;
+  size_t mixed_page_[kRing];  // the page whose Mix is in mixed_ there
+  uint32_t predicted_[kRing];
+  size_t s1_ = 0;          // pages [0, s1_) went through stage 1
+  size_t s2_ = 0;          // pages [0, s2_) went through stage 2
+  uint32_t last_ = kNone;  // the index predicted for page s2_ - 1
+  bool table_mode_ = true;
+  size_t run_ = 0;    // table mode: pages in a row before s2_ with consecutive indices
+  size_t phase_ = 0;  // sequential mode: blocks begin at pages j with j % kBlock == phase_
 };
 
 }  // namespace
@@ -355,10 +395,12 @@ struct PrefixIndex::Impl {
 
   // ----- mutations (mu held exclusively) -----------------------------------------------------
   // Inserts `hash` under `parent`; `parent_index` is its index when the caller knows it (else
-  // kUnresolved). *index: the entry, new or already there; *added: whether it is new.
+  // kUnresolved, and `parent_mixed` is Mix(*parent) when there is one). `mixed` is Mix(hash).
+  // *index: the entry, new or already there; *added: whether it is new.
   static constexpr uint32_t kUnresolved = kNone - 1;
   Status InsertOne(const std::optional<PageHash>& parent, uint32_t parent_index,
-                   const PageHash& hash, uint32_t* index, bool* added);
+                   uint64_t parent_mixed, const PageHash& hash, uint64_t mixed, uint32_t* index,
+                   bool* added);
   void RemoveUnlinked(uint32_t i);
   Status PinOne(const PageHash& hash, int k, int t, bool pin);
 
@@ -380,7 +422,7 @@ struct PrefixIndex::Impl {
   uint64_t clock = 0;                              // guarded by mu
   ChunkedArray<HotEntry, 16> hot;                  // guarded by mu (last_use: atomic)
   ChunkedArray<ColdEntry, 16> cold;                // guarded by mu
-  IndexAllocator entry_ids;                        // guarded by mu
+  EntryAllocator entry_ids;                        // guarded by mu
   ChunkedArray<State, 10> states;                  // guarded by mu (last_use: atomic)
   IndexAllocator state_ids;                        // guarded by mu
   PageTable table;                                 // guarded by mu
@@ -432,7 +474,7 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
   size_t indexed = 0;
   bool kv_run = true;
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t idx = finder.Find(i, prev);
+    const uint32_t idx = finder.Find(i);
     if (idx == kNone) break;
     HotEntry& e = m.hot[idx];
     if (e.parent != prev) break;
@@ -566,21 +608,22 @@ IndexStats PrefixIndex::Stats() const {
 // ===== inserting / removing ==================================================================
 
 Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, uint32_t parent_index,
-                                    const PageHash& hash, uint32_t* index, bool* added) {
+                                    uint64_t parent_mixed, const PageHash& hash, uint64_t mixed,
+                                    uint32_t* index, bool* added) {
   *index = kNone;
   *added = false;
-  if (hash.IsZero()) {
+  if (index_internal::IsZeroHash(hash)) {
     ++errors.err_bad_hash;
     return Status::InvalidArgument("hash: the all-zero hash is reserved for \"no parent\"");
   }
-  const bool has_parent = parent.has_value() && !parent->IsZero();
-  if (has_parent && *parent == hash) {
+  const bool has_parent = parent.has_value() && !index_internal::IsZeroHash(*parent);
+  if (has_parent && index_internal::SameHash(*parent, hash)) {
     ++errors.err_bad_hash;
     return Status::InvalidArgument(Describe(hash) + ": its own parent");
   }
   uint32_t p = has_parent ? parent_index : kNone;
   if (p == kUnresolved) {
-    p = FindIndex(*parent);
+    p = table.Find(*parent, parent_mixed, KeyOf());
     if (p == kNone) {
       ++errors.err_parent_missing;
       return Status::NotFound("parent " + parent->ToHex() + " of " + Describe(hash) +
@@ -589,7 +632,7 @@ Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, uint3
   }
   table.ReserveOneMore(KeyOf());
   PageTable::InsertPoint insert_at;
-  const uint32_t existing = table.FindForInsert(hash, KeyOf(), &insert_at);
+  const uint32_t existing = table.FindForInsert(hash, mixed, KeyOf(), &insert_at);
   if (existing != kNone) {
     *index = existing;
     if (hot[existing].parent == p) return Status::OK();
@@ -609,9 +652,9 @@ Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, uint3
     return Status::FailedPrecondition("parent " + parent->ToHex() +
                                       ": depth or child count at its limit");
   }
-  const uint32_t i = entry_ids.Allocate();
-  hot.Reserve(uint64_t{i} + 1);
-  cold.Reserve(uint64_t{i} + 1);
+  const uint32_t i = entry_ids.Allocate(p);
+  hot.Reserve(entry_ids.high_water());
+  cold.Reserve(entry_ids.high_water());
   HotEntry& e = hot[i];
   ColdEntry& ec = cold[i];
   e.hash = hash;
@@ -631,6 +674,12 @@ Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, uint3
   ec.flags = 0;
   table.InsertAt(insert_at, i);
   if (p != kNone) ++cold[p].children;
+  if ((i + 1) % EntryAllocator::kBlock != 0) {
+    // Where this chain's next page most likely goes (EntryAllocator): other chains may be
+    // inserted meanwhile, so fetch its lines now, for writing.
+    __builtin_prefetch(&hot[i + 1], 1);
+    __builtin_prefetch(&cold[i + 1], 1);
+  }
   *index = i;
   *added = true;
   return Status::OK();
@@ -650,10 +699,18 @@ void PrefixIndex::Impl::RemoveUnlinked(uint32_t i) {
 
 Status PrefixIndex::InsertKv(const std::optional<PageHash>& parent, const PageHash& hash) {
   Impl& m = *impl_;
+  // The table slots' cache misses overlap taking the lock.
+  const uint64_t mixed = PageTable::Mix(hash);
+  m.table.PrefetchUnguarded(mixed);
+  uint64_t parent_mixed = 0;
+  if (parent.has_value()) {
+    parent_mixed = PageTable::Mix(*parent);
+    m.table.PrefetchUnguarded(parent_mixed);
+  }
   Impl::Exclusive section(m);
   uint32_t index;
   bool added;
-  return m.InsertOne(parent, Impl::kUnresolved, hash, &index, &added);
+  return m.InsertOne(parent, Impl::kUnresolved, parent_mixed, hash, mixed, &index, &added);
 }
 
 Status PrefixIndex::InsertChain(const std::optional<PageHash>& parent,
@@ -671,7 +728,10 @@ Status PrefixIndex::InsertChain(const std::optional<PageHash>& parent,
     const std::optional<PageHash> parent_hash =
         i == 0 ? parent : std::optional<PageHash>(hashes[i - 1]);
     bool added;
-    Status s = m.InsertOne(parent_hash, up, hashes[i], &up, &added);
+    const uint64_t parent_mixed =
+        (i == 0 && parent.has_value()) ? PageTable::Mix(*parent) : uint64_t{0};
+    Status s = m.InsertOne(parent_hash, up, parent_mixed, hashes[i], PageTable::Mix(hashes[i]), &up,
+                           &added);
     if (!s.ok()) {
       // Undo in reverse: each new entry is a leaf with nothing attached.
       for (size_t j = new_entries.size(); j-- > 0;) m.RemoveUnlinked(new_entries[j]);
@@ -1122,6 +1182,7 @@ Status PrefixIndex::CheckInvariants() const {
     }
   }
   if (live != m.table.size()) return fail("table size differs from live entries");
+  if (live != m.entry_ids.live()) return fail("entry allocator's live count");
   bool table_ok = true;
   m.table.ForEach([&](const PageTable::Slot& slot) {
     if (slot.index >= high || m.hot[slot.index].depth == 0 ||

@@ -39,9 +39,12 @@
 // Thread safety. One std::shared_mutex. Match, Lookup, Stats, DumpEntries and CheckInvariants
 // take it shared; every other method takes it exclusively. Match writes recency with relaxed
 // atomic stores of the current clock value, which cannot change while any shared holder runs,
-// so concurrent Matches store the same value. The index holds no pointers into itself that a
-// Remove could leave dangling: entries refer to each other by 32-bit indices and eviction
-// bookkeeping checks an entry's identity (depth and hash) before using an index.
+// so concurrent Matches store the same value. InsertKv prefetches its table slots before it
+// takes the lock, from relaxed atomic copies of the table's address and size (PageTable::
+// PrefetchUnguarded): a copy made stale by a concurrent writer only wastes the prefetch. The
+// index holds no pointers into itself that a Remove could leave dangling: entries refer to each
+// other by 32-bit indices and eviction bookkeeping checks an entry's identity (depth and hash)
+// before using an index.
 // glibc's rwlock prefers readers: a steady stream of Matches can delay writers.
 #pragma once
 

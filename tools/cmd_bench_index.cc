@@ -6,8 +6,8 @@
 //             interleaved round-robin so that a chain's entries are spread as in a long-lived
 //             index; also InsertChain (one call per chain) and SetLocation (host slot per page,
 //             a Mamba state every 16 pages: the index the Match figures use)
-//   memory    heap bytes per indexed page, measured by mallinfo2() around building the index,
-//             and the index's own Stats().memory_bytes
+//   memory    heap bytes per indexed page, measured by mallinfo2() (plus the index's own
+//             huge-page mappings) around building the index, and Stats().memory_bytes
 //   match     Match of one whole L-page chain (all pages located, the state at the last page):
 //             median and p99 per call over random chains (cold caches) and one chain (warm);
 //             hashing excluded (hashes are precomputed)
@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "index/huge_page_allocator.h"
 #include "index/prefix_index.h"
 #include "tools/cli_args.h"
 #include "tools/command.h"
@@ -64,9 +65,11 @@ double LoadAverage1m() {
   return load;
 }
 
+// malloc's in-use and mmapped bytes plus the blocks the index maps itself (2 MiB-aligned for
+// huge pages, see index/huge_page_allocator.h; malloc does not see them).
 uint64_t HeapBytes() {
   const struct mallinfo2 mi = mallinfo2();
-  return mi.uordblks + mi.hblkhd;
+  return mi.uordblks + mi.hblkhd + index_internal::MappedHugeBytes();
 }
 
 constexpr uint32_t kStateEvery = 16;

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -192,6 +194,78 @@ TEST(PrefixIndexTest, MatchFollowsContiguousAndScatteredChains) {
   expect_match(a, 100);
   expect_match(ab, 110);
   EXPECT_TRUE(index->CheckInvariants().ok());
+}
+
+// More chains growing at once than the allocator keeps runs open for, forks in the middle of
+// blocks, removed tails (freed entries still hold their hashes) and re-inserted pages: Match
+// predicts each page's entry from the previous one and must check every prediction.
+TEST(PrefixIndexTest, MatchOverManyInterleavedChainsForksAndRemovals) {
+  auto index = MakeIndex();
+  constexpr size_t kChains = 1100, kPages = 40;  // > 1,024 runs open at once
+  std::vector<std::vector<PageHash>> chains;
+  for (size_t c = 0; c < kChains; ++c) chains.push_back(Chain(1'000'000 + c * 1000, kPages));
+  for (size_t i = 0; i < kPages; ++i) {
+    for (const auto& chain : chains) {
+      ASSERT_TRUE(index->InsertKv(i ? std::optional(chain[i - 1]) : std::nullopt, chain[i]).ok());
+    }
+  }
+  // Forks: chain c branches off chain c-1 after page 3 + c % 30 (the middle of a block).
+  std::vector<std::vector<PageHash>> forks;
+  for (size_t c = 1; c < 200; ++c) {
+    const size_t at = 3 + c % 30;
+    std::vector<PageHash> fork(chains[c - 1].begin(), chains[c - 1].begin() + at + 1);
+    const auto tail = Chain(9'000'000 + c * 1000, 25);
+    for (size_t i = 0; i < tail.size(); ++i) {
+      ASSERT_TRUE(index->InsertKv(i ? tail[i - 1] : fork.back(), tail[i]).ok());
+      fork.push_back(tail[i]);
+    }
+    forks.push_back(fork);
+  }
+  std::unordered_map<PageHash, uint64_t> slot_of;
+  uint64_t next_slot = 1;
+  auto locate = [&](const std::vector<PageHash>& pages) {
+    for (const PageHash& h : pages) {
+      if (slot_of.count(h)) continue;
+      slot_of[h] = next_slot;
+      ASSERT_TRUE(index->SetLocation(h, Kind::kKV, Tier::kHost, next_slot++).ok());
+    }
+  };
+  for (const auto& chain : chains) locate(chain);
+  for (const auto& fork : forks) locate(fork);
+  auto expect_match = [&](const std::vector<PageHash>& query, size_t want) {
+    const MatchResult r = index->Match(query);
+    ASSERT_EQ(r.kv_only_pages, want);
+    for (size_t i = 0; i < want; ++i) {
+      ASSERT_EQ(r.pages[i].Slot(Tier::kHost), slot_of.at(query[i])) << "page " << i;
+    }
+  };
+  for (size_t c = 0; c < kChains; c += 7) expect_match(chains[c], kPages);
+  for (const auto& fork : forks) expect_match(fork, fork.size());
+
+  // Remove the tails (pages 20..39) of every third chain not forked from; the freed entries
+  // keep their hashes, so a prediction that lands on one must not count.
+  for (size_t c = 300; c < kChains; c += 3) {
+    for (size_t i = kPages; i-- > 20;) {
+      ASSERT_TRUE(index->ClearLocation(chains[c][i], Kind::kKV, Tier::kHost).ok());
+      ASSERT_TRUE(index->Remove(chains[c][i]).ok());
+      slot_of.erase(chains[c][i]);
+    }
+  }
+  for (size_t c = 300; c < kChains; c += 3) expect_match(chains[c], 20);
+  // Re-insert them page by page, interleaved: freed entries are reused in another order.
+  for (size_t i = 20; i < kPages; ++i) {
+    for (size_t c = 300; c < kChains; c += 3) {
+      ASSERT_TRUE(index->InsertKv(chains[c][i - 1], chains[c][i]).ok());
+    }
+  }
+  for (size_t c = 300; c < kChains; c += 3) locate(chains[c]);
+  for (size_t c = 0; c < kChains; ++c) expect_match(chains[c], kPages);
+  for (const auto& fork : forks) expect_match(fork, fork.size());
+  // A query that leaves a chain for another chain's pages stops there.
+  auto mixed = chains[5];
+  std::copy(chains[6].begin() + 10, chains[6].end(), mixed.begin() + 10);
+  expect_match(mixed, 10);
+  EXPECT_TRUE(index->CheckInvariants().ok()) << index->CheckInvariants().ToString();
 }
 
 TEST(PrefixIndexTest, KvOnlyStopsAtFirstUnlocatedPageIndexedGoesOn) {
