@@ -423,6 +423,7 @@ struct PrefixIndex::Impl {
   ChunkedArray<HotEntry, 16> hot;                  // guarded by mu (last_use: atomic)
   ChunkedArray<ColdEntry, 16> cold;                // guarded by mu
   EntryAllocator entry_ids;                        // guarded by mu
+  uint64_t entries_reserved = 0;                   // guarded by mu: hot, cold hold this many
   ChunkedArray<State, 10> states;                  // guarded by mu (last_use: atomic)
   IndexAllocator state_ids;                        // guarded by mu
   PageTable table;                                 // guarded by mu
@@ -647,20 +648,25 @@ Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, uint3
     return Status::NoSpace("index.max_pages: " + std::to_string(options.max_pages) +
                            " pages indexed, cannot add " + Describe(hash));
   }
-  if (p != kNone && (hot[p].depth == kMaxDepth || cold[p].children == kMaxCount)) {
+  HotEntry* const pe = p != kNone ? &hot[p] : nullptr;
+  ColdEntry* const pc = p != kNone ? &cold[p] : nullptr;
+  if (p != kNone && (pe->depth == kMaxDepth || pc->children == kMaxCount)) {
     ++errors.err_overflow;
     return Status::FailedPrecondition("parent " + parent->ToHex() +
                                       ": depth or child count at its limit");
   }
   const uint32_t i = entry_ids.Allocate(p);
-  hot.Reserve(entry_ids.high_water());
-  cold.Reserve(entry_ids.high_water());
+  if (entry_ids.high_water() > entries_reserved) {  // a new block: room for it
+    hot.Reserve(entry_ids.high_water());
+    cold.Reserve(entry_ids.high_water());
+    entries_reserved = entry_ids.high_water();
+  }
   HotEntry& e = hot[i];
   ColdEntry& ec = cold[i];
   e.hash = hash;
   e.last_use.store(clock, std::memory_order_relaxed);
   e.parent = p;
-  e.depth = p == kNone ? 1 : hot[p].depth + 1;
+  e.depth = p == kNone ? 1 : pe->depth + 1;
   for (int t = 0; t < kNumTiers; ++t) {
     e.kv_slot[t] = 0;
     ec.tier_children[t] = 0;
@@ -673,7 +679,7 @@ Status PrefixIndex::Impl::InsertOne(const std::optional<PageHash>& parent, uint3
   e.kv_mask = 0;
   ec.flags = 0;
   table.InsertAt(insert_at, i);
-  if (p != kNone) ++cold[p].children;
+  if (p != kNone) ++pc->children;
   if ((i + 1) % EntryAllocator::kBlock != 0) {
     // Where this chain's next page most likely goes (EntryAllocator): other chains may be
     // inserted meanwhile, so fetch its lines now, for writing.
