@@ -126,8 +126,10 @@ std::string Where(Kind kind, Tier tier) {
 //     page's, the table is asked (full hash compare) and predictions restart after that page
 //     in table mode.
 // Table mode turns into sequential mode once the table has given consecutive indices for
-// kToSequential pages in a row. An index whose chains are scattered (no two pages in a row
-// consecutive) stays in table mode: one table slot and one entry line per page, in parallel.
+// kToSequential pages in a row. When the table shows, at a block boundary, that the chain goes
+// on in the next block (a chain inserted by InsertChain is one run of blocks), boundaries are
+// predicted as x+1 too, until a misprediction. An index whose chains are scattered (no two pages in
+// a row consecutive) stays in table mode: one table slot and one entry line per page, in parallel.
 class ChainFinder {
  public:
   ChainFinder(const PageTable& table, const ChunkedArray<HotEntry, 16>& hot, uint32_t high_water,
@@ -150,6 +152,7 @@ class ChainFinder {
     s2_ = i + 1;
     last_ = found;
     table_mode_ = true;
+    blocks_follow_ = false;
     run_ = 0;
     if (found == kNone) n_ = i + 1;  // the match ends here
     return found;
@@ -175,16 +178,19 @@ class ChainFinder {
   // Runs stage 1 up to page i + kFar and stage 2 up to page i + kNear.
   void Advance(size_t i) {
     for (const size_t end = std::min(n_, i + kFar); s1_ < end; ++s1_) {
-      if (table_mode_ || s1_ % kBlock == phase_) PrefetchSlot(s1_);
+      if (table_mode_ || (!blocks_follow_ && s1_ % kBlock == phase_)) PrefetchSlot(s1_);
     }
     for (const size_t end = std::min(s1_, i + kNear); s2_ < end; ++s2_) {
       const size_t j = s2_;
       uint32_t c;
-      if (!table_mode_ && last_ != kNone && (last_ + 1) % kBlock != 0) {
+      if (!table_mode_ && last_ != kNone && ((last_ + 1) % kBlock != 0 || blocks_follow_)) {
         c = last_ + 1;
       } else {
         size_t pos;
         c = table_.FirstTagMatch(MixedOf(j), &pos);
+        if (!table_mode_ && c != kNone && last_ != kNone && c == last_ + 1) {
+          blocks_follow_ = true;  // a block boundary, and the next block is the chain's too
+        }
         if (table_mode_) {
           run_ = (c != kNone && last_ != kNone && c == last_ + 1) ? run_ + 1 : 0;
           table_mode_ = run_ < kToSequential;
@@ -224,6 +230,9 @@ class ChainFinder {
   bool table_mode_ = true;
   size_t run_ = 0;    // table mode: pages in a row before s2_ with consecutive indices
   size_t phase_ = 0;  // sequential mode: blocks begin at pages j with j % kBlock == phase_
+  // Sequential mode: a block boundary found the chain going on in the next block (a chain
+  // inserted whole), so x+1 is predicted across boundaries too, without the table.
+  bool blocks_follow_ = false;
 };
 
 }  // namespace
