@@ -125,11 +125,12 @@ std::string Where(Kind kind, Tier tier) {
 //  3. (the caller's page) the predicted entry is checked (live, same hash). When it is not the
 //     page's, the table is asked (full hash compare) and predictions restart after that page
 //     in table mode.
-// Table mode turns into sequential mode once the table has given consecutive indices for
-// kToSequential pages in a row. When the table shows, at a block boundary, that the chain goes
-// on in the next block (a chain inserted by InsertChain is one run of blocks), boundaries are
-// predicted as x+1 too, until a misprediction. An index whose chains are scattered (no two pages in
-// a row consecutive) stays in table mode: one table slot and one entry line per page, in parallel.
+// Table mode turns into sequential mode once the table has given each of kToSequential pages
+// in a row the index after the previous page's. When the table shows, at a block boundary, that the
+// chain goes on in the next block (a chain inserted by InsertChain is one run of blocks),
+// boundaries are predicted as x+1 too, until a misprediction. An index whose chains are scattered
+// (no two pages in a row consecutive) stays in table mode: one table slot and one entry line per
+// page, in parallel.
 class ChainFinder {
  public:
   ChainFinder(const PageTable& table, const ChunkedArray<HotEntry, 16>& hot, uint32_t high_water,
