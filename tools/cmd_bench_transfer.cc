@@ -29,6 +29,7 @@
 #include <functional>
 #include <iomanip>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -230,12 +231,15 @@ class Matmul {
   std::string enqueue_error_;  // written by enqueuer_ before it ends
 };
 
-// Moves data on its own thread while switched on: `move` runs back to back (each call moves
-// `bytes_per_move`) from On() until Off(), which returns once the call in progress has ended.
+// Moves data on its own thread while switched on: from On() until Off() it keeps two
+// iterations in flight (`start` enqueues one and returns what waits for it; each moves
+// `bytes_per_move`), as an engine streaming pages keeps its queue non-empty. Off() returns once
+// the iterations in flight have ended.
 class Mover {
  public:
-  Mover(std::function<void()> move, uint64_t bytes_per_move)
-      : move_(std::move(move)), bytes_per_move_(bytes_per_move), thread_([this] { Loop(); }) {}
+  using Start = std::function<std::function<void()>()>;
+  Mover(Start start, uint64_t bytes_per_move)
+      : start_(std::move(start)), bytes_per_move_(bytes_per_move), thread_([this] { Loop(); }) {}
   ~Mover() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -265,27 +269,33 @@ class Mover {
       cv_.wait(lock, [&] { return stop_ || want_on_; });
       if (stop_) return;
       running_ = true;
-      while (want_on_ && !stop_ && error_.empty()) {
+      std::function<void()> previous;
+      while (error_.empty()) {
+        const bool more = want_on_ && !stop_;
         lock.unlock();
         std::string error;
+        uint64_t done = 0;
         try {
-          move_();
+          std::function<void()> next = more ? start_() : nullptr;
+          if (previous) {
+            previous();
+            done = bytes_per_move_;
+          }
+          previous = std::move(next);
         } catch (const Failure& f) {
           error = f.what;
         }
         lock.lock();
-        if (error.empty()) {
-          moved_ += bytes_per_move_;
-        } else {
-          error_ = error;
-        }
+        moved_ += done;
+        if (!error.empty()) error_ = error;
+        if (!more) break;
       }
       running_ = false;
       cv_.notify_all();
     }
   }
 
-  const std::function<void()> move_;
+  const Start start_;
   const uint64_t bytes_per_move_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -512,6 +522,11 @@ class Scenario {
     (void)cudaFreeHost(contig_host_);
     (void)cudaStreamDestroy(s_d2h_);
     (void)cudaStreamDestroy(s_h2d_);
+    for (auto& pair : events_) {
+      for (cudaEvent_t e : pair) {
+        if (e != nullptr) (void)cudaEventDestroy(e);
+      }
+    }
   }
 
   uint64_t bytes() const { return rec_ * spec_.units; }
@@ -541,17 +556,32 @@ class Scenario {
     Check(cudaDeviceSynchronize(), "poison sync");
   }
 
-  // Runs one iteration of `path` in the given directions; returns wall seconds.
-  double Run(const std::string& path, bool d2h, bool h2d) {
-    const auto t0 = std::chrono::steady_clock::now();
+  // One iteration of `path` in the given directions, enqueued: Wait() returns once it is done.
+  // Iterations of one path run in order (the engine's queues, or the path's streams).
+  class InFlight {
+   public:
+    void Wait() {
+      Check(fw_.Wait(), "ours d2h");
+      Check(fl_.Wait(), "ours h2d");
+      for (cudaEvent_t e : events_) {
+        if (e != nullptr) Check(cudaEventSynchronize(e), "sync");
+      }
+    }
+
+   private:
+    friend class Scenario;
+    Fence fw_, fl_;
+    cudaEvent_t events_[2] = {nullptr, nullptr};
+  };
+  InFlight Start(const std::string& path, bool d2h, bool h2d) {
+    InFlight f;
     if (path == "ours" || path == "ours_block") {
       TransferEngine& e = path == "ours" ? *engine_ : *engine_block_;
-      Fence fw, fl;
-      if (d2h) fw = e.Submit(Op(Direction::kWriteBack));
-      if (h2d) fl = e.Submit(Op(Direction::kLoadBack));
-      Check(fw.Wait(), "ours d2h");
-      Check(fl.Wait(), "ours h2d");
-    } else if (path == "memcpy_piece") {
+      if (d2h) f.fw_ = e.Submit(Op(Direction::kWriteBack));
+      if (h2d) f.fl_ = e.Submit(Op(Direction::kLoadBack));
+      return f;
+    }
+    if (path == "memcpy_piece") {
       if (d2h) {
         for (const Piece& p : wb_pieces_)
           Check(cudaMemcpyAsync(p.host, p.dev, p.bytes, cudaMemcpyDeviceToHost, s_d2h_),
@@ -591,8 +621,24 @@ class Scenario {
                               cudaMemcpyHostToDevice, s_h2d_),
               "contig h2d");
     }
-    Check(cudaStreamSynchronize(s_d2h_), "sync");
-    Check(cudaStreamSynchronize(s_h2d_), "sync");
+    // Events of the last two iterations alternate: at most two are in flight.
+    cudaEvent_t* ev = events_[next_events_];
+    next_events_ ^= 1;
+    for (int i = 0; i < 2; ++i) {
+      if (ev[i] == nullptr)
+        Check(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming), "event");
+    }
+    Check(cudaEventRecord(ev[0], s_d2h_), "record");
+    Check(cudaEventRecord(ev[1], s_h2d_), "record");
+    f.events_[0] = ev[0];
+    f.events_[1] = ev[1];
+    return f;
+  }
+
+  // Runs one iteration of `path` in the given directions; returns wall seconds.
+  double Run(const std::string& path, bool d2h, bool h2d) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Start(path, d2h, h2d).Wait();
     return Seconds(t0, std::chrono::steady_clock::now());
   }
 
@@ -709,6 +755,8 @@ class Scenario {
   std::byte* contig_host_ = nullptr;
   std::vector<std::byte> contig_d2h_expected_;
   cudaStream_t s_d2h_ = nullptr, s_h2d_ = nullptr;
+  cudaEvent_t events_[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+  int next_events_ = 0;
 };
 
 int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
@@ -853,7 +901,12 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
           scenario_rows.push_back(r);
         }
         if (matmuls > 0) {
-          Mover mover([&] { sc.Run(path, true, true); }, 2 * sc.bytes());
+          Mover mover(
+              [&]() -> std::function<void()> {
+                auto in_flight = std::make_shared<Scenario::InFlight>(sc.Start(path, true, true));
+                return [in_flight] { in_flight->Wait(); };
+              },
+              2 * sc.bytes());
           const Interference in = MeasureInterference(mm, mover, matmuls, period_ms / 1e3);
           if (in.with_products == 0 || in.alone_products == 0) {
             throw Failure{
