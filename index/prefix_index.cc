@@ -213,7 +213,8 @@ class ChainFinder {
         s1_ = std::min(s1_, n_);
         break;
       }
-      __builtin_prefetch(&hot_[c]);
+      // A prediction across a block boundary may lie past the last entry (checked in Find).
+      if (c < high_water_) __builtin_prefetch(&hot_[c]);
     }
   }
 

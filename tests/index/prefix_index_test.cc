@@ -268,6 +268,21 @@ TEST(PrefixIndexTest, MatchOverManyInterleavedChainsForksAndRemovals) {
   EXPECT_TRUE(index->CheckInvariants().ok()) << index->CheckInvariants().ToString();
 }
 
+// A chain inserted whole that fills the entry storage exactly (one chunk of 65,536 entries):
+// Match predicts the entry after the last one for the query's next page, which does not
+// exist; it must neither touch it (ASan) nor count it.
+TEST(PrefixIndexTest, MatchPastTheLastEntry) {
+  auto index = MakeIndex();
+  const auto chain = Chain(50'000'000, 65'536);
+  ASSERT_TRUE(index->InsertChain(std::nullopt, chain).ok());
+  auto query = chain;
+  query.push_back(H(1));
+  query.push_back(H(2));
+  const MatchResult r = index->Match(query);
+  EXPECT_EQ(r.indexed_pages, chain.size());
+  EXPECT_EQ(r.kv_only_pages, 0u);
+}
+
 TEST(PrefixIndexTest, KvOnlyStopsAtFirstUnlocatedPageIndexedGoesOn) {
   auto index = MakeIndex();
   const auto chain = Chain(1, 6);
