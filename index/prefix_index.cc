@@ -24,13 +24,14 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
-#include <shared_mutex>
+#include <shared_mutex>  // std::shared_lock
 #include <string>
 #include <unordered_map>
 #include <utility>
 
 #include "index/chunked_slab.h"
 #include "index/page_table.h"
+#include "index/rw_lock.h"
 #include "index/victim_queue.h"
 
 namespace cachepawl {
@@ -424,11 +425,11 @@ struct PrefixIndex::Impl {
     explicit Exclusive(Impl& m) : lock_(m.mu) { m.clock += 2; }
 
    private:
-    std::unique_lock<std::shared_mutex> lock_;
+    std::unique_lock<index_internal::RwLock> lock_;
   };
 
   const IndexOptions options;
-  mutable std::shared_mutex mu;
+  mutable index_internal::RwLock mu;
   // The recency clock: advanced by every Exclusive section, read by Match.
   uint64_t clock = 0;                              // guarded by mu
   ChunkedArray<HotEntry, 16> hot;                  // guarded by mu (last_use: atomic)

@@ -36,7 +36,7 @@
 // failure (only the recency clock advances). The order of checks is the order listed at each
 // method; the first failing check decides the code.
 //
-// Thread safety. One std::shared_mutex. Match, Lookup, Stats, DumpEntries and CheckInvariants
+// Thread safety. One reader-writer lock. Match, Lookup, Stats, DumpEntries and CheckInvariants
 // take it shared; every other method takes it exclusively. Match writes recency with relaxed
 // atomic stores of the current clock value, which cannot change while any shared holder runs,
 // so concurrent Matches store the same value. InsertKv prefetches its table slots before it
@@ -45,7 +45,8 @@
 // index holds no pointers into itself that a Remove could leave dangling: entries refer to each
 // other by 32-bit indices and eviction bookkeeping checks an entry's identity (depth and hash)
 // before using an index.
-// glibc's rwlock prefers readers: a steady stream of Matches can delay writers.
+// A writer waiting for the lock goes before Matches that arrive after it (index/rw_lock.h), so a
+// steady stream of Matches cannot hold off location updates.
 #pragma once
 
 #include <cstddef>
