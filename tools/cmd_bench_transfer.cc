@@ -827,10 +827,6 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
       chosen.push_back(it->second);
     }
   }
-  if (!cuda::GpuAvailable()) {
-    io.err << "cachepawl bench transfer: needs a GPU (" << cuda::DescribeDevice(0) << ")\n";
-    return kExitFailure;
-  }
   TransferEngineOptions eo;
   eo.mode = TransferEngineOptions::Mode::kGpu;
   eo.kernel_ctas = ctas;
@@ -854,6 +850,10 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
       }
       paths.push_back(w);
     }
+  }
+  if (!cuda::GpuAvailable()) {
+    io.err << "cachepawl bench transfer: needs a GPU (" << cuda::DescribeDevice(0) << ")\n";
+    return kExitFailure;
   }
   paths.push_back("contiguous");
   std::vector<Row> rows;
