@@ -152,14 +152,19 @@ StatusOr<CatalogMeta> DecodeCatalogMeta(std::string_view value, const std::strin
   return m;
 }
 
-StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
+StatusOr<std::optional<CatalogMeta>> ReadCatalogMeta(rocksdb::DB& db,
+                                                     const std::string& catalog_dir) {
   std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kMetaKey, &value);
+  rocksdb::Status s = db.Get(rocksdb::ReadOptions(), kMetaKey, &value);
   if (s.IsNotFound()) return std::optional<CatalogMeta>();
-  if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reading meta");
-  auto m = DecodeCatalogMeta(value, dir_);
+  if (!s.ok()) return FromRocks(s, "catalog '" + catalog_dir + "': reading meta");
+  auto m = DecodeCatalogMeta(value, catalog_dir);
   if (!m.ok()) return m.status();
   return std::optional<CatalogMeta>(std::move(m).value());
+}
+
+StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
+  return ReadCatalogMeta(*db_, dir_);
 }
 
 Status DiskCatalog::WriteMeta(const CatalogMeta& m) {

@@ -88,5 +88,9 @@ std::string EncodeCatalogValue(const CatalogRecord& record);
 std::optional<CatalogRecord> DecodeCatalogRecord(std::string_view raw_key, std::string_view value);
 // The meta entry's value; Corruption naming `catalog_dir` when it cannot be decoded.
 StatusOr<CatalogMeta> DecodeCatalogMeta(std::string_view value, const std::string& catalog_dir);
+// Reads and decodes the meta entry of the catalog open as `db` (primary or secondary): nullopt
+// when there is none; IOError or Corruption naming `catalog_dir` otherwise.
+StatusOr<std::optional<CatalogMeta>> ReadCatalogMeta(rocksdb::DB& db,
+                                                     const std::string& catalog_dir);
 
 }  // namespace cachepawl

@@ -67,13 +67,7 @@ Status CatalogReader::CatchUp() {
 }
 
 StatusOr<std::optional<CatalogMeta>> CatalogReader::ReadMeta() const {
-  std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kMetaKey, &value);
-  if (s.IsNotFound()) return std::optional<CatalogMeta>();
-  if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reading meta");
-  auto m = DecodeCatalogMeta(value, dir_);
-  if (!m.ok()) return m.status();
-  return std::optional<CatalogMeta>(std::move(m).value());
+  return ReadCatalogMeta(*db_, dir_);
 }
 
 StatusOr<CatalogReader::Scan> CatalogReader::ReadAll() const {
