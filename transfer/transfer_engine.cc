@@ -234,14 +234,14 @@ Fence TransferEngine::Submit(Operation op) {
     return f;
   }
   auto planned = std::make_unique<PlannedOperation>();
-  std::vector<std::byte*> payloads(op.units.size());
+  std::vector<internal::HostPlacement> placements(op.units.size());
   for (size_t i = 0; i < op.units.size(); ++i) {
     const TierSlot& host =
         op.direction == Direction::kWriteBack ? op.units[i].dst : op.units[i].src;
-    payloads[i] = host_->SlotPayload(host.slot);
+    placements[i] = {host_->SlotPayload(host.slot), host_->RegionOf(host.slot)};
   }
   const RecordMap* maps[kNumKinds] = {maps_[0].get(), maps_[1].get()};
-  internal::PlanOperation(op, payloads, maps, options_.staging_chunk_bytes(), planned.get());
+  internal::PlanOperation(op, placements, maps, options_.staging_chunk_bytes(), planned.get());
   staged_chunks_.fetch_add(planned->chunks.size(), std::memory_order_relaxed);
   planned->per_layer = op.per_layer_fences;
   planned->num_layers = layers;

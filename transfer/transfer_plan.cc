@@ -67,8 +67,9 @@ RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescriptio
   return m;
 }
 
-void AppendCopy(std::vector<CopyRun>& runs, std::byte* host, uint64_t other, uint64_t bytes) {
-  if (!runs.empty()) {
+void AppendCopy(std::vector<CopyRun>& runs, std::byte* host, int host_region, uint64_t other,
+                uint64_t bytes) {
+  if (!runs.empty() && runs.back().host_region == host_region) {
     CopyRun& r = runs.back();
     if (r.height == 1 && r.host + r.width == host && r.other + r.width == other) {
       r.width += bytes;
@@ -90,10 +91,10 @@ void AppendCopy(std::vector<CopyRun>& runs, std::byte* host, uint64_t other, uin
       }
     }
   }
-  runs.push_back({host, 0, other, 0, bytes, 1});
+  runs.push_back({host, host_region, 0, other, 0, bytes, 1});
 }
 
-void PlanOperation(const Operation& op, const std::vector<std::byte*>& host_payloads,
+void PlanOperation(const Operation& op, const std::vector<HostPlacement>& host_slots,
                    const RecordMap* const maps[kNumKinds], uint64_t chunk_bytes,
                    PlannedOperation* out) {
   out->direction = op.direction;
@@ -107,11 +108,12 @@ void PlanOperation(const Operation& op, const std::vector<std::byte*>& host_payl
     const CacheTransferUnit& u = op.units[i];
     const RecordMap& m = *maps[static_cast<int>(u.kind)];
     const uint64_t slot = write_back ? u.src.slot : u.dst.slot;
-    std::byte* host = host_payloads[i];
+    std::byte* host = host_slots[i].payload;
+    const int region = host_slots[i].region;
     ++out->units;
     out->bytes += m.record_bytes;
     if (m.direct) {
-      AppendCopy(out->direct, host, m.direct_base + slot * m.direct_stride, m.record_bytes);
+      AppendCopy(out->direct, host, region, m.direct_base + slot * m.direct_stride, m.record_bytes);
       continue;
     }
     const uint32_t ntiles = static_cast<uint32_t>(m.tiles.size());
@@ -131,7 +133,7 @@ void PlanOperation(const Operation& op, const std::vector<std::byte*>& host_payl
       const uint64_t at = chunk->staging_bytes;
       chunk->jobs[static_cast<int>(u.kind)].push_back(
           {slot, t, end - t, static_cast<int64_t>(at) - static_cast<int64_t>(m.tile_offset[t])});
-      AppendCopy(chunk->copies, host + m.tile_offset[t], at, bytes);
+      AppendCopy(chunk->copies, host + m.tile_offset[t], region, at, bytes);
       chunk->staging_bytes = std::min(chunk_bytes, AlignStaging(at + bytes));
       t = end;
     }

@@ -67,9 +67,13 @@ struct KernelJob {
 
 // A copy-engine run: `height` rows of `width` bytes; row r is at host + r * host_pitch and at
 // other + r * other_pitch, where `other` is a staging offset (staged) or a device address
-// (direct). height == 1 is a plain copy.
+// (direct). height == 1 is a plain copy. Every byte a run spans on the host, gaps between rows
+// included, lies in one host region (`host_region`: one registration with CUDA): a copy-engine
+// call whose host range crosses two registrations fails (cudaMemcpy2DAsync: invalid argument),
+// even when the two are adjacent in virtual memory.
 struct CopyRun {
   std::byte* host = nullptr;
+  int host_region = 0;
   uint64_t host_pitch = 0;
   uint64_t other = 0;
   uint64_t other_pitch = 0;
@@ -78,9 +82,17 @@ struct CopyRun {
   uint64_t bytes() const { return width * height; }
 };
 
+// Where a unit's host slot is: its payload and the host region (HostMemory::RegionOf) holding it.
+struct HostPlacement {
+  std::byte* payload = nullptr;
+  int region = 0;
+};
+
 // Appends the copy (host, other, bytes) to `runs`, merging it into the last run when it extends
-// it: contiguous on both sides (the run grows), or the next row of a constant-pitch 2-D run.
-void AppendCopy(std::vector<CopyRun>& runs, std::byte* host, uint64_t other, uint64_t bytes);
+// it (contiguous on both sides: the run grows; or the next row of a constant-pitch 2-D run) and
+// lies in the same host region; never across regions.
+void AppendCopy(std::vector<CopyRun>& runs, std::byte* host, int host_region, uint64_t other,
+                uint64_t bytes);
 
 struct StagedChunk {
   std::vector<KernelJob> jobs[kNumKinds];
@@ -111,9 +123,9 @@ struct PlannedOperation {
 };
 
 // Cuts the staged units of `op` into chunks of at most `chunk_bytes` (records split at tile
-// boundaries when needed) and the direct units into copy runs. `host_payloads[i]` is the payload
-// address of unit i's host slot. Units must have been validated.
-void PlanOperation(const Operation& op, const std::vector<std::byte*>& host_payloads,
+// boundaries when needed) and the direct units into copy runs. `host[i]` is where unit i's host
+// slot is. Units must have been validated.
+void PlanOperation(const Operation& op, const std::vector<HostPlacement>& host,
                    const RecordMap* const maps[kNumKinds], uint64_t chunk_bytes,
                    PlannedOperation* out);
 

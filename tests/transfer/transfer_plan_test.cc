@@ -16,22 +16,73 @@ using testing::TestPool;
 TEST(AppendCopy, MergesContiguousAndConstantPitchRuns) {
   std::vector<CopyRun> runs;
   std::byte* h = reinterpret_cast<std::byte*>(0x100000);
-  AppendCopy(runs, h, 0, 100);
-  AppendCopy(runs, h + 100, 100, 50);  // contiguous on both sides
+  AppendCopy(runs, h, 0, 0, 100);
+  AppendCopy(runs, h + 100, 0, 100, 50);  // contiguous on both sides
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].width, 150u);
-  AppendCopy(runs, h + 1000, 1000, 150);  // same width, pitches 1000/1000: a 2-D run
-  AppendCopy(runs, h + 2000, 2000, 150);
+  AppendCopy(runs, h + 1000, 0, 1000, 150);  // same width, pitches 1000/1000: a 2-D run
+  AppendCopy(runs, h + 2000, 0, 2000, 150);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].height, 3u);
   EXPECT_EQ(runs[0].host_pitch, 1000u);
-  AppendCopy(runs, h + 3000, 3100, 150);  // breaks the pitch
-  AppendCopy(runs, h + 2500, 5000, 150);  // goes backwards on the host: no 2-D run
+  AppendCopy(runs, h + 3000, 0, 3100, 150);  // breaks the pitch
+  AppendCopy(runs, h + 2500, 0, 5000, 150);  // goes backwards on the host: no 2-D run
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[2].height, 1u);
   uint64_t total = 0;
   for (const auto& r : runs) total += r.bytes();
   EXPECT_EQ(total, 150u * 5);
+}
+
+TEST(AppendCopy, NeverMergesAcrossHostRegions) {
+  // Two registrations adjacent in virtual memory: a copy-engine call must not span both.
+  std::vector<CopyRun> runs;
+  std::byte* h = reinterpret_cast<std::byte*>(0x100000);
+  AppendCopy(runs, h, 0, 0, 100);
+  AppendCopy(runs, h + 100, 1, 100, 100);  // contiguous, but the next region
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].host_region, 1);
+  AppendCopy(runs, h + 1000, 1, 1000, 100);  // a 2-D run inside region 1
+  AppendCopy(runs, h + 1900, 1, 1900, 100);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].height, 3u);
+  AppendCopy(runs, h + 2800, 2, 2800, 100);  // the next row's pitch, in region 2: a new run
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[2].height, 1u);
+}
+
+TEST(PlanOperation, RunsStayInsideTheirHostRegion) {
+  // Units whose host slots are adjacent (and at a constant pitch) across region boundaries.
+  const ModelLayout l = MakeHybridLayout(16, 2, 2, 64, DType::kBf16, 0, 0, 0);
+  for (PoolForm form : {PoolForm::kLayerFirst, PoolForm::kBlockContiguous}) {
+    TestPool pool(l, -1, form, 32, 0);
+    RecordMap kv = RecordMap::Build(l, pool.desc(), Kind::kKV, 4096);
+    const RecordMap* maps[2] = {&kv, nullptr};
+    Operation op;
+    op.direction = Direction::kLoadBack;
+    std::vector<std::byte> host(64 << 10);
+    std::vector<HostPlacement> placements;
+    const uint64_t rec = l.RecordBytes(Kind::kKV);
+    for (uint64_t i = 0; i < 12; ++i) {
+      op.units.push_back({Kind::kKV, {Tier::kHost, i}, {Tier::kDevice, i}});
+      placements.push_back({host.data() + i * rec, static_cast<int>(i / 5)});  // 5 per region
+    }
+    PlannedOperation plan;
+    PlanOperation(op, placements, maps, 1 << 20, &plan);
+    std::vector<CopyRun> all = plan.direct;
+    for (const auto& c : plan.chunks) all.insert(all.end(), c.copies.begin(), c.copies.end());
+    EXPECT_GE(all.size(), 3u) << PoolFormName(form);
+    uint64_t bytes = 0;
+    for (const CopyRun& r : all) {
+      bytes += r.bytes();
+      const std::byte* first = r.host;
+      const std::byte* last = r.host + (r.height - 1) * r.host_pitch + r.width - 1;
+      EXPECT_EQ((first - host.data()) / static_cast<int64_t>(5 * rec), r.host_region);
+      EXPECT_EQ((last - host.data()) / static_cast<int64_t>(5 * rec), r.host_region)
+          << PoolFormName(form) << ": a run spans two host regions";
+    }
+    EXPECT_EQ(bytes, 12 * rec);
+  }
 }
 
 TEST(RecordMap, TilesLayersAndDirectDetection) {
@@ -63,11 +114,11 @@ TEST(PlanOperation, ChunksNeverExceedAHalfAndCoverEveryByte) {
   Operation op;
   op.direction = Direction::kWriteBack;
   std::vector<std::byte> host(1 << 20);
-  std::vector<std::byte*> payloads;
+  std::vector<HostPlacement> payloads;
   for (uint64_t i = 0; i < 10; ++i) {
     const Kind k = i % 4 == 3 ? Kind::kMamba : Kind::kKV;
     op.units.push_back({k, {Tier::kDevice, i % 4}, {Tier::kHost, i}});
-    payloads.push_back(host.data() + i * 65536);
+    payloads.push_back({host.data() + i * 65536, 0});
   }
   const uint64_t half = 16 << 10;
   PlannedOperation plan;
