@@ -230,6 +230,47 @@ void HostArena::EraseFree(std::map<uint64_t, uint64_t>::iterator it) {
 }
 
 StatusOr<HostSlotId> HostArena::Allocate(Kind kind) {
+  std::vector<HostSlotId> one;
+  CACHEPAWL_RETURN_IF_ERROR(AllocateRun(kind, 1, &one));
+  return one.front();
+}
+
+Status HostArena::NoRoomLocked(Kind kind) {
+  const uint64_t n = slot_units_[static_cast<int>(kind)];
+  if (chunks_done_ < num_chunks_ && pin_status_.ok()) {
+    ++allocate_busy_;
+    return Status::Busy("host arena: no room for a " + std::string(KindName(kind)) +
+                        " slot in the " + std::to_string(pinned_bytes() >> 20) +
+                        " MiB pinned so far; " + std::to_string(capacity_ >> 20) +
+                        " MiB are being pinned");
+  }
+  ++allocate_no_space_;
+  return Status::NoSpace("host arena: no free extent of " + std::to_string(n * kUnit) +
+                         " bytes for a " + std::string(KindName(kind)) + " slot (" +
+                         std::to_string(allocated_units_ * kUnit) + " of " +
+                         std::to_string(capacity_) + " bytes allocated)");
+}
+
+void HostArena::CarveLocked(Kind kind, uint64_t start, uint64_t len, uint64_t n,
+                            std::vector<HostSlotId>* out) {
+  const int k = static_cast<int>(kind);
+  const uint64_t units = slot_units_[k];
+  free_by_size_.erase({len, start});
+  free_by_start_.erase(start);
+  const uint64_t used = n * units;
+  if (len > used) {
+    free_by_start_.emplace(start + used, len - used);
+    free_by_size_.emplace(len - used, start + used);
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    unit_state_[start + i * units] = static_cast<uint8_t>(1 + k);
+    out->push_back(HostSlotId{start + i * units});
+  }
+  allocated_units_ += used;
+  slots_[k] += n;
+}
+
+Status HostArena::AllocateRun(Kind kind, size_t count, std::vector<HostSlotId>* out) {
   const int k = static_cast<int>(kind);
   if (!IsValidKind(static_cast<uint8_t>(kind)) || slot_units_[k] == 0) {
     return Status::InvalidArgument("host arena: kind " + std::to_string(k) +
@@ -237,32 +278,21 @@ StatusOr<HostSlotId> HostArena::Allocate(Kind kind) {
   }
   const uint64_t n = slot_units_[k];
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = free_by_size_.lower_bound({n, 0});
-  if (it == free_by_size_.end()) {
-    if (chunks_done_ < num_chunks_ && pin_status_.ok()) {
-      ++allocate_busy_;
-      return Status::Busy("host arena: no room for a " + std::string(KindName(kind)) +
-                          " slot in the " + std::to_string(pinned_bytes() >> 20) +
-                          " MiB pinned so far; " + std::to_string(capacity_ >> 20) +
-                          " MiB are being pinned");
+  uint64_t left = count;
+  while (left > 0) {
+    // The smallest extent that holds every slot still wanted (best fit keeps large extents
+    // whole), else the largest extent (the longest run there is).
+    auto it = free_by_size_.lower_bound({left * n, 0});
+    if (it == free_by_size_.end()) {
+      if (free_by_size_.empty() || free_by_size_.rbegin()->first < n) return NoRoomLocked(kind);
+      it = std::prev(free_by_size_.end());
     }
-    ++allocate_no_space_;
-    return Status::NoSpace("host arena: no free extent of " + std::to_string(n * kUnit) +
-                           " bytes for a " + std::string(KindName(kind)) + " slot (" +
-                           std::to_string(allocated_units_ * kUnit) + " of " +
-                           std::to_string(capacity_) + " bytes allocated)");
+    const uint64_t len = it->first, start = it->second;
+    const uint64_t take = std::min<uint64_t>(left, len / n);
+    CarveLocked(kind, start, len, take, out);
+    left -= take;
   }
-  const uint64_t len = it->first, start = it->second;
-  free_by_size_.erase(it);
-  free_by_start_.erase(start);
-  if (len > n) {
-    free_by_start_.emplace(start + n, len - n);
-    free_by_size_.emplace(len - n, start + n);
-  }
-  unit_state_[start] = static_cast<uint8_t>(1 + k);
-  allocated_units_ += n;
-  ++slots_[k];
-  return HostSlotId{start};
+  return Status::OK();
 }
 
 Status HostArena::Free(HostSlotId slot) {

@@ -96,6 +96,13 @@ class HostArena final : public HostMemory {
   // A slot of RecordSlotBytes(layout, kind). NoSpace when full, Busy when only chunks still
   // being pinned could hold it, InvalidArgument when the layout has no such kind.
   StatusOr<HostSlotId> Allocate(Kind kind);
+  // Up to `count` slots of `kind` for one operation, appended to `out` in address order within
+  // each run: adjacent slots where the free space allows (the smallest free extent that holds
+  // all of them, else the largest extents first), so that the transfer engine moves them as few
+  // large copies. OK when all `count` were allocated; otherwise the status Allocate() would
+  // return (NoSpace, Busy, InvalidArgument), with the slots allocated so far in `out` (each
+  // one is freed by Free() as usual).
+  Status AllocateRun(Kind kind, size_t count, std::vector<HostSlotId>* out);
   // Returns the slot to the arena. InvalidArgument when `slot` is not allocated.
   Status Free(HostSlotId slot);
   // OK when `slot` is allocated and holds `kind`; InvalidArgument naming the slot otherwise.
@@ -127,6 +134,10 @@ class HostArena final : public HostMemory {
   void MakeChunkUsable(size_t chunk);                         // requires mu_
   void InsertFree(uint64_t unit, uint64_t units);             // requires mu_
   void EraseFree(std::map<uint64_t, uint64_t>::iterator it);  // requires mu_
+  // Takes `n` slots of `kind` from the front of the free extent at `start` of `len` units.
+  void CarveLocked(Kind kind, uint64_t start, uint64_t len, uint64_t n,
+                   std::vector<HostSlotId>* out);  // requires mu_
+  Status NoRoomLocked(Kind kind);                  // requires mu_
 
   const ModelLayout layout_;
   const HostArenaOptions options_;

@@ -77,6 +77,25 @@ void Fence::OnComplete(std::function<void(const Status&)> fn) const {
   state_->callbacks.push_back(std::move(fn));
 }
 
+Status Fence::OnLayerComplete(size_t layer, std::function<void(const Status&)> fn) const {
+  if (!state_) {
+    return Status::InvalidArgument("layer: " + std::to_string(layer) + " (fence has 0 layers)");
+  }
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (layer >= state_->layer_done.size()) {
+    return Status::InvalidArgument("layer: " + std::to_string(layer) + " (fence has " +
+                                   std::to_string(state_->layer_done.size()) + " layers)");
+  }
+  if (state_->layer_done[layer]) {
+    Status s = state_->layer_status[layer];
+    lock.unlock();
+    fn(s);
+    return Status::OK();
+  }
+  state_->layer_callbacks[layer].push_back(std::move(fn));
+  return Status::OK();
+}
+
 Status Fence::StreamWait(void* cuda_stream) const {
   if (cuda_stream == nullptr) return Wait();
   if (!state_) return Status::OK();
@@ -98,6 +117,7 @@ Status Fence::StreamWait(void* cuda_stream) const {
 FenceCompleter::FenceCompleter(size_t num_layers) : state_(std::make_shared<FenceState>()) {
   state_->layer_done.assign(num_layers, 0);
   state_->layer_status.assign(num_layers, Status::OK());
+  state_->layer_callbacks.resize(num_layers);
 }
 
 FenceCompleter& FenceCompleter::operator=(FenceCompleter&& other) noexcept {
@@ -114,13 +134,16 @@ FenceCompleter::~FenceCompleter() {
 
 void FenceCompleter::CompleteLayer(size_t layer, Status status) {
   if (!state_) return;
+  std::vector<std::function<void(const Status&)>> callbacks;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (layer >= state_->layer_done.size() || state_->layer_done[layer]) return;
     state_->layer_done[layer] = 1;
-    state_->layer_status[layer] = std::move(status);
+    state_->layer_status[layer] = status;
+    callbacks.swap(state_->layer_callbacks[layer]);
   }
   state_->cv.notify_all();
+  for (auto& cb : callbacks) cb(status);
 }
 
 void FenceCompleter::Complete(Status status) {
@@ -135,9 +158,13 @@ void FenceCompleter::Complete(Status status) {
       if (!state_->layer_done[i]) {
         state_->layer_done[i] = 1;
         state_->layer_status[i] = status;
+        // Layers fire before the whole fence: their callbacks run first.
+        for (auto& cb : state_->layer_callbacks[i]) callbacks.push_back(std::move(cb));
+        state_->layer_callbacks[i].clear();
       }
     }
-    callbacks.swap(state_->callbacks);
+    for (auto& cb : state_->callbacks) callbacks.push_back(std::move(cb));
+    state_->callbacks.clear();
   }
   state_->cv.notify_all();
   for (auto& cb : callbacks) cb(status);

@@ -47,12 +47,15 @@ class Fence {
   // Number of per-layer sub-fences (0 when the operation has none).
   size_t num_layers() const;
   bool LayerReady(size_t layer) const;
-  Status WaitLayer(size_t layer,
-                   std::chrono::milliseconds timeout = std::chrono::hours(24)) const;
+  Status WaitLayer(size_t layer, std::chrono::milliseconds timeout = std::chrono::hours(24)) const;
 
   // Runs `fn(status)` once the fence fires (at once, on this thread, if it already has);
   // otherwise on the completing thread. `fn` must not block.
   void OnComplete(std::function<void(const Status&)> fn) const;
+  // Runs `fn(status)` once sub-fence `layer` fires (at once, on this thread, if it already has;
+  // otherwise on the thread that fires it). `fn` must not block. InvalidArgument (and `fn` is
+  // not run) when the fence has no such layer.
+  Status OnLayerComplete(size_t layer, std::function<void(const Status&)> fn) const;
 
   // Makes `cuda_stream` (a cudaStream_t) wait for this fence without blocking the CPU.
   // nullptr: waits on the CPU (CPU mode). Errors: Unavailable when the build or host has no
@@ -95,11 +98,13 @@ namespace internal {
 struct FenceState {
   mutable std::mutex mu;
   std::condition_variable cv;
-  bool done = false;                // guarded by mu
-  Status status;                    // guarded by mu
-  std::vector<char> layer_done;     // guarded by mu
-  std::vector<Status> layer_status; // guarded by mu
+  bool done = false;                                          // guarded by mu
+  Status status;                                              // guarded by mu
+  std::vector<char> layer_done;                               // guarded by mu
+  std::vector<Status> layer_status;                           // guarded by mu
   std::vector<std::function<void(const Status&)>> callbacks;  // guarded by mu
+  // Per layer: callbacks waiting for that sub-fence. Guarded by mu.
+  std::vector<std::vector<std::function<void(const Status&)>>> layer_callbacks;
   // GPU-side signal, set by the transfer engine when the operation's last copy is enqueued:
   // a function that makes a given stream wait for the operation's device work. Guarded by mu.
   std::function<Status(void* stream)> gpu_stream_waiter;

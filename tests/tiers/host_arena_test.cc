@@ -129,6 +129,46 @@ TEST(HostArena, SlotsAreAlignedSizedDisjointAndInsideOneRegion) {
   EXPECT_GE(st.allocate_no_space, 1u);
 }
 
+TEST(HostArena, AllocateRunHandsOutAdjacentSlotsAndPartialRunsWhenFull) {
+  // 400 KiB in chunks of 200 KiB: 10 KV slots (20 KiB) per chunk.
+  auto arena = HostArena::Open(TinyHybrid(), CpuOptions(400 << 10, 200 << 10)).value();
+  const uint64_t unit = 20 << 10;
+  std::vector<HostSlotId> run;
+  ASSERT_TRUE(arena->AllocateRun(Kind::kKV, 4, &run).ok());
+  ASSERT_EQ(run.size(), 4u);
+  for (size_t i = 1; i < run.size(); ++i) {
+    EXPECT_EQ(arena->SlotData(run[i]), arena->SlotData(run[i - 1]) + unit) << i;
+  }
+  // Punch holes: free slots 1 and 2 of the run (a 40 KiB hole in chunk 0).
+  ASSERT_TRUE(arena->Free(run[1]).ok());
+  ASSERT_TRUE(arena->Free(run[2]).ok());
+  // Two slots: the smallest extent that holds both is the hole (best fit).
+  std::vector<HostSlotId> two;
+  ASSERT_TRUE(arena->AllocateRun(Kind::kKV, 2, &two).ok());
+  EXPECT_EQ(two[0], run[1]);
+  EXPECT_EQ(two[1], run[2]);
+  // 12 slots: no extent holds 12 (chunks hold 10), so the largest extents are taken first; no
+  // run crosses a chunk.
+  std::vector<HostSlotId> twelve;
+  ASSERT_TRUE(arena->AllocateRun(Kind::kKV, 12, &twelve).ok());
+  ASSERT_EQ(twelve.size(), 12u);
+  for (HostSlotId slot : twelve) EXPECT_TRUE(arena->CheckSlot(slot, Kind::kKV).ok());
+  // 4 + 12 = 16 of 20 slots are taken: a run of 6 gets the 4 left, then NoSpace.
+  std::vector<HostSlotId> partial;
+  Status st = arena->AllocateRun(Kind::kKV, 6, &partial);
+  EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
+  EXPECT_EQ(partial.size(), 4u);
+  // Every slot of every run frees on its own.
+  for (const auto* v : {&run, &two, &twelve, &partial}) {
+    for (HostSlotId slot : *v) {
+      if (v == &run && (slot == run[1] || slot == run[2])) continue;  // now owned by `two`
+      EXPECT_TRUE(arena->Free(slot).ok()) << slot;
+    }
+  }
+  EXPECT_EQ(arena->stats().allocated_bytes, 0u);
+  EXPECT_TRUE(arena->AllocateRun(static_cast<Kind>(7), 1, &partial).IsInvalidArgument());
+}
+
 TEST(HostArena, FreeReturnsSpaceAndBadFreesAreErrors) {
   auto arena = HostArena::Open(TinyHybrid(), CpuOptions(200 << 10)).value();
   std::vector<HostSlotId> slots;

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace cachepawl {
 namespace {
@@ -53,6 +55,31 @@ TEST(FenceTest, LayersFireIndividuallyThenAllOnComplete) {
   c.Complete(Status::Corruption("x"));
   EXPECT_TRUE(f.WaitLayer(0).IsCorruption());
   EXPECT_TRUE(f.WaitLayer(1).ok());  // it had already fired OK
+}
+
+TEST(FenceTest, LayerCallbacksRunWhenTheirLayerFiresOrWithTheWholeFence) {
+  FenceCompleter c(3);
+  Fence f = c.fence();
+  std::vector<std::string> seen;
+  auto note = [&](std::string what) {
+    return [&seen, what](const Status& s) { seen.push_back(what + ":" + s.ToString()); };
+  };
+  ASSERT_TRUE(f.OnLayerComplete(0, note("l0")).ok());
+  ASSERT_TRUE(f.OnLayerComplete(2, note("l2")).ok());
+  f.OnComplete(note("all"));
+  EXPECT_TRUE(f.OnLayerComplete(3, note("none")).IsInvalidArgument());
+  c.CompleteLayer(0);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], "l0:OK");
+  ASSERT_TRUE(f.OnLayerComplete(0, note("late")).ok());  // already fired: runs at once
+  ASSERT_EQ(seen.size(), 2u);
+  c.Complete(Status::Corruption("x"));
+  // Layer 2 fires with the fence's status, before the fence's own callbacks.
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[2].substr(0, 3), "l2:");
+  EXPECT_NE(seen[2].find("Corruption"), std::string::npos);
+  EXPECT_EQ(seen[3].substr(0, 4), "all:");
+  EXPECT_TRUE(Fence().OnLayerComplete(0, note("empty")).IsInvalidArgument());
 }
 
 TEST(FenceTest, CallbacksRunOnceAfterOrAtCompletion) {

@@ -1,0 +1,123 @@
+// StoreImpl: the host -> disk cascade. Entries reach the disk tier by policy (disk_write_policy.h):
+// right after a Save (write-through), at their N-th hit (selective), or when they are about to
+// leave host memory (write-on-evict). Every write is asynchronous: under mu_ the store only pins
+// the host slot and records the job; the disk submitter thread fills the record headers and
+// checksums and submits to io_uring; the completion worker publishes the Disk location after the
+// bytes landed (invariant 4), unpins, and wakes allocations waiting for space. A batch that found
+// the disk full is retried once after the store evicted disk records through the index (so that
+// locked prefixes stay); the catalog removals run on the submitter thread, outside mu_.
+#include <spdlog/spdlog.h>
+
+#include "store/store_impl.h"
+
+namespace cachepawl {
+
+size_t StoreImpl::StartDiskWritesLocked(const std::vector<EntryKey>& keys, bool evict_after) {
+  if (!disk_) return 0;
+  std::vector<DiskWriteJob> jobs;
+  std::vector<DiskWrite> writes;
+  for (const EntryKey& key : keys) {
+    if (disk_writing_.count(key)) continue;
+    auto e = index_->Lookup(key.hash);
+    if (!e) continue;
+    const TierLocations& loc = key.kind == Kind::kKV ? e->kv : e->state;
+    if (!loc.Has(Tier::kHost) || loc.Has(Tier::kDisk)) continue;
+    if (!index_->PinForTransfer(key.hash, key.kind, Tier::kHost).ok()) continue;
+    disk_writing_.insert(key);
+    if (evict_after) ++evict_writes_in_flight_;
+    const HostSlotId slot = *loc.Slot(Tier::kHost);
+    writes.push_back(
+        {DiskKey{key.kind, key.hash, uint64_t{e->depth_pages} * layout_.page_size_tokens},
+         e->parent.value_or(PageHash::Zero()), slot});
+    jobs.push_back({key, slot, evict_after});
+  }
+  if (jobs.empty()) return 0;
+  const size_t started = jobs.size();
+  OperationStarted();
+  disk_submitter_->Post([this, jobs = std::move(jobs), writes = std::move(writes)]() mutable {
+    SubmitDiskWrites(std::move(jobs), std::move(writes), 0);
+  });
+  return started;
+}
+
+void StoreImpl::SubmitDiskWrites(std::vector<DiskWriteJob> jobs, std::vector<DiskWrite> writes,
+                                 int attempt) {
+  DiskOp op = disk_->WriteBack(writes);
+  WhenDone(op.fence, [this, jobs = std::move(jobs), op, attempt](const Status&) mutable {
+    FinishDiskWrites(std::move(jobs), std::move(op), attempt);
+  });
+}
+
+std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(size_t count) {
+  std::vector<DiskKey> removed;
+  for (Kind kind : {Kind::kMamba, Kind::kKV}) {
+    if (removed.size() >= count) break;
+    auto victims = index_->PickVictims(Tier::kDisk, kind, count - removed.size() + 4);
+    if (!victims.ok()) continue;
+    for (const Victim& v : *victims) {
+      auto e = index_->Lookup(v.hash);
+      if (!e) continue;
+      removed.push_back({v.kind, v.hash, uint64_t{e->depth_pages} * layout_.page_size_tokens});
+      ++evictions_[static_cast<int>(Tier::kDisk)][static_cast<int>(v.kind)];
+      ForgetDiskLocked({v.hash, v.kind});
+    }
+  }
+  return removed;
+}
+
+void StoreImpl::FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int attempt) {
+  std::vector<DiskWriteJob> retry;
+  std::vector<DiskKey> removals;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const DiskKey& k : op.result->evicted) ForgetDiskLocked({k.hash, k.kind});
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const DiskWriteJob& job = jobs[i];
+      const DiskRecordResult& r = op.result->records.at(i);
+      if (r.status.ok()) {
+        (void)index_->SetLocation(job.key.hash, job.key.kind, Tier::kDisk, r.extent_id);
+      } else if (r.status.IsNoSpace() && attempt == 0 && !closed_) {
+        retry.push_back(job);  // stays pinned and in disk_writing_ for the retry
+        continue;
+      } else {
+        if (r.status.IsIOError()) ++io_errors_;
+        if (r.status.IsNoSpace()) ++no_space_;
+        if (job.evict_after) ++evict_write_failures_;
+        spdlog::debug("cachepawl: disk write of {} failed: {}", job.key.hash.ToHex(),
+                      r.status.ToString());
+      }
+      (void)index_->Unpin(job.key.hash, job.key.kind, Tier::kHost);
+      disk_writing_.erase(job.key);
+      if (job.evict_after) {
+        --evict_writes_in_flight_;
+        // A write-on-evict victim whose write failed leaves host memory without a disk copy
+        // (a cache may forget) at the next eviction, in the index's order, unless it is locked
+        // or pinned by then.
+        if (!r.status.ok()) evict_unwritten_.insert(job.key);
+      }
+    }
+    if (!retry.empty()) removals = TakeDiskVictimsLocked(retry.size());
+    space_cv_.notify_all();
+  }
+  if (!retry.empty()) {
+    OperationStarted();
+    disk_submitter_->Post([this, retry = std::move(retry),
+                           removals = std::move(removals)]() mutable {
+      for (const DiskKey& k : removals) (void)disk_->tier().Remove(k);
+      std::vector<DiskWrite> writes;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const DiskWriteJob& job : retry) {
+          auto e = index_->Lookup(job.key.hash);
+          writes.push_back({DiskKey{job.key.kind, job.key.hash,
+                                    e ? uint64_t{e->depth_pages} * layout_.page_size_tokens : 0},
+                            e && e->parent ? *e->parent : PageHash::Zero(), job.slot});
+        }
+      }
+      SubmitDiskWrites(std::move(retry), std::move(writes), 1);
+    });
+  }
+  OperationFinished();
+}
+
+}  // namespace cachepawl

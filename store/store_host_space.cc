@@ -1,0 +1,124 @@
+// StoreImpl: host slots. Allocation as runs (one operation's slots adjacent where the arena
+// allows, so the transfer engine moves them as few large copies), eviction in the index's order,
+// and the hand-off of write-on-evict victims to the disk cascade (see store_impl.h).
+#include <algorithm>
+
+#include "store/store_impl.h"
+
+namespace cachepawl {
+
+namespace {
+// Write-on-evict jobs in flight at most: enough to keep the disk's queue deep, few enough that
+// one burst of allocations does not write the whole tier.
+constexpr uint64_t kMaxEvictWrites = 256;
+}  // namespace
+
+Status StoreImpl::AllocateHostLocked(Kind kind, size_t count, std::unique_lock<std::mutex>& lock,
+                                     std::vector<HostSlotId>* slots) {
+  constexpr auto kSpaceWait = std::chrono::seconds(30);
+  const auto deadline = SteadyClock::now() + kSpaceWait;
+  const size_t first = slots->size();
+  auto give_back = [&](Status why) {
+    for (size_t i = first; i < slots->size(); ++i) (void)host_->Free((*slots)[i]);
+    slots->resize(first);
+    return why;
+  };
+  for (;;) {
+    const size_t have = slots->size() - first;
+    if (have == count) return Status::OK();
+    Status st = host_->AllocateRun(kind, count - have, slots);
+    if (st.ok()) return Status::OK();
+    if (st.IsBusy()) {
+      // Only chunks still being pinned could hold it (start-up): wait for them without mu_.
+      lock.unlock();
+      Status pinned = host_->WaitUntilPinned(std::chrono::seconds(60));
+      lock.lock();
+      if (!pinned.ok()) return give_back(pinned.WithContext("host tier pinning"));
+      if (closed_) return give_back(Status::FailedPrecondition("store is closed"));
+      continue;
+    }
+    if (!st.IsNoSpace()) return give_back(st);
+    // Full: evict. Mamba states go first (large, and only one depth of each is useful).
+    const uint64_t missing_bytes = (count - (slots->size() - first)) * host_->slot_bytes(kind);
+    size_t freed = 0, writes = 0;
+    for (Kind victim_kind : {Kind::kMamba, Kind::kKV}) {
+      const uint64_t victim_bytes = host_->slot_bytes(victim_kind);
+      if (victim_bytes == 0) continue;  // the layout has no such kind
+      const size_t wanted = static_cast<size_t>(
+          std::clamp<uint64_t>((missing_bytes + victim_bytes - 1) / victim_bytes, 1, 256));
+      freed += EvictFromHostLocked(victim_kind, wanted, &writes);
+      if (freed > 0) break;
+    }
+    if (freed > 0) continue;
+    // Nothing could go at once: wait while something in flight may free or clean an entry.
+    const bool in_flight = writes > 0 || evict_writes_in_flight_ > 0 || !disk_writing_.empty() ||
+                           loads_pinning_host_ > 0;
+    if (in_flight && !closed_ && space_cv_.wait_until(lock, deadline) != std::cv_status::timeout) {
+      continue;
+    }
+    if (in_flight && !closed_ && SteadyClock::now() < deadline) continue;
+    ++no_space_;
+    return give_back(Status::NoSpace(std::string("host tier: no room for ") +
+                                     std::to_string(count) + " " + std::string(KindName(kind)) +
+                                     " slot(s): every cached entry is locked by the engine" +
+                                     (in_flight ? " or still in flight after 30 s" : "")));
+  }
+}
+
+size_t StoreImpl::EvictFromHostLocked(Kind kind, size_t wanted, size_t* writes_started) {
+  auto victims = index_->PickVictims(Tier::kHost, kind, wanted);
+  if (!victims.ok()) return 0;
+  size_t freed = 0;
+  bool dropping = true;  // KV: once a victim stays for its write, its ancestors stay too
+  std::vector<EntryKey> to_write;
+  for (const Victim& v : *victims) {
+    const EntryKey key{v.hash, v.kind};
+    auto e = index_->Lookup(v.hash);
+    if (!e) continue;
+    const TierLocations& loc = v.kind == Kind::kKV ? e->kv : e->state;
+    if (disk_ && !loc.Has(Tier::kDisk) && policy_->OnEvict() && !evict_unwritten_.count(key)) {
+      // Write-on-evict: the entry is written first (asynchronously); once on disk it is clean
+      // and the next eviction frees it. Later KV victims of this call may be its ancestors:
+      // they keep their host copy until then (a page never leaves a tier before its child).
+      if (v.kind == Kind::kKV) dropping = false;
+      if (evict_writes_in_flight_ + to_write.size() < kMaxEvictWrites) to_write.push_back(key);
+      continue;
+    }
+    if (!dropping) continue;
+    DropHostCopyLocked(key);
+    ++evictions_[static_cast<int>(Tier::kHost)][static_cast<int>(v.kind)];
+    ++freed;
+  }
+  if (!to_write.empty()) *writes_started += StartDiskWritesLocked(to_write, /*evict_after=*/true);
+  return freed;
+}
+
+void StoreImpl::DropHostCopyLocked(const EntryKey& key) {
+  auto cleared = index_->ClearLocation(key.hash, key.kind, Tier::kHost);
+  if (!cleared.ok()) return;
+  (void)host_->Free(*cleared);
+  evict_unwritten_.erase(key);
+  PruneLocked(key.hash);
+}
+
+void StoreImpl::ForgetDiskLocked(const EntryKey& key) {
+  auto cleared = index_->ClearLocation(key.hash, key.kind, Tier::kDisk);
+  if (cleared.ok()) PruneLocked(key.hash);
+}
+
+void StoreImpl::PruneLocked(const PageHash& hash) {
+  // Remove succeeds only for an entry that no tier holds, without children, unlocked; walk
+  // up while it does (each removal may make the parent a childless, location-less entry).
+  std::optional<PageHash> cur = hash;
+  while (cur) {
+    auto e = index_->Lookup(*cur);
+    if (!e || !e->kv.empty() || !e->state.empty() || e->children > 0) return;
+    if (filling_.count({*cur, Kind::kKV}) || filling_.count({*cur, Kind::kMamba})) return;
+    if (!index_->Remove(*cur).ok()) return;
+    policy_->Forget({*cur, Kind::kKV});
+    policy_->Forget({*cur, Kind::kMamba});
+    cur = e->parent;
+  }
+}
+
+}  // namespace cachepawl

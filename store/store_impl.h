@@ -1,0 +1,211 @@
+// StoreImpl: the Store (store/store.h) over the prefix index, the host arena, the transfer
+// engine and the disk engine. It orchestrates; each concern lives in its own file:
+//
+//   store_impl.cc           open and close, Lookup, Lock, the device pool, Stats
+//   store_save.cc           Save: device -> host (host slots allocated as runs)
+//   store_load.cc           Load and StartPrefetch: disk -> host -> device
+//   store_host_space.cc     host slots: allocation as runs, eviction, write-on-evict hand-off
+//   store_disk_cascade.cc   host -> disk writes (write-through, selective, write-on-evict),
+//                           asynchronous, with disk eviction and one retry when the disk is full
+//   store_recovery.cc       the index rebuilt from the disk catalog at open
+//   disk_write_policy.h     when an entry goes to disk (a small object, testable alone)
+//
+// Locking. One mutex (mu_) serializes the store's bookkeeping: host slot allocation, eviction
+// decisions, index mutations and the in-flight sets. No thread waits on I/O or on a transfer
+// while holding it: disk writes are submitted (and checksummed) on the disk submitter thread,
+// write-on-evict is a disk write after which the entry leaves host memory, and an allocation that
+// must wait for space waits on space_cv_, which releases mu_. Lookup takes no store lock (the
+// index is thread-safe).
+//
+// Completion. The transfer and disk engines fire their fences on their own threads; the store
+// never does bookkeeping there. Every fence the store waits for hands a task to the completion
+// worker (one thread), which takes mu_, publishes locations (invariant 4: after the bytes
+// landed), unpins, starts the next stage, and then completes the fence the engine holds. So when
+// a fence returned by Save or Load fires, the index already says what it did. Per-layer fences
+// are forwarded by callbacks on the transfer engine's completion thread (no thread per Load).
+//
+// Entries being filled (a host slot allocated, its bytes not there yet) are not in the index's
+// locations; they are in filling_ so that a second Save of the same key is a refresh and a
+// Lookup cannot see them.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "index/page_hasher.h"
+#include "index/prefix_index.h"
+#include "store/completion_worker.h"
+#include "store/deferred_stream_waiter.h"
+#include "store/disk_write_policy.h"
+#include "store/entry_key.h"
+#include "store/latency_histogram.h"
+#include "store/store.h"
+#include "tiers/device_pool.h"
+#include "tiers/device_pool_arena.h"
+#include "tiers/host_arena.h"
+#include "transfer/io_uring_disk.h"
+#include "transfer/transfer_engine.h"
+
+namespace cachepawl {
+
+// Rebuilds `index` from the records `disk` holds (parents before children); removes from the
+// disk tier the records that cannot be reached (a lost parent, a state without its page).
+// Returns how many were removed. (store_recovery.cc)
+StatusOr<size_t> RebuildIndexFromDisk(DiskTier& disk, PrefixIndex& index,
+                                      const ModelLayout& layout);
+
+class StoreImpl final : public Store {
+ public:
+  ~StoreImpl() override { (void)Close(); }
+
+  static StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+
+  const ModelLayout& layout() const override { return layout_; }
+  bool gpu_mode() const override { return engine_ != nullptr && engine_->gpu_mode(); }
+  std::vector<PageHash> HashTokens(std::string_view ns,
+                                   std::span<const uint32_t> tokens) const override {
+    return hasher_->HashTokens(ns, tokens);
+  }
+
+  StatusOr<PrefixMatch> Lookup(std::string_view ns, std::span<const uint32_t> tokens) override;
+  StatusOr<PrefixMatch> LookupHashes(std::span<const PageHash> hashes) override;
+  StatusOr<PrefixLock> Lock(const PrefixMatch& match, size_t pages) override;
+  Status Unlock(PrefixLock& lock) override;
+  StatusOr<Fence> Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
+                       std::optional<uint64_t> device_state_slot, const LoadOptions& opts) override;
+  StatusOr<std::shared_ptr<Prefetch>> StartPrefetch(const PrefixMatch& match) override;
+  StatusOr<Fence> Save(const SaveRequest& request) override;
+  Status RegisterDevicePool(const DevicePoolDescription& pool) override;
+  StatusOr<uint64_t> AllocateDeviceSlot(Kind kind) override;
+  Status FreeDeviceSlot(Kind kind, uint64_t slot) override;
+  Status WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const std::byte> record) override;
+  Status ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte> record) override;
+  StoreStats Stats() const override;
+  Status Close() override;
+
+ private:
+  using SteadyClock = std::chrono::steady_clock;
+  class PrefetchImpl;
+  // One host slot being filled from disk for a Load or Prefetch.
+  struct DiskFill {
+    EntryKey key;
+    uint64_t depth_tokens = 0;
+    HostSlotId slot = 0;
+  };
+  // One unit of a LoadBack whose source is a host slot located in the index.
+  struct HostSource {
+    EntryKey key;
+    HostSlotId slot = 0;
+    uint64_t device_slot = 0;
+  };
+  // One host -> disk write in flight.
+  struct DiskWriteJob {
+    EntryKey key;
+    HostSlotId slot = 0;
+    bool evict_after = false;  // write-on-evict: leave host memory once written
+  };
+
+  StoreImpl() = default;
+
+  // ---- store_impl.cc ----
+  Status CheckOpen() const;
+  // OK when `slot` of `kind` is allocated in the store-owned pool and `bytes` is its record size.
+  Status CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) const;
+  Status OpenTiers();
+  Status CreateEngine(const DevicePoolDescription& pool);
+  // Post `fn(status)` to the completion worker when `fence` fires.
+  void WhenDone(const Fence& fence, std::function<void(const Status&)> fn);
+  void OperationStarted();
+  void OperationFinished();
+
+  // ---- store_host_space.cc ----
+  // Allocates `count` host slots of `kind` as runs (HostArena::AllocateRun), evicting unlocked
+  // entries when the arena is full. Victims without a disk copy that the policy writes on
+  // eviction are handed to the disk cascade and leave host memory once written; meanwhile, and
+  // while transfers pin what is left, the call waits on space_cv_ (releasing mu_ through
+  // `lock`) for at most kSpaceWait: backpressure, not failure. On error, the slots allocated so
+  // far are freed: NoSpace when everything left is locked by the engine or the wait ran out.
+  // Requires mu_ (held through `lock`; released while waiting).
+  Status AllocateHostLocked(Kind kind, size_t count, std::unique_lock<std::mutex>& lock,
+                            std::vector<HostSlotId>* slots);
+  // Evicts victims of `kind` from host memory: those that can go at once are freed; those the
+  // policy writes first are handed to the disk cascade. Returns how many slots were freed at
+  // once; *writes_started counts the hand-offs. Requires mu_.
+  size_t EvictFromHostLocked(Kind kind, size_t wanted, size_t* writes_started);
+  // Frees the host copy of `key` (its location, its slot) and prunes what no tier holds.
+  void DropHostCopyLocked(const EntryKey& key);
+  // Forgets `key`'s Disk location (after the disk tier dropped or evicted the record).
+  void ForgetDiskLocked(const EntryKey& key);
+  // Removes index entries that no tier holds any more, from `hash` up toward the root.
+  void PruneLocked(const PageHash& hash);
+
+  // ---- store_disk_cascade.cc ----
+  // Starts disk writes of host-resident entries: pins their host slots until the writes finish
+  // and hands the batch to the disk submitter thread (never submits under mu_). Entries already
+  // on disk or being written are skipped. Returns how many writes were started. Requires mu_.
+  size_t StartDiskWritesLocked(const std::vector<EntryKey>& keys, bool evict_after);
+  // Runs on the disk submitter thread: submits the writes, and hands their completion to the
+  // completion worker.
+  void SubmitDiskWrites(std::vector<DiskWriteJob> jobs, std::vector<DiskWrite> writes, int attempt);
+  // Completion worker: publishes disk locations, unpins, evicts write-on-evict entries, and
+  // retries once what failed for lack of disk space after evicting disk records by the index.
+  void FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int attempt);
+  // Picks disk victims for `count` records through the index (so locked prefixes stay) and
+  // forgets them; returns their keys for removal from the disk tier outside mu_. Requires mu_.
+  std::vector<DiskKey> TakeDiskVictimsLocked(size_t count);
+
+  // ---- store_load.cc ----
+  void FinishDiskFills(const std::vector<DiskFill>& fills, const Status& disk_status,
+                       const std::shared_ptr<const DiskBatchResult>& result,
+                       std::vector<size_t>* failed);
+  // `deferred`: set for loads that read from disk first (see DeferredStreamWaiter).
+  void SubmitHostToDevice(std::vector<HostSource> sources, std::shared_ptr<FenceCompleter> outer,
+                          bool per_layer, SteadyClock::time_point start,
+                          std::shared_ptr<DeferredStreamWaiter> deferred);
+  void CountHitLocked(const EntryKey& key);
+
+  StoreOptions options_;
+  ModelLayout layout_;
+  std::unique_ptr<PageHasher> hasher_;
+  std::unique_ptr<PrefixIndex> index_;
+  std::unique_ptr<HostArena> host_;
+  std::unique_ptr<DiskEngine> disk_;
+  std::unique_ptr<DevicePoolArena> device_arena_;
+  std::unique_ptr<TransferEngine> engine_;  // set once, before any Load/Save can run
+  std::unique_ptr<CompletionWorker> worker_;
+  std::unique_ptr<CompletionWorker> disk_submitter_;  // only with a disk tier
+
+  mutable std::mutex mu_;
+  bool closed_ = false;                                               // guarded by mu_
+  bool engine_ready_ = false;                                         // guarded by mu_
+  std::unique_ptr<DiskWritePolicy> policy_;                           // guarded by mu_
+  std::unordered_map<EntryKey, HostSlotId, EntryKeyHasher> filling_;  // guarded by mu_
+  std::unordered_set<EntryKey, EntryKeyHasher> disk_writing_;         // guarded by mu_
+  uint64_t evict_writes_in_flight_ = 0;  // write-on-evict jobs not finished; guarded by mu_
+  // Write-on-evict victims whose disk write failed: the next eviction drops them unwritten.
+  std::unordered_set<EntryKey, EntryKeyHasher> evict_unwritten_;             // guarded by mu_
+  std::array<std::array<uint64_t, kNumKinds>, kNumTiers> evictions_{};       // guarded by mu_
+  std::array<std::array<uint64_t, kNumKinds>, kNumTiers> loaded_entries_{};  // guarded by mu_
+  uint64_t saves_ = 0, saved_pages_ = 0, saved_states_ = 0, refreshed_ = 0;  // guarded by mu_
+  uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0, no_space_ = 0;      // guarded by mu_
+  uint64_t checksum_failures_ = 0, io_errors_ = 0;                           // guarded by mu_
+  uint64_t evict_write_failures_ = 0;  // write-on-evict writes that failed; guarded by mu_
+  uint64_t loads_pinning_host_ = 0;    // loads holding host pins; guarded by mu_
+  std::condition_variable space_cv_;   // signalled (under mu_) when host entries may be evictable
+
+  mutable std::mutex drain_mu_;
+  std::condition_variable drain_cv_;
+  uint64_t in_flight_ = 0;  // guarded by drain_mu_
+
+  std::atomic<uint64_t> lookups_{0}, lookup_pages_{0}, hit_pages_{0}, kv_only_pages_{0};
+  LatencyHistogram lookup_latency_, load_latency_, save_latency_;
+};
+
+}  // namespace cachepawl

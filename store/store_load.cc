@@ -1,0 +1,343 @@
+// StoreImpl::Load and StartPrefetch: disk -> host -> device (see store_impl.h). Pages and the
+// state already in host memory are pinned and copied to the device at once; those only on disk
+// get host slots (allocated as runs), are read and verified by the disk engine, and then join the
+// host -> device operation. One fence for everything.
+#include <algorithm>
+
+#include "store/store_impl.h"
+
+namespace cachepawl {
+
+void StoreImpl::CountHitLocked(const EntryKey& key) {
+  if (disk_ && policy_->OnHit(key)) StartDiskWritesLocked({key}, /*evict_after=*/false);
+}
+
+StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
+                                std::optional<uint64_t> device_state_slot,
+                                const LoadOptions& opts) {
+  const auto start = SteadyClock::now();
+  const size_t first = opts.first_page;
+  const size_t count = device_pages.size();
+  if (first > match.kv_only_pages || count > match.kv_only_pages - first) {
+    return Status::InvalidArgument("device_pages: pages [" + std::to_string(first) + ", " +
+                                   std::to_string(first + count) + ") exceed the match's " +
+                                   std::to_string(match.kv_only_pages) + " cached pages");
+  }
+  if (match.hashes.size() < first + count) {
+    return Status::InvalidArgument("match: fewer hashes than pages");
+  }
+  if (device_state_slot) {
+    if (!layout_.has_ssm()) {
+      return Status::InvalidArgument("device_state_slot: layout '" + layout_.model +
+                                     "' has no SSM layers");
+    }
+    if (first + count != match.reusable_pages || match.reusable_pages == 0) {
+      return Status::InvalidArgument(
+          "device_state_slot: the state is at depth " + std::to_string(match.reusable_pages) +
+          " pages but the load ends at page " + std::to_string(first + count));
+    }
+  }
+  std::vector<HostSource> sources;
+  std::vector<DiskFill> fills;
+  std::vector<uint64_t> fill_device_slots;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_) return Status::FailedPrecondition("store is closed");
+    if (!engine_ready_) {
+      return Status::FailedPrecondition(
+          "no device pool: open the store with device_pool_bytes or call RegisterDevicePool");
+    }
+    size_t fills_with_slots = 0;
+    auto rollback = [&](const Status& why) {
+      for (const HostSource& s : sources) (void)index_->Unpin(s.key.hash, s.key.kind, Tier::kHost);
+      for (size_t i = 0; i < fills.size(); ++i) {
+        filling_.erase(fills[i].key);
+        if (i < fills_with_slots) (void)host_->Free(fills[i].slot);
+      }
+      return why;
+    };
+    auto add = [&](const EntryKey& key, size_t page, uint64_t device_slot) -> Status {
+      auto e = index_->Lookup(key.hash);
+      const TierLocations* loc = nullptr;
+      if (e) loc = key.kind == Kind::kKV ? &e->kv : &e->state;
+      if (loc == nullptr || loc->empty()) {
+        return Status::NotFound(std::string(key.kind == Kind::kKV ? "page " : "state at page ") +
+                                std::to_string(page) + " is no longer cached");
+      }
+      if (loc->Has(Tier::kHost)) {
+        CACHEPAWL_RETURN_IF_ERROR(index_->PinForTransfer(key.hash, key.kind, Tier::kHost));
+        sources.push_back({key, *loc->Slot(Tier::kHost), device_slot});
+        ++loaded_entries_[static_cast<int>(Tier::kHost)][static_cast<int>(key.kind)];
+      } else {
+        if (filling_.count(key)) {
+          return Status::Busy("page " + std::to_string(page) + " is being filled; retry");
+        }
+        // Its host slot comes with the others, as a run, below; filling_ marks it meanwhile.
+        const uint64_t depth = uint64_t{e->depth_pages} * layout_.page_size_tokens;
+        filling_[key] = 0;
+        fills.push_back({key, depth, 0});
+        fill_device_slots.push_back(device_slot);
+        ++loaded_entries_[static_cast<int>(Tier::kDisk)][static_cast<int>(key.kind)];
+      }
+      CountHitLocked(key);
+      return Status::OK();
+    };
+    for (size_t j = 0; j < count; ++j) {
+      Status s = add({match.hashes[first + j], Kind::kKV}, first + j, device_pages[j]);
+      if (!s.ok()) return rollback(s);
+    }
+    if (device_state_slot) {
+      Status s = add({match.hashes[first + count - 1], Kind::kMamba}, first + count - 1,
+                     *device_state_slot);
+      if (!s.ok()) return rollback(s);
+    }
+    // Host slots for the disk reads, as runs per kind (fills are the pages, then the state).
+    // Waiting for space releases mu_; the pinned sources and filling_ entries stay meanwhile.
+    ++loads_pinning_host_;
+    for (Kind kind : {Kind::kKV, Kind::kMamba}) {
+      const size_t n = static_cast<size_t>(std::count_if(
+          fills.begin(), fills.end(), [&](const DiskFill& f) { return f.key.kind == kind; }));
+      if (n == 0) continue;
+      std::vector<HostSlotId> slots;
+      Status s = AllocateHostLocked(kind, n, lock, &slots);
+      if (!s.ok()) {
+        --loads_pinning_host_;
+        return rollback(s);
+      }
+      for (HostSlotId slot : slots) {
+        fills[fills_with_slots].slot = slot;
+        filling_[fills[fills_with_slots].key] = slot;
+        ++fills_with_slots;
+      }
+    }
+    ++loads_;
+  }
+
+  auto outer =
+      std::make_shared<FenceCompleter>(opts.per_layer_fences ? layout_.attention_layers.size() : 0);
+  Fence result = outer->fence();
+  OperationStarted();
+  if (fills.empty()) {
+    SubmitHostToDevice(std::move(sources), outer, opts.per_layer_fences, start, nullptr);
+    return result;
+  }
+  std::vector<DiskRead> reads;
+  for (const DiskFill& f : fills)
+    reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
+  std::shared_ptr<DeferredStreamWaiter> deferred;
+  if (engine_->gpu_mode()) {
+    deferred = std::make_shared<DeferredStreamWaiter>();
+    std::lock_guard<std::mutex> g(result.state()->mu);
+    result.state()->gpu_stream_waiter = [deferred](void* stream) { return deferred->Wait(stream); };
+  }
+  DiskOp op = disk_->LoadBack(reads);
+  WhenDone(op.fence, [this, fills = std::move(fills),
+                      fill_device_slots = std::move(fill_device_slots),
+                      sources = std::move(sources), outer, op, start, deferred,
+                      per_layer = opts.per_layer_fences](const Status& s) mutable {
+    std::vector<size_t> failed;
+    FinishDiskFills(fills, s, op.result, &failed);
+    if (!failed.empty()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const HostSource& src : sources) {
+          (void)index_->Unpin(src.key.hash, src.key.kind, Tier::kHost);
+        }
+        for (size_t i = 0; i < fills.size(); ++i) {
+          if (std::find(failed.begin(), failed.end(), i) == failed.end()) {
+            (void)index_->Unpin(fills[i].key.hash, fills[i].key.kind, Tier::kHost);
+          }
+        }
+        ++failed_ops_;
+        --loads_pinning_host_;
+        space_cv_.notify_all();
+      }
+      if (deferred) deferred->Resolve({});  // nothing reaches the GPU: release stream waits
+      const DiskRecordResult& r = op.result->records.at(failed.front());
+      outer->Complete(Status::NotFound(std::to_string(failed.size()) +
+                                       " disk record(s) could not be loaded (dropped as a miss; "
+                                       "first: " +
+                                       r.status.ToString() + ")"));
+      load_latency_.Record(SteadyClock::now() - start);
+      OperationFinished();
+      return;
+    }
+    for (size_t i = 0; i < fills.size(); ++i) {
+      sources.push_back({fills[i].key, fills[i].slot, fill_device_slots[i]});
+    }
+    SubmitHostToDevice(std::move(sources), outer, per_layer, start, deferred);
+  });
+  return result;
+}
+
+void StoreImpl::FinishDiskFills(const std::vector<DiskFill>& fills, const Status& disk_status,
+                                const std::shared_ptr<const DiskBatchResult>& result,
+                                std::vector<size_t>* failed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < fills.size(); ++i) {
+    const DiskFill& f = fills[i];
+    filling_.erase(f.key);
+    Status s = result && i < result->records.size() ? result->records[i].status : disk_status;
+    if (s.ok()) {
+      s = index_->SetLocation(f.key.hash, f.key.kind, Tier::kHost, f.slot);
+      if (s.ok()) s = index_->PinForTransfer(f.key.hash, f.key.kind, Tier::kHost);
+    }
+    if (!s.ok()) {
+      failed->push_back(i);
+      if (s.IsCorruption()) ++checksum_failures_;
+      if (s.IsIOError()) ++io_errors_;
+      (void)host_->Free(f.slot);
+      // The disk tier dropped a record that failed verification; the index forgets it too.
+      if (!disk_->tier().Contains(DiskKey{f.key.kind, f.key.hash, f.depth_tokens})) {
+        ForgetDiskLocked(f.key);
+      }
+    }
+  }
+}
+
+void StoreImpl::SubmitHostToDevice(std::vector<HostSource> sources,
+                                   std::shared_ptr<FenceCompleter> outer, bool per_layer,
+                                   SteadyClock::time_point start,
+                                   std::shared_ptr<DeferredStreamWaiter> deferred) {
+  Operation op;
+  op.direction = Direction::kLoadBack;
+  op.per_layer_fences = per_layer;
+  for (const HostSource& s : sources) {
+    op.units.push_back({s.key.kind, {Tier::kHost, s.slot}, {Tier::kDevice, s.device_slot}});
+  }
+  Fence inner = engine_->Submit(std::move(op));
+  {
+    std::function<Status(void*)> waiter;
+    {
+      std::lock_guard<std::mutex> g(inner.state()->mu);
+      waiter = inner.state()->gpu_stream_waiter;
+    }
+    if (deferred) {
+      deferred->Resolve(std::move(waiter));
+    } else {
+      std::lock_guard<std::mutex> g(outer->fence().state()->mu);
+      outer->fence().state()->gpu_stream_waiter = std::move(waiter);
+    }
+  }
+  if (per_layer) {
+    // Each sub-fence is passed on as it fires, on the transfer engine's completion thread (the
+    // callback holds only the outer fence's completer).
+    for (size_t l = 0; l < inner.num_layers(); ++l) {
+      (void)inner.OnLayerComplete(l, [outer, l](const Status& s) { outer->CompleteLayer(l, s); });
+    }
+  }
+  WhenDone(inner, [this, sources = std::move(sources), outer, start](const Status& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const HostSource& src : sources) {
+        (void)index_->Unpin(src.key.hash, src.key.kind, Tier::kHost);
+      }
+      if (!s.ok()) ++failed_ops_;
+      --loads_pinning_host_;
+      space_cv_.notify_all();
+    }
+    load_latency_.Record(SteadyClock::now() - start);
+    outer->Complete(s);
+    OperationFinished();
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// Prefetch: disk -> host ahead of Load
+// ------------------------------------------------------------------------------------------
+
+class StoreImpl::PrefetchImpl final : public Store::Prefetch {
+ public:
+  explicit PrefetchImpl(Fence f) : fence_(std::move(f)) {}
+  Fence fence() const override { return fence_; }
+  void Cancel() override { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+ private:
+  Fence fence_;
+  std::atomic<bool> cancelled_{false};
+};
+
+StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const PrefixMatch& match) {
+  std::vector<DiskFill> fills;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_) return Status::FailedPrecondition("store is closed");
+    if (disk_) {
+      auto want = [&](const EntryKey& key) -> Status {
+        auto e = index_->Lookup(key.hash);
+        if (!e) return Status::OK();
+        const TierLocations& loc = key.kind == Kind::kKV ? e->kv : e->state;
+        if (!loc.Has(Tier::kDisk) || loc.Has(Tier::kHost) || filling_.count(key)) {
+          return Status::OK();
+        }
+        const uint64_t depth = uint64_t{e->depth_pages} * layout_.page_size_tokens;
+        std::vector<HostSlotId> slot;
+        CACHEPAWL_RETURN_IF_ERROR(AllocateHostLocked(key.kind, 1, lock, &slot));
+        filling_[key] = slot.front();
+        fills.push_back({key, depth, slot.front()});
+        return Status::OK();
+      };
+      Status s;
+      for (size_t i = 0; i < match.kv_only_pages && s.ok(); ++i) {
+        s = want({match.hashes[i], Kind::kKV});
+      }
+      if (s.ok() && match.reusable_pages > 0 && layout_.has_ssm()) {
+        s = want({match.hashes[match.reusable_pages - 1], Kind::kMamba});
+      }
+      if (!s.ok()) {
+        for (const DiskFill& f : fills) {
+          filling_.erase(f.key);
+          (void)host_->Free(f.slot);
+        }
+        return s;
+      }
+    }
+    ++prefetches_;
+  }
+  auto outer = std::make_shared<FenceCompleter>();
+  auto handle = std::make_shared<PrefetchImpl>(outer->fence());
+  if (fills.empty()) {
+    outer->Complete(Status::OK());
+    return std::shared_ptr<Store::Prefetch>(handle);
+  }
+  OperationStarted();
+  // Cancellation: the reads are issued from the worker, so a Cancel() that comes before the
+  // worker runs stops all of them.
+  worker_->Post([this, fills = std::move(fills), outer, handle]() mutable {
+    if (handle->cancelled()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const DiskFill& f : fills) {
+        filling_.erase(f.key);
+        (void)host_->Free(f.slot);
+      }
+      outer->Complete(Status::Aborted("prefetch cancelled"));
+      OperationFinished();
+      return;
+    }
+    std::vector<DiskRead> reads;
+    for (const DiskFill& f : fills) {
+      reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
+    }
+    DiskOp op = disk_->LoadBack(reads);
+    WhenDone(op.fence, [this, fills = std::move(fills), outer, op](const Status& s) {
+      std::vector<size_t> failed;
+      FinishDiskFills(fills, s, op.result, &failed);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t i = 0; i < fills.size(); ++i) {
+          if (std::find(failed.begin(), failed.end(), i) == failed.end()) {
+            (void)index_->Unpin(fills[i].key.hash, fills[i].key.kind, Tier::kHost);
+          }
+        }
+      }
+      outer->Complete(failed.empty() ? Status::OK()
+                                     : Status::NotFound(std::to_string(failed.size()) +
+                                                        " record(s) could not be prefetched"));
+      OperationFinished();
+    });
+  });
+  return std::shared_ptr<Store::Prefetch>(handle);
+}
+
+}  // namespace cachepawl
