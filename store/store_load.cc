@@ -93,17 +93,15 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
     }
     // Host slots for the disk reads, as runs per kind (fills are the pages, then the state).
     // Waiting for space releases mu_; the pinned sources and filling_ entries stay meanwhile.
-    ++loads_pinning_host_;
+    // (This load's own pins are not yet counted in loads_pinning_host_: a wait for space must
+    // not wait for the load that is waiting.)
     for (Kind kind : {Kind::kKV, Kind::kMamba}) {
       const size_t n = static_cast<size_t>(std::count_if(
           fills.begin(), fills.end(), [&](const DiskFill& f) { return f.key.kind == kind; }));
       if (n == 0) continue;
       std::vector<HostSlotId> slots;
       Status s = AllocateHostLocked(kind, n, lock, &slots);
-      if (!s.ok()) {
-        --loads_pinning_host_;
-        return rollback(s);
-      }
+      if (!s.ok()) return rollback(s);
       for (HostSlotId slot : slots) {
         fills[fills_with_slots].slot = slot;
         filling_[fills[fills_with_slots].key] = slot;
@@ -111,6 +109,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
       }
     }
     ++loads_;
+    ++loads_pinning_host_;
   }
 
   auto outer =
