@@ -19,15 +19,19 @@
 //
 // A miss is not an error. Store calls that fail are counted (ReplayTotals::store_errors) and the
 // request goes on as an engine would (recomputing what it could not load). Run() itself fails
-// only when the device pool cannot hold even one page and one state of a chunk.
+// only when the device pool cannot hold even one page and one state of a chunk for a request
+// alone; when other requests in flight hold the slots it needs, it waits for them, and when
+// every request in flight waits for another's, it gives up its load or the rest of its prompt
+// (counted in ReplayTotals::refused, not an error).
 //
 // Thread safety: Run may be called from several threads at once (`cachepawl replay
 // --concurrency N` runs N engine threads, each taking the next request of the trace), each
 // call with its own ReplayTotals. The L1 is shared (replay_l1.h): a slot one request is
-// loading, writing or saving is pinned and never evicted or rewritten by another, a request
-// never counts as a hit a page another is still filling, and two requests of one prefix in
-// flight at once each load or compute it into their own slots. Every reused byte is verified
-// either way. With calls one at a time the engine decides exactly as it did single-threaded.
+// loading, writing or saving is pinned and never evicted or rewritten by another, the prefix
+// a request found in L1 stays pinned until it has used it, a request never counts as a hit a
+// page another is still filling, and two requests of one prefix in flight at once each load it
+// into their own slots (each holds its own Store::Lock). Every reused byte is verified either
+// way. With calls one at a time the engine decides exactly as it did single-threaded.
 #pragma once
 
 #include <cstdint>
