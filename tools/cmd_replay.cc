@@ -176,7 +176,8 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--concurrency,-c", concurrency_text,
                  "requests in flight at once, 1 to " + std::to_string(kMaxReplayConcurrency) +
                      ": N engine threads share the L1 and the store, each taking the next "
-                     "request in trace order (default 1)");
+                     "request in trace order (default 1)")
+      ->type_name("N");
   app.add_option("--crash-every", crash_every,
                  "run the store in a child process SIGKILLed about every N requests, reopen it "
                  "and keep verifying; one request at a time (refused with --concurrency > 1)");
