@@ -1,7 +1,8 @@
 // cachepawl replay TRACE | --workload NAME [options]
 //
-// Acts as a serving engine over an embedded store (replay_engine.h) and reports hit rates per
-// tier against the trace's ceiling, bytes moved, latencies, and every wrong byte it loaded.
+// Acts as a serving engine over an embedded store (replay_engine.h), one request at a time or
+// --concurrency N at once (replay_runner.h), and reports hit rates per tier against the
+// trace's ceiling, throughput, bytes moved, latencies, and every wrong byte it loaded.
 #include <fcntl.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -10,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <ostream>
@@ -96,6 +98,18 @@ class StoreDir {
   bool remove_ = false;
 };
 
+// "16" -> 16, for --concurrency: a whole number in [1, kMaxReplayConcurrency]. False otherwise.
+bool ParseConcurrency(const std::string& text, uint32_t* concurrency) {
+  uint32_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || v < 1 || v > kMaxReplayConcurrency) {
+    return false;
+  }
+  *concurrency = v;
+  return true;
+}
+
 // This program's path ("" when /proc/self/exe cannot be read).
 std::string SelfExecutable() {
   std::error_code ec;
@@ -116,11 +130,14 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   CLI::App app{
       "Replays a Mooncake-format trace (JSONL: timestamp, input_length, output_length, hash_ids)\n"
       "or a built-in workload against an embedded store, as a serving engine would: lookup,\n"
-      "lock, load hits, verify every loaded byte, compute misses, save pages and Mamba states.\n"
+      "lock, load hits, verify every loaded byte, compute misses, save pages and Mamba states;\n"
+      "one request at a time, or --concurrency N in flight at once.\n"
+      "Long runs print a progress line to stderr every 5 s.\n"
       "Exit status: 0 when every byte was right and no store call failed, 1 otherwise,\n"
       "2 for bad arguments or input.",
       kName};
   std::string trace_path, workload, layout_name = "jamba-v0.1", dir, soak_text, ns;
+  std::string concurrency_text = "1";
   std::string write_policy = "through";
   uint32_t block_size = 512, page_size = 16;
   int64_t track_interval = -1;
@@ -156,9 +173,14 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
                  "possible; ignored with --crash-every)");
   app.add_option("--rate", rate, "arrivals per second of built-in workloads (default 5)");
   app.add_option("--soak", soak_text, "loop the workload for this long (90s, 15m, 2h)");
+  app.add_option("--concurrency,-c", concurrency_text,
+                 "requests in flight at once, 1 to " + std::to_string(kMaxReplayConcurrency) +
+                     ": N engine threads share the L1 and the store, each taking the next "
+                     "request in trace order (default 1)")
+      ->type_name("N");
   app.add_option("--crash-every", crash_every,
                  "run the store in a child process SIGKILLed about every N requests, reopen it "
-                 "and keep verifying");
+                 "and keep verifying; one request at a time (refused with --concurrency > 1)");
   app.add_option("--seed", seed, "seed of built-in workloads and kill points (default 1)");
   app.add_option("--namespace", ns, "namespace of every request (default: empty)");
   app.add_option("--chunk-pages", chunk_pages, "pages per Load / Save call (default 128)");
@@ -196,6 +218,16 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
     return usage("--soak: '" + soak_text + "' (expected a duration such as 90s, 15m, 2h)");
   }
   if (chunk_pages == 0) return usage("--chunk-pages: 0 (must be > 0)");
+  uint32_t concurrency = 1;
+  if (!ParseConcurrency(concurrency_text, &concurrency)) {
+    return usage("--concurrency: '" + concurrency_text + "' (expected a whole number from 1 to " +
+                 std::to_string(kMaxReplayConcurrency) + ")");
+  }
+  if (concurrency > 1 && crash_every > 0) {
+    return usage("--concurrency " + concurrency_text +
+                 " with --crash-every: crash mode runs one request at a time (use --concurrency "
+                 "1)");
+  }
   if (device_bytes == 0) return usage("--device-bytes: 0 (the engine needs a device pool)");
   WritePolicy policy;
   if (write_policy == "through") {
@@ -272,9 +304,10 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   ReplayRunOptions ro;
   ro.speed = speed;
   ro.soak_seconds = soak_seconds;
+  ro.concurrency = concurrency;
   ro.crash_every = crash_every;
   ro.seed = seed;
-  if (io.out_is_terminal && !json) ro.progress = &io.out;
+  ro.progress = &io.err;  // a line every 5 s on long runs
 
   if (!crash_child.empty()) {
     auto start = CrashChildStart::Parse(crash_child);
@@ -335,6 +368,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   report.state_bytes = layout->has_ssm() ? layout->MambaSlotBytes() : 0;
   report.store_dir = store_dir.temporary() ? "" : store_dir.path();
   report.wall_seconds = run->wall_seconds;
+  report.concurrency = run->concurrency;
   report.crashes = run->crashes;
   report.ceiling = *ceiling;
   report.totals = std::move(run->totals);

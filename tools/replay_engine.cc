@@ -38,27 +38,23 @@ Status ReplayEngineOptions::Validate(uint32_t page_size_tokens) const {
   return Status::OK();
 }
 
-struct ReplayEngine::Entry {
-  std::string key;
-  Kind kind = Kind::kKV;
-  uint64_t slot = 0;
-  int pins = 0;
-};
-
 struct ReplayEngine::Pending {
   Fence fence;
   Clock::time_point start;
   std::shared_ptr<std::atomic<int64_t>> done_ns;  // steady-clock time the fence fired
-  std::vector<EntryIt> pinned;
+  std::vector<ReplayL1::Ref> pinned;
 };
 
 // The steps of one request (see the header). Holds the request's state; the engine holds L1.
 class ReplayEngine::RequestRun {
  public:
+  using Ref = ReplayL1::Ref;
+
   RequestRun(ReplayEngine* engine, ReplayTotals* totals)
-      : e_(*engine), store_(*engine->store_), totals_(*totals) {}
+      : e_(*engine), l1_(engine->l1_), store_(*engine->store_), totals_(*totals) {}
 
   Status Go(const TraceRequest& request) {
+    l1_.BeginRequest();
     Status s = Steps(request);
     // 5. Collect the saves (their slots stay pinned until then), unlock.
     while (!pending_.empty()) CollectOldest();
@@ -66,21 +62,34 @@ class ReplayEngine::RequestRun {
       Status u = store_.Unlock(*lock_);
       if (!u.ok()) totals_.AddError("Unlock: " + u.ToString());
     }
+    l1_.EndRequest();
     return s;
   }
 
  private:
+  // The prefix of this prompt that L1 holds, pinned so that no other request evicts it before
+  // it is used: pages [0, pages.size()) and, when hybrid, the state at depth `hit`, the
+  // longest prefix reusable under the hybrid rule. A used or released pin is reset.
+  struct L1Prefix {
+    std::vector<std::optional<Ref>> pages;
+    std::optional<Ref> state;
+    size_t hit = 0;
+  };
+
   Status Steps(const TraceRequest& request) {
     AppendPromptTokens(request, e_.options_.block_size_tokens, &tokens_);
     hashes_ = store_.HashTokens(e_.options_.ns, tokens_);
     n_ = hashes_.size();
+    page_keys_.reserve(n_);
+    for (const PageHash& h : hashes_) page_keys_.push_back(PageKey(h));
     ++totals_.requests;
     totals_.prompt_tokens += tokens_.size();
     totals_.pages += n_;
 
     // 1. What L1 serves under the hybrid rule.
-    size_t l1_kv = 0;
-    const size_t l1_hit = L1Hit(n_, &l1_kv);
+    L1Prefix l1 = PinL1Prefix();
+    const size_t l1_kv = l1.pages.size();
+    const size_t l1_hit = l1.hit;
 
     // 2. What the store serves.
     PrefixMatch match;
@@ -104,7 +113,8 @@ class ReplayEngine::RequestRun {
     if (m > l1_hit) {
       // At least one page is loaded with the state.
       const size_t from_l1 = std::min(l1_kv, e_.hybrid_ ? m - 1 : m);
-      const size_t counted = UseL1Pages(0, from_l1);
+      const size_t counted = UseL1Pages(l1, 0, from_l1);
+      ReleaseL1Prefix(l1);  // the rest is loaded over, or not used
       auto locked = store_.Lock(match, m);
       if (locked.ok()) {
         lock_ = std::move(locked).value();
@@ -115,16 +125,19 @@ class ReplayEngine::RequestRun {
       }
       if (reuse != m) {
         // The store could not deliver: fall back to what L1 still holds.
-        reuse = std::min(L1Hit(n_, &l1_kv), l1_hit);
-        if (reuse > from_l1) UseL1Pages(from_l1, reuse);
+        L1Prefix again = PinL1Prefix();
+        reuse = std::min(again.hit, l1_hit);
+        if (reuse > from_l1) UseL1Pages(again, from_l1, reuse);
         if (reuse < from_l1) {
           totals_.hit_pages[static_cast<int>(Tier::kDevice)] -= std::min(counted, from_l1 - reuse);
         }
-        if (reuse > 0) UseL1State(reuse);
+        if (reuse > 0) UseL1State(again, reuse);
+        ReleaseL1Prefix(again);
       }
     } else {
-      UseL1Pages(0, l1_hit);
-      if (l1_hit > 0) UseL1State(l1_hit);
+      UseL1Pages(l1, 0, l1_hit);
+      if (l1_hit > 0) UseL1State(l1, l1_hit);
+      ReleaseL1Prefix(l1);
     }
 
     // 4. Pages that L1 served but the store lacks go back to the store (with L1's state).
@@ -135,22 +148,30 @@ class ReplayEngine::RequestRun {
     Status s = Compute(reuse);
     // Like vLLM's prefix cache, free a request's pages tail first: the shared head of a prefix
     // is the last of its pages L1 evicts.
-    for (size_t i = n_; i-- > 0;) {
-      if (auto it = e_.l1_.find(PageKey(hashes_[i])); it != e_.l1_.end()) Touch(it->second);
-    }
+    l1_.TouchTailFirst(page_keys_);
     return s;
   }
 
-  // The longest prefix of `limit` pages L1 holds (with the state at its depth when hybrid);
-  // `*kv` gets the longest prefix of pages alone.
-  size_t L1Hit(size_t limit, size_t* kv) const {
-    size_t pages = 0;
-    while (pages < limit && e_.l1_.contains(PageKey(hashes_[pages]))) ++pages;
-    *kv = pages;
+  L1Prefix PinL1Prefix() {
+    L1Prefix prefix;
+    for (Ref page : l1_.PinReadyPrefix(page_keys_)) prefix.pages.emplace_back(page);
+    prefix.hit = prefix.pages.size();
     if (e_.hybrid_) {
-      while (pages > 0 && !e_.l1_.contains(StateKey(hashes_[pages - 1], Depth(pages)))) --pages;
+      for (; prefix.hit > 0; --prefix.hit) {
+        prefix.state = l1_.PinReady(StateKey(hashes_[prefix.hit - 1], Depth(prefix.hit)));
+        if (prefix.state.has_value()) break;
+      }
     }
-    return pages;
+    return prefix;
+  }
+
+  void ReleaseL1Prefix(L1Prefix& prefix) {
+    for (std::optional<Ref>& page : prefix.pages) {
+      if (page.has_value()) l1_.Unpin(*page, totals_);
+      page.reset();
+    }
+    if (prefix.state.has_value()) l1_.Unpin(*prefix.state, totals_);
+    prefix.state.reset();
   }
 
   uint64_t Depth(size_t pages) const { return uint64_t{pages} * e_.page_size_; }
@@ -160,7 +181,8 @@ class ReplayEngine::RequestRun {
   }
 
   // A failed store call: NotFound after a Lookup hit is a lost race, NoSpace and Busy are the
-  // store refusing for now; both are misses. Anything else is an error.
+  // store (or the shared device pool) refusing for now; both are misses. Anything else is an
+  // error.
   void CountFailure(const char* call, const Status& s) {
     if (s.IsNotFound()) {
       ++totals_.lost_races;
@@ -176,64 +198,32 @@ class ReplayEngine::RequestRun {
 
   // ---- L1 ----
 
-  void Touch(EntryIt it) {
-    auto& lru = e_.lru_[static_cast<int>(it->kind)];
-    lru.splice(lru.begin(), lru, it);
-  }
-
-  void Drop(EntryIt it) {
-    Status s = store_.FreeDeviceSlot(it->kind, it->slot);
-    if (!s.ok()) totals_.AddError("FreeDeviceSlot: " + s.ToString());
-    e_.l1_.erase(it->key);
-    e_.lru_[static_cast<int>(it->kind)].erase(it);
-  }
-
-  // Unpins an entry whose slot no longer holds its key's content, and drops it from L1.
-  void Forget(EntryIt it) {
-    Unpin(it);
-    if (it->pins == 0) Drop(it);
-  }
-
-  // Evicts the least recently used unpinned entry, of `kind` first. False when none is left.
-  bool EvictOne(Kind kind) {
-    for (Kind k : {kind, kind == Kind::kKV ? Kind::kMamba : Kind::kKV}) {
-      auto& lru = e_.lru_[static_cast<int>(k)];
-      for (auto it = lru.end(); it != lru.begin();) {
-        --it;
-        if (it->pins == 0) {
-          ++totals_.l1_evictions[static_cast<int>(k)];
-          Drop(it);
-          return true;
-        }
-      }
-    }
-    return false;
-  }
-
-  // The L1 entry for `key`, pinned and most recent; allocated (evicting, or collecting pending
-  // saves to unpin slots) when absent. NoSpace when nothing can be freed.
-  StatusOr<EntryIt> Acquire(Kind kind, const std::string& key) {
-    if (auto found = e_.l1_.find(key); found != e_.l1_.end()) {
-      ++found->second->pins;
-      Touch(found->second);
-      return found->second;
-    }
-    for (;;) {
-      auto slot = store_.AllocateDeviceSlot(kind);
-      if (slot.ok()) {
-        auto& lru = e_.lru_[static_cast<int>(kind)];
-        lru.push_front(Entry{key, kind, *slot, 1});
-        e_.l1_[key] = lru.begin();
-        return lru.begin();
-      }
-      if (!slot.status().IsNoSpace()) return slot.status();
-      if (EvictOne(kind)) continue;
-      if (pending_.empty()) return slot.status();
+  // What ReplayL1::Acquire may do when the pool is full: evict, collect this request's pending
+  // saves, and, when the caller holds nothing it could go on with, wait for other requests.
+  ReplayL1::SpaceHooks Hooks(bool wait_for_others) {
+    ReplayL1::SpaceHooks hooks;
+    hooks.totals = &totals_;
+    hooks.collect_own = [this] {
+      if (pending_.empty()) return false;
       CollectOldest();
-    }
+      return true;
+    };
+    hooks.wait_for_others = wait_for_others;
+    return hooks;
   }
 
-  void Unpin(EntryIt it) { --it->pins; }
+  Status PoolTooSmall(const Status& cause) {
+    return Status::NoSpace("the device pool cannot hold one chunk of this request (" +
+                           cause.ToString() + "): raise --device-bytes");
+  }
+
+  // Acquire failed with nothing held: Busy (every request in flight waits for another's slots)
+  // makes this request give up what it was about to do (a refusal); anything else ends the run.
+  Status NoRoom(const Status& cause) {
+    if (!cause.IsBusy()) return PoolTooSmall(cause);
+    CountFailure("device pool", cause);
+    return Status::OK();
+  }
 
   // ---- content ----
 
@@ -242,14 +232,14 @@ class ReplayEngine::RequestRun {
     return buffer_;
   }
 
-  // Reads a slot back and compares every byte with its key's content. False when wrong (or
-  // unreadable), in which case the entry has been dropped from L1.
-  bool Verify(EntryIt it, const PageHash& hash, std::optional<uint64_t> state_depth) {
+  // Reads a pinned slot back and compares every byte with its key's content. False when wrong
+  // (or unreadable), in which case the entry has been discarded (and unpinned).
+  bool Verify(Ref it, const PageHash& hash, std::optional<uint64_t> state_depth) {
     auto record = Buffer(it->kind);
     Status read = store_.ReadDeviceRecord(it->kind, it->slot, record);
     if (!read.ok()) {
       totals_.AddError("ReadDeviceRecord: " + read.ToString());
-      Forget(it);
+      l1_.Discard(it, totals_);
       return false;
     }
     const uint64_t seed =
@@ -269,79 +259,99 @@ class ReplayEngine::RequestRun {
           ": " + std::to_string(wrong) + " of " + std::to_string(record.size()) +
           " bytes wrong, first at offset " + std::to_string(first));
     }
-    Forget(it);
+    l1_.Discard(it, totals_);
     return false;
   }
 
-  void VerifyL1(EntryIt it, const PageHash& hash, std::optional<uint64_t> state_depth) {
-    Touch(it);
-    if (!e_.options_.verify_l1_hits) return;
-    ++it->pins;
-    if (Verify(it, hash, state_depth)) Unpin(it);
+  // A pinned L1 hit: most recent, verified, unpinned.
+  void VerifyL1(Ref it, const PageHash& hash, std::optional<uint64_t> state_depth) {
+    l1_.Touch(it);
+    if (!e_.options_.verify_l1_hits || Verify(it, hash, state_depth)) l1_.Unpin(it, totals_);
   }
 
-  bool Write(EntryIt it, uint64_t seed) {
+  // Writes the key's content into a slot this request fills; ready on success, discarded
+  // otherwise.
+  bool Write(Ref it, uint64_t seed) {
     auto record = Buffer(it->kind);
     FillContent(seed, record);
     Status s = store_.WriteDeviceRecord(it->kind, it->slot, record);
-    if (s.ok()) return true;
+    if (s.ok()) {
+      l1_.MarkReady(it);
+      return true;
+    }
     totals_.AddError("WriteDeviceRecord: " + s.ToString());
-    Forget(it);
+    l1_.Discard(it, totals_);
     return false;
   }
 
-  // Counts and verifies pages [begin, end) served by L1 (skipping any a failed check dropped).
-  // Returns how many were counted.
-  size_t UseL1Pages(size_t begin, size_t end) {
+  // Counts and verifies pages [begin, end) of `prefix` (pinned). Returns how many were counted.
+  size_t UseL1Pages(L1Prefix& prefix, size_t begin, size_t end) {
     size_t counted = 0;
-    for (size_t i = begin; i < end; ++i) {
-      auto it = e_.l1_.find(PageKey(hashes_[i]));
-      if (it == e_.l1_.end()) continue;
+    for (size_t i = begin; i < end && i < prefix.pages.size(); ++i) {
+      if (!prefix.pages[i].has_value()) continue;
       ++counted;
-      VerifyL1(it->second, hashes_[i], std::nullopt);
+      VerifyL1(*prefix.pages[i], hashes_[i], std::nullopt);
+      prefix.pages[i].reset();
     }
     totals_.hit_pages[static_cast<int>(Tier::kDevice)] += counted;
     return counted;
   }
 
-  void UseL1State(size_t pages) {
+  // Counts and verifies the state at depth `pages`: `prefix`'s when it is that one, else the
+  // one L1 holds now (if any).
+  void UseL1State(L1Prefix& prefix, size_t pages) {
     if (!e_.hybrid_) return;
-    auto it = e_.l1_.find(StateKey(hashes_[pages - 1], Depth(pages)));
-    if (it == e_.l1_.end()) return;
+    std::optional<Ref> state;
+    if (prefix.hit == pages && prefix.state.has_value()) {
+      state.swap(prefix.state);
+    } else {
+      state = l1_.PinReady(StateKey(hashes_[pages - 1], Depth(pages)));
+    }
+    if (!state.has_value()) return;
     ++totals_.hit_states[static_cast<int>(Tier::kDevice)];
-    VerifyL1(it->second, hashes_[pages - 1], Depth(pages));
+    VerifyL1(*state, hashes_[pages - 1], Depth(pages));
   }
 
   // ---- store ----
 
   // Loads pages [begin, m) and the state at m. False (after counting why) when the store could
-  // not deliver; pages already loaded stay in L1.
+  // not deliver, or the device pool had no room while other requests held it; pages already
+  // loaded stay in L1.
   StatusOr<bool> LoadFromStore(const PrefixMatch& match, size_t begin, size_t m) {
     const size_t chunk = e_.options_.chunk_pages;
+    auto no_room = [&](const Status& cause) -> StatusOr<bool> {
+      CACHEPAWL_RETURN_IF_ERROR(NoRoom(cause));
+      return false;
+    };
     // The state's slot first: a state needs a whole group of the pool, which pages pinned by a
     // chunk could otherwise leave no room for. It goes with the last chunk.
-    std::optional<EntryIt> state;
+    std::optional<Ref> state;
     if (e_.hybrid_) {
-      auto it = Acquire(Kind::kMamba, StateKey(hashes_[m - 1], Depth(m)));
-      if (!it.ok()) return PoolTooSmall(it.status());
-      state = *it;
+      auto acquired = l1_.Acquire(Kind::kMamba, StateKey(hashes_[m - 1], Depth(m)),
+                                  ReplayL1::Fill::kLoad, Hooks(true));
+      if (!acquired.ok()) return no_room(acquired.status());
+      state = acquired->ref;
     }
+    auto discard = [&](const std::vector<Ref>& pages) {
+      for (Ref p : pages) l1_.Discard(p, totals_);
+      if (state.has_value()) l1_.Discard(*state, totals_);
+    };
     // Hits count only once the whole prefix has arrived.
     std::array<uint64_t, kNumTiers> page_hits{}, state_hits{};
     for (size_t start = begin; start < m;) {
       const size_t want_end = std::min(m, start + chunk);
-      std::vector<EntryIt> pages;
+      std::vector<Ref> pages;
       std::vector<uint64_t> slots;
       for (size_t i = start; i < want_end; ++i) {
-        auto it = Acquire(Kind::kKV, PageKey(hashes_[i]));
-        if (!it.ok()) {
-          if (it.status().IsNoSpace() && !pages.empty()) break;
-          for (EntryIt p : pages) Forget(p);
-          if (state.has_value()) Forget(*state);
-          return PoolTooSmall(it.status());
+        auto acquired =
+            l1_.Acquire(Kind::kKV, page_keys_[i], ReplayL1::Fill::kLoad, Hooks(pages.empty()));
+        if (!acquired.ok()) {
+          if (acquired.status().IsNoSpace() && !pages.empty()) break;
+          discard(pages);
+          return no_room(acquired.status());
         }
-        pages.push_back(*it);
-        slots.push_back((*it)->slot);
+        pages.push_back(acquired->ref);
+        slots.push_back(acquired->ref->slot);
       }
       const size_t end = start + pages.size();
       const bool with_state = end == m && state.has_value();
@@ -355,8 +365,7 @@ class ReplayEngine::RequestRun {
       totals_.load_us.Add(MicrosSince(t0, Clock::now()));
       if (!done.ok()) {
         // The slots hold nothing usable: forget them.
-        for (EntryIt it : pages) Forget(it);
-        if (state.has_value()) Forget(*state);
+        discard(pages);
         CountFailure("Load", done);
         return false;
       }
@@ -366,14 +375,14 @@ class ReplayEngine::RequestRun {
         ++page_hits[static_cast<int>(tier)];
         ++totals_.loaded_pages;
         totals_.loaded_bytes += e_.page_bytes_;
-        if (Verify(pages[k], hashes_[i], std::nullopt)) Unpin(pages[k]);
+        if (Verify(pages[k], hashes_[i], std::nullopt)) Publish(pages[k]);
       }
       if (with_state) {
         const Tier tier = match.state_tier.value_or(Tier::kHost);
         ++state_hits[static_cast<int>(tier)];
         ++totals_.loaded_states;
         totals_.loaded_bytes += e_.state_bytes_;
-        if (Verify(*state, hashes_[m - 1], Depth(m))) Unpin(*state);
+        if (Verify(*state, hashes_[m - 1], Depth(m))) Publish(*state);
       }
       start = end;
     }
@@ -384,16 +393,17 @@ class ReplayEngine::RequestRun {
     return true;
   }
 
-  Status PoolTooSmall(const Status& cause) {
-    return Status::NoSpace("the device pool cannot hold one chunk of this request (" +
-                           cause.ToString() + "): raise --device-bytes");
+  // A loaded and verified entry: ready for every request, and unpinned.
+  void Publish(Ref it) {
+    l1_.MarkReady(it);
+    l1_.Unpin(it, totals_);
   }
 
-  // Hands pages [begin, end) (already in device slots `pages`, pinned) and optionally a state to
+  // Hands pages [begin, end) (ready in device slots `pages`, pinned) and optionally a state to
   // Store::Save; the entries stay pinned until the fence is collected.
-  void Save(size_t begin, std::vector<EntryIt> pages, std::optional<EntryIt> state) {
+  void Save(size_t begin, std::vector<Ref> pages, std::optional<Ref> state) {
     std::vector<uint64_t> slots;
-    for (EntryIt it : pages) slots.push_back(it->slot);
+    for (Ref it : pages) slots.push_back(it->slot);
     const size_t end = begin + pages.size();
     SaveRequest request;
     request.ns = e_.options_.ns;
@@ -410,7 +420,7 @@ class ReplayEngine::RequestRun {
     auto fence = store_.Save(request);
     if (!fence.ok()) {
       CountFailure("Save", fence.status());
-      for (EntryIt it : pages) Unpin(it);
+      for (Ref it : pages) l1_.Unpin(it, totals_);
       return;
     }
     totals_.saved_pages += slots.size();
@@ -436,29 +446,24 @@ class ReplayEngine::RequestRun {
     const auto end = done != 0 ? Clock::time_point(Clock::duration(done)) : Clock::now();
     totals_.save_us.Add(MicrosSince(p.start, end));
     if (!s.ok()) CountFailure("Save fence", s);
-    for (EntryIt it : p.pinned) Unpin(it);
+    for (Ref it : p.pinned) l1_.Unpin(it, totals_);
   }
 
   Status SaveFromL1(size_t begin, size_t end) {
     const size_t chunk = e_.options_.chunk_pages;
     for (size_t start = begin; start < end;) {
       const size_t stop = std::min(end, start + chunk);
-      std::vector<EntryIt> pages;
+      std::vector<Ref> pages;
       for (size_t i = start; i < stop; ++i) {
-        auto it = e_.l1_.find(PageKey(hashes_[i]));
-        if (it == e_.l1_.end()) break;  // dropped after a failed check
-        ++it->second->pins;
-        pages.push_back(it->second);
+        auto page = l1_.PinReady(page_keys_[i]);
+        if (!page.has_value()) break;  // dropped after a failed check, or evicted meanwhile
+        pages.push_back(*page);
       }
       if (pages.empty()) return Status::OK();
-      std::optional<EntryIt> state;
+      std::optional<Ref> state;
       const size_t saved_end = start + pages.size();
       if (saved_end == end && e_.hybrid_) {
-        auto it = e_.l1_.find(StateKey(hashes_[end - 1], Depth(end)));
-        if (it != e_.l1_.end()) {
-          ++it->second->pins;
-          state = it->second;
-        }
+        state = l1_.PinReady(StateKey(hashes_[end - 1], Depth(end)));
       }
       Save(start, std::move(pages), state);
       if (saved_end != stop) return Status::OK();
@@ -471,10 +476,11 @@ class ReplayEngine::RequestRun {
     const size_t chunk = e_.options_.chunk_pages;
     // The slot of the next checkpoint's state, taken before the pages of the chunk that ends
     // there (see LoadFromStore), and kept while chunks cut short by a full pool get there.
-    std::optional<EntryIt> state;
-    size_t state_depth = 0;  // in pages
+    std::optional<Ref> state;
+    bool state_must_fill = true;  // false: another request's ready state, used as is
+    size_t state_depth = 0;       // in pages
     auto drop_state = [&] {
-      if (state.has_value()) Forget(*state);
+      if (state.has_value()) l1_.Release(*state, totals_);
       state.reset();
     };
     for (size_t start = reuse; start < n_;) {
@@ -485,22 +491,27 @@ class ReplayEngine::RequestRun {
         want_end = next;
         if (IsCheckpoint(want_end) && state_depth != want_end) {
           drop_state();
-          auto it = Acquire(Kind::kMamba, StateKey(hashes_[want_end - 1], Depth(want_end)));
-          if (!it.ok()) return PoolTooSmall(it.status());
-          state = *it;
+          auto acquired =
+              l1_.Acquire(Kind::kMamba, StateKey(hashes_[want_end - 1], Depth(want_end)),
+                          ReplayL1::Fill::kCompute, Hooks(true));
+          if (!acquired.ok()) return NoRoom(acquired.status());
+          state = acquired->ref;
+          state_must_fill = acquired->must_fill;
           state_depth = want_end;
         }
       }
-      std::vector<EntryIt> pages;
+      std::vector<Ref> pages;
       for (size_t i = start; i < want_end; ++i) {
-        auto it = Acquire(Kind::kKV, PageKey(hashes_[i]));
-        if (!it.ok()) {
-          if (it.status().IsNoSpace() && !pages.empty()) break;
+        auto acquired =
+            l1_.Acquire(Kind::kKV, page_keys_[i], ReplayL1::Fill::kCompute, Hooks(pages.empty()));
+        if (!acquired.ok()) {
+          if (acquired.status().IsNoSpace() && !pages.empty()) break;
+          for (Ref p : pages) l1_.Unpin(p, totals_);
           drop_state();
-          return PoolTooSmall(it.status());
+          return NoRoom(acquired.status());
         }
-        if (!Write(*it, PageContentSeed(hashes_[i]))) break;
-        pages.push_back(*it);
+        if (acquired->must_fill && !Write(acquired->ref, PageContentSeed(hashes_[i]))) break;
+        pages.push_back(acquired->ref);
       }
       const size_t end = start + pages.size();
       totals_.computed_pages += pages.size();
@@ -509,9 +520,9 @@ class ReplayEngine::RequestRun {
         drop_state();
         return Status::OK();
       }
-      std::optional<EntryIt> saved_state;
+      std::optional<Ref> saved_state;
       if (state.has_value() && end == state_depth) {
-        if (Write(*state, StateContentSeed(hashes_[end - 1], Depth(end)))) {
+        if (!state_must_fill || Write(*state, StateContentSeed(hashes_[end - 1], Depth(end)))) {
           saved_state = state;
           ++totals_.computed_states;
         }
@@ -526,10 +537,12 @@ class ReplayEngine::RequestRun {
   }
 
   ReplayEngine& e_;
+  ReplayL1& l1_;
   Store& store_;
   ReplayTotals& totals_;
   std::vector<uint32_t> tokens_;
   std::vector<PageHash> hashes_;
+  std::vector<std::string> page_keys_;
   size_t n_ = 0;
   std::vector<std::byte> buffer_;
   std::deque<Pending> pending_;
@@ -537,7 +550,7 @@ class ReplayEngine::RequestRun {
 };
 
 ReplayEngine::ReplayEngine(Store* store, const ReplayEngineOptions& options)
-    : store_(store), options_(options) {
+    : store_(store), options_(options), l1_(store) {
   const ModelLayout& layout = store->layout();
   page_size_ = layout.page_size_tokens;
   hybrid_ = layout.has_ssm();
@@ -564,6 +577,6 @@ Status ReplayEngine::Run(const TraceRequest& request, ReplayTotals* totals) {
   return run.Go(request);
 }
 
-uint64_t ReplayEngine::l1_resident(Kind kind) const { return lru_[static_cast<int>(kind)].size(); }
+uint64_t ReplayEngine::l1_resident(Kind kind) const { return l1_.resident(kind); }
 
 }  // namespace cachepawl::tools

@@ -19,20 +19,28 @@
 //
 // A miss is not an error. Store calls that fail are counted (ReplayTotals::store_errors) and the
 // request goes on as an engine would (recomputing what it could not load). Run() itself fails
-// only when the device pool cannot hold even one page and one state of a chunk.
+// only when the device pool cannot hold even one page and one state of a chunk for a request
+// alone; when other requests in flight hold the slots it needs, it waits for them, and when
+// every request in flight waits for another's, it gives up its load or the rest of its prompt
+// (counted in ReplayTotals::refused, not an error).
 //
-// Thread safety: one thread at a time (an engine's scheduler thread).
+// Thread safety: Run may be called from several threads at once (`cachepawl replay
+// --concurrency N` runs N engine threads, each taking the next request of the trace), each
+// call with its own ReplayTotals. The L1 is shared (replay_l1.h): a slot one request is
+// loading, writing or saving is pinned and never evicted or rewritten by another, the prefix
+// a request found in L1 stays pinned until it has used it, a request never counts as a hit a
+// page another is still filling, and two requests of one prefix in flight at once each load it
+// into their own slots (each holds its own Store::Lock). Every reused byte is verified either
+// way. With calls one at a time the engine decides exactly as it did single-threaded.
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
 #include "store/status.h"
 #include "store/store.h"
+#include "tools/replay_l1.h"
 #include "tools/replay_report.h"
 #include "tools/replay_trace.h"
 
@@ -59,16 +67,15 @@ class ReplayEngine {
   ReplayEngine& operator=(const ReplayEngine&) = delete;
 
   // Replays one request; adds what it did to `*totals` (which also gets requests += 1).
+  // Thread-safe; concurrent calls need distinct `totals`.
   Status Run(const TraceRequest& request, ReplayTotals* totals);
 
   // Device slots the engine's L1 holds now, per kind.
   uint64_t l1_resident(Kind kind) const;
 
  private:
-  struct Entry;      // one L1 slot: key, kind, slot, pins
   struct Pending;    // a Save whose fence has not been collected
   class RequestRun;  // the steps above for one request
-  using EntryIt = std::list<Entry>::iterator;
 
   ReplayEngine(Store* store, const ReplayEngineOptions& options);
 
@@ -77,9 +84,7 @@ class ReplayEngine {
   uint32_t page_size_ = 0;
   bool hybrid_ = false;
   uint64_t page_bytes_ = 0, state_bytes_ = 0;
-  // L1: key -> entry; LRU lists (front = most recent) per kind.
-  std::unordered_map<std::string, std::list<Entry>::iterator> l1_;
-  std::list<Entry> lru_[kNumKinds];
+  ReplayL1 l1_;
 };
 
 }  // namespace cachepawl::tools

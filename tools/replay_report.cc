@@ -40,6 +40,10 @@ std::string Pad(std::string s, size_t width) {
 
 double Rate(uint64_t hits, uint64_t total) { return Ceiling::Rate(hits, total); }
 
+double PerSecond(uint64_t count, double seconds) {
+  return seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
+}
+
 double Gbps(uint64_t bytes, double seconds) {
   return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
 }
@@ -242,7 +246,9 @@ std::string ReplayJsonKeysHelp() {
   device_bytes, host_bytes, disk_bytes, store_dir
   kv_page_bytes, mamba_state_bytes   record sizes of the layout
   requests, prompt_tokens, pages     replayed requests, their prompt tokens and full pages
-  wall_seconds, requests_per_second
+  concurrency            requests in flight at once (--concurrency)
+  wall_seconds, requests_per_second, tokens_per_second   over the run's wall time;
+                         tokens_per_second counts prompt tokens
   crashes                store processes SIGKILLed and reopened (--crash-every)
   bad_trace_lines        lines skipped by --skip-bad-lines
   hit_rate.tokens, hit_rate.pages    reused / all, token- and page-weighted (hybrid rule)
@@ -256,7 +262,7 @@ std::string ReplayJsonKeysHelp() {
   hit_rate_of_ceiling    hit_rate.pages / ceiling.hybrid_pages
   computed_pages, computed_states, saved_pages, saved_states, loaded_pages, loaded_states
   bytes.{device_to_host,host_to_device,host_to_disk,disk_to_host}   from the store's counters
-  gbps_wall.{...}        the same bytes over wall_seconds, in GB/s (1e9 bytes)
+  gbps_wall.{...}        the same bytes over wall_seconds, in GB/s (1e9 bytes), per direction
   gbps_busy.{device_to_host,host_to_device}   the store's own figures (over its busy time)
   latency_us.{lookup,load,save}.{count,p50,p99,max,mean}   as the engine sees them: Lookup
                          call; Load call to fence; Save call to fence
@@ -304,9 +310,10 @@ std::string ReplayReportJson(const ReplayReport& r) {
       {"requests", t.requests},
       {"prompt_tokens", t.prompt_tokens},
       {"pages", t.pages},
+      {"concurrency", r.concurrency},
       {"wall_seconds", r.wall_seconds},
-      {"requests_per_second",
-       r.wall_seconds > 0 ? static_cast<double>(t.requests) / r.wall_seconds : 0.0},
+      {"requests_per_second", PerSecond(t.requests, r.wall_seconds)},
+      {"tokens_per_second", PerSecond(t.prompt_tokens, r.wall_seconds)},
       {"crashes", r.crashes},
       {"bad_trace_lines", r.bad_trace_lines},
       {"hit_rate",
@@ -373,12 +380,14 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
   const ReplayTotals& t = r.totals;
   const StoreStats& s = r.store;
   const uint32_t p = r.page_size_tokens;
-  const double rps = r.wall_seconds > 0 ? static_cast<double>(t.requests) / r.wall_seconds : 0;
   out << "cachepawl replay: " << r.source << ": " << t.requests << " requests, " << t.prompt_tokens
-      << " prompt tokens in " << Fixed(r.wall_seconds, 0, 1) << " s (" << Fixed(rps, 0, 1)
-      << " requests/s)";
+      << " prompt tokens in " << Fixed(r.wall_seconds, 0, 1) << " s, "
+      << (r.concurrency == 1 ? std::string("one request at a time")
+                             : std::to_string(r.concurrency) + " requests in flight");
   if (r.crashes > 0) out << ", " << r.crashes << " store crashes";
   out << "\n";
+  out << "throughput: " << Fixed(PerSecond(t.requests, r.wall_seconds), 0, 1) << " requests/s, "
+      << Fixed(PerSecond(t.prompt_tokens, r.wall_seconds), 0, 0) << " prompt tokens/s\n";
   out << "layout " << r.layout << ": page " << p << " tokens, KV page "
       << HumanBytes(r.kv_page_bytes);
   if (r.state_bytes > 0) out << ", Mamba state " << HumanBytes(r.state_bytes);

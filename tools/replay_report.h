@@ -71,7 +71,8 @@ struct ReplayReport {
   uint64_t kv_page_bytes = 0, state_bytes = 0;
   std::string store_dir;
   double wall_seconds = 0;
-  uint64_t crashes = 0;  // --crash-every: store processes killed and reopened
+  uint32_t concurrency = 1;  // requests in flight at once (--concurrency)
+  uint64_t crashes = 0;      // --crash-every: store processes killed and reopened
   uint64_t bad_trace_lines = 0;
   Ceiling ceiling;
   ReplayTotals totals;

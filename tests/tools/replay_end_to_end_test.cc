@@ -148,6 +148,35 @@ TEST_F(ReplayCliTest, JsonReportOfAWorkloadInAKeptFolder) {
   EXPECT_FALSE(std::filesystem::is_empty(store_dir));  // kept for `cachepawl dump`
 }
 
+TEST_F(ReplayCliTest, ConcurrencyFourReportsItsThroughputAndEveryByteRight) {
+  auto argv = Base();
+  for (const char* a :
+       {"--workload", "few-shot", "--requests", "40", "--concurrency", "4", "--json"}) {
+    argv.push_back(a);
+  }
+  CliResult r = RunCli(argv);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_EQ(j["concurrency"], 4);
+  EXPECT_EQ(j["requests"], 40);
+  EXPECT_EQ(j["wrong_bytes"], 0);
+  EXPECT_GT(j["verified_records"].get<int>(), 0);
+  EXPECT_TRUE(j["tokens_per_second"].is_number());
+  EXPECT_TRUE(j["requests_per_second"].is_number());
+  for (const char* direction :
+       {"device_to_host", "host_to_device", "host_to_disk", "disk_to_host"}) {
+    EXPECT_TRUE(j["gbps_wall"][direction].is_number()) << direction;
+  }
+  // The table says how many requests were in flight, and their throughput.
+  argv.pop_back();
+  CliResult table = RunCli(argv);
+  ASSERT_EQ(table.code, 0) << table.err << table.out;
+  EXPECT_NE(table.out.find("4 requests in flight"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(" prompt tokens/s"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("\nOK\n"), std::string::npos) << table.out;
+}
+
 TEST_F(ReplayCliTest, ReplaysATraceAndNamesItsBadLines) {
   const std::string trace = (dir_.path() / "t.jsonl").string();
   std::ofstream(trace)
@@ -184,6 +213,12 @@ TEST_F(ReplayCliTest, BadArgumentsExitTwoWithTheFieldNamed) {
       {{"--workload", "chat", "--write-policy", "sometimes"}, "--write-policy: 'sometimes'"},
       {{"--workload", "chat", "--layout", "no-such-model"}, "--layout"},
       {{(dir_.path() / "missing.jsonl").string()}, "missing.jsonl"},
+      {{"--workload", "chat", "--concurrency", "0"}, "--concurrency: '0' (expected a whole"},
+      {{"--workload", "chat", "--concurrency", "abc"}, "--concurrency: 'abc'"},
+      {{"--workload", "chat", "--concurrency", "1025"}, "--concurrency: '1025'"},
+      {{"--workload", "chat", "--concurrency", "4x"}, "--concurrency: '4x'"},
+      {{"--workload", "chat", "--concurrency", "4", "--crash-every", "3"},
+       "--concurrency 4 with --crash-every"},
   };
   for (const Case& c : cases) {
     auto argv = Base();
@@ -226,7 +261,8 @@ TEST_F(ReplayCliTest, HelpDocumentsTheJsonKeysAndWorkloads) {
   CliResult r = RunCli({"replay", "--help"});
   ASSERT_EQ(r.code, 0);
   for (const char* key : {"wrong_bytes", "hit_rate.tokens", "ceiling.blocks", "latency_us", "mixed",
-                          "--crash-every", "--soak"}) {
+                          "--crash-every", "--soak", "--concurrency", "concurrency",
+                          "tokens_per_second", "gbps_wall", "refused with --concurrency > 1"}) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key;
   }
 }
