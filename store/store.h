@@ -105,6 +105,10 @@ class Store {
   // blocks the calling thread until then (a GPU wait must not be queued ahead of the copies it
   // waits for): an engine whose threads must never wait on the disk calls StartPrefetch at
   // admission and Loads once the prefetch fence is Ready() (everything is then in host memory).
+  // Errors: InvalidArgument (the argument and value at fault); NotFound when something of the
+  // match is no longer cached (a miss: recompute); Busy when another Load or Prefetch is reading
+  // one of these pages from disk right now (retry once that one's fence fired); NoSpace when the
+  // host tier cannot hold the disk hits (everything else locked).
   virtual StatusOr<Fence> Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
                                std::optional<uint64_t> device_state_slot,
                                const LoadOptions& opts = {}) = 0;
