@@ -17,6 +17,7 @@
 // Files: tools/bench_store.h (what each part does), docs/PERFORMANCE.md ("Store path").
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +68,34 @@ StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::string& t
   return out;
 }
 
+// "512M", "1G", "32GiB", "4096" -> bytes (K, M, G, T: powers of 1024; an optional "i", "B").
+StatusOr<uint64_t> ParseBytes(const std::string& flag, const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::string unit = text.substr(digits);
+  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  int shift = -1;
+  const std::pair<const char*, int> units[] = {{"|b", 0},
+                                               {"k|kb|ki|kib", 10},
+                                               {"m|mb|mi|mib", 20},
+                                               {"g|gb|gi|gib", 30},
+                                               {"t|tb|ti|tib", 40}};
+  for (const auto& [names, bits] : units) {
+    std::stringstream ss(names);
+    for (std::string n; std::getline(ss, n, '|');) {
+      if (n == unit) shift = bits;
+    }
+  }
+  errno = 0;
+  const unsigned long long v =
+      digits > 0 ? std::strtoull(text.substr(0, digits).c_str(), nullptr, 10) : 0;
+  if (digits == 0 || shift < 0 || errno != 0 || (shift > 0 && v > (~0ull >> shift))) {
+    return Status::InvalidArgument(flag + ": '" + text +
+                                   "' (expected a byte count such as 4096, 512M, 32G)");
+  }
+  return uint64_t{v} << shift;
+}
+
 std::vector<std::string> Split(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);
@@ -113,7 +142,8 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
       kName};
   std::string layouts = std::string("llama-3.1-8b,jamba-v0.1,") + kHybrid128Name;
   std::string pages = "1,16,128,2048", threads = "1,4,16", pools = "owned,registered";
-  uint64_t host_bytes = 32 * kGiB, device_bytes = 96 * kGiB, disk_bytes = 32 * kGiB, seed = 1;
+  std::string host_text = "32G", device_text = "96G", disk_text = "32G";
+  uint64_t seed = 1;
   int iters = 10, disk_iters = 3, lookup_iters = 200;
   std::string dir = "/var/tmp";
   bool json = false, quick = false, cpu = false, dry_run = false;
@@ -126,16 +156,13 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--pools", pools,
                  "device pool forms: owned (StoreOptions::device_pool_bytes), registered "
                  "(RegisterDevicePool of the bench's layer-first tensors) (default both)");
-  app.add_option("--host-bytes", host_bytes,
+  app.add_option("--host-bytes", host_text,
                  "host tier of the host phase; also bounds the peer's arena and the limit's "
-                 "buffers (default 32G)")
-      ->transform(CLI::AsSizeValue(false));
-  app.add_option("--device-bytes", device_bytes,
+                 "buffers (default 32G)");
+  app.add_option("--device-bytes", device_text,
                  "device memory in all: two pools of half of it (less 2 GiB for staging in GPU "
-                 "mode) (default 96G)")
-      ->transform(CLI::AsSizeValue(false));
-  app.add_option("--disk-bytes", disk_bytes, "disk tier; 0 skips the disk phase (default 32G)")
-      ->transform(CLI::AsSizeValue(false));
+                 "mode) (default 96G)");
+  app.add_option("--disk-bytes", disk_text, "disk tier; 0 skips the disk phase (default 32G)");
   app.add_option("--iters", iters, "timed rounds per figure, after one warm-up (default 10)");
   app.add_option("--disk-iters", disk_iters,
                  "disk-resident loads (each after a reopen) and write-through save rounds "
@@ -157,6 +184,15 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
     io.err << kName << ": " << what << "\n";
     return kExitUsage;
   };
+  uint64_t sizes[3] = {0, 0, 0};
+  const std::pair<const char*, std::string*> size_flags[] = {
+      {"--host-bytes", &host_text}, {"--device-bytes", &device_text}, {"--disk-bytes", &disk_text}};
+  for (int i = 0; i < 3; ++i) {
+    auto v = ParseBytes(size_flags[i].first, *size_flags[i].second);
+    if (!v.ok()) return usage(v.status().message());
+    sizes[i] = *v;
+  }
+  uint64_t host_bytes = sizes[0], device_bytes = sizes[1], disk_bytes = sizes[2];
   const bool gpu = !cpu && cuda::GpuAvailable();
   if (quick) {
     auto unless_given = [&](const char* flag, auto& value, auto preset) {
