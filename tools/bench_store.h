@@ -18,6 +18,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -142,6 +143,41 @@ struct BenchPool {
 StatusOr<BenchPool> MakeBenchPool(const ModelLayout& layout, bool gpu, uint64_t num_pages,
                                   uint64_t num_states);
 
+// Reused host buffers for staging records (pinned in GPU mode, so copies to and from the device
+// run at the link's speed; plain memory in CPU mode, faulted in once). Thread-safe.
+class HostBuffers {
+ public:
+  explicit HostBuffers(bool gpu) : gpu_(gpu) {}
+  ~HostBuffers();
+  HostBuffers(const HostBuffers&) = delete;
+  HostBuffers& operator=(const HostBuffers&) = delete;
+  // One caller's buffer, returned to the pool when the lease ends.
+  class Lease {
+   public:
+    explicit Lease(HostBuffers* owner) : owner_(owner) {}
+    ~Lease();
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    // At least `bytes` bytes (the previous contents are lost when it has to grow).
+    StatusOr<std::byte*> Get(uint64_t bytes);
+
+   private:
+    HostBuffers* const owner_;
+    std::unique_ptr<Memory> memory_;
+  };
+
+ private:
+  StatusOr<std::unique_ptr<Memory>> Take(uint64_t bytes);
+  void Give(std::unique_ptr<Memory> m);
+  const bool gpu_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Memory>> free_;  // guarded by mu_
+};
+
+// Records staged or checked at once: runs of consecutive slots are cut at this many bytes, and
+// a thread's request is split into pieces of this size for the workers that check it.
+inline constexpr uint64_t kPieceBytes = uint64_t{16} << 20;
+
 // How the bench writes, poisons and checks records of one device pool. Thread-safe.
 class PoolView {
  public:
@@ -155,10 +191,11 @@ class PoolView {
                                        std::span<const uint64_t> seeds) = 0;
 };
 // Through Store::WriteDeviceRecord / ReadDeviceRecord (the store-owned pool).
-std::unique_ptr<PoolView> MakeOwnedView(Store* store, const ModelLayout& layout);
+std::unique_ptr<PoolView> MakeOwnedView(Store* store, const ModelLayout& layout,
+                                        HostBuffers* buffers);
 // Straight to the bench's memory through `pool.layer_first` or `pool.block`.
 std::unique_ptr<PoolView> MakeBenchView(const ModelLayout& layout, const BenchPool& pool,
-                                        bool block, bool gpu);
+                                        bool block, bool gpu, HostBuffers* buffers);
 
 // ---- Per-thread device slots of one case ----
 struct ThreadSlots {
@@ -170,10 +207,14 @@ struct ThreadSlots {
 // The bench pool's fixed mapping: thread t's sources are pages [2tP, 2tP+P), destinations
 // [2tP+P, 2tP+2P), states 2t and 2t+1.
 ThreadSlots BenchSlots(uint32_t thread, uint64_t pages, bool ssm);
-// Poisons / checks thread slots' destinations (pages, then the state) through `view`.
-Status PoisonDestinations(PoolView& view, const ThreadSlots& s);
-StatusOr<std::string> VerifyDestinations(PoolView& view, const ThreadSlots& s);
-Status WriteSources(PoolView& view, const ThreadSlots& s);
+// Every thread's sources (pages, then the state) get their records; destinations get the
+// poison; destinations are checked. In pieces on several workers (`page_bytes`: a KV record).
+Status WriteSources(PoolView& view, const std::vector<ThreadSlots>& all, uint64_t page_bytes);
+Status PoisonDestinations(PoolView& view, const std::vector<ThreadSlots>& all, uint64_t page_bytes);
+// Per thread: "" or where its first wrong byte is.
+StatusOr<std::vector<std::string>> VerifyDestinations(PoolView& view,
+                                                      const std::vector<ThreadSlots>& all,
+                                                      uint64_t page_bytes);
 
 // ---- Rounds: every thread issues its request at once ----
 enum class Op : uint8_t { kLoad, kSave, kBoth };  // host->device, device->host, both at once

@@ -36,14 +36,17 @@ Status LayoutRun::DiskCase(const std::string& pool, uint32_t threads, uint64_t p
       OwnedSlots held(store.get());
       auto view = ViewOf(pool, store.get());
       CACHEPAWL_ASSIGN_OR_RETURN(auto slots, Slots(owned, &held, threads, pages, seed, true));
-      CACHEPAWL_RETURN_IF_ERROR(
-          ParallelFor(threads, [&](size_t t) { return WriteSources(*view, slots[t]); }));
+      CACHEPAWL_RETURN_IF_ERROR(WriteSources(*view, slots, sizes_.page_record));
       for (int k = 0; k < save_rounds; ++k) {
         Samples fence_times;
         std::vector<ThreadTimes> times;
         CACHEPAWL_RETURN_IF_ERROR(
             SaveRound(*store, slots, pre, tag + "/save", &fence_times, &times));
+        // The Save fences have fired; the write-through disk writes they started are the
+        // store's operations still in flight.
+        const auto deadline = Clock::now() + std::chrono::minutes(10);
         while (store->Stats().in_flight_operations > 0) {
+          if (Clock::now() > deadline) return Status::TimedOut("write-through: 10 minutes");
           std::this_thread::sleep_for(std::chrono::microseconds(100));
         }
         const auto end = Clock::now();

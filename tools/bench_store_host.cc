@@ -12,7 +12,7 @@ Status LayoutRun::HostPhase(const std::string& pool,
                              OpenStore(pool, c_.host_bytes, "", WritePolicy::kWriteThrough));
   const bool owned = pool == "owned";
   auto view = ViewOf(pool, store.get());
-  auto peer_view = MakeBenchView(layout_, bench_, owned, c_.gpu);
+  auto peer_view = MakeBenchView(layout_, bench_, owned, c_.gpu, &buffers_);
   CACHEPAWL_RETURN_IF_ERROR(engine_->UsePool(owned ? bench_.block : bench_.layer_first));
   {
     OwnedSlots held(store.get());
@@ -58,10 +58,8 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
       CACHEPAWL_RETURN_IF_ERROR(limit_->Round(kOps[o], threads, bytes, &peer[o].limit));
     }
   }
-  CACHEPAWL_RETURN_IF_ERROR(ParallelFor(threads, [&](size_t t) -> Status {
-    CACHEPAWL_RETURN_IF_ERROR(WriteSources(view, slots[t]));
-    return owned ? WriteSources(peer_view, peer_slots[t]) : Status::OK();
-  }));
+  CACHEPAWL_RETURN_IF_ERROR(WriteSources(view, slots, sizes_.page_record));
+  if (owned) CACHEPAWL_RETURN_IF_ERROR(WriteSources(peer_view, peer_slots, sizes_.page_record));
   Row rows[3];
   for (int o = 0; o < 3; ++o) {
     rows[o] = MakeRow(pool, "host", kOps[o], threads, pages, c_.iters, {}, nullptr);
@@ -100,8 +98,7 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
         MakeRow(pool + " engine", "host", kOps[o], threads, pages, c_.iters, {}, nullptr);
     for (int i = 0; i <= c_.iters; ++i) {
       if (kOps[o] != Op::kSave) {
-        CACHEPAWL_RETURN_IF_ERROR(ParallelFor(
-            threads, [&](size_t t) { return PoisonDestinations(peer_view, peer_slots[t]); }));
+        CACHEPAWL_RETURN_IF_ERROR(PoisonDestinations(peer_view, peer_slots, sizes_.page_record));
       }
       CACHEPAWL_RETURN_IF_ERROR(engine_->Round(kOps[o], i == 0 ? &warm : &peer[o].engine));
       if (i > 0 && kOps[o] != Op::kSave) {
@@ -141,7 +138,7 @@ Status LayoutRun::Lookups(Store& store, const std::vector<Prefix>& pre, uint64_t
   }
   for (bool by_hash : {false, true}) {
     std::vector<std::vector<double>> lat(threads);
-    std::vector<uint64_t> hits(threads), kv(threads);
+    std::vector<uint64_t> hits(threads);
     Samples s;
     for (int pass = 0; pass < 2; ++pass) {  // a warm-up of one call each, then the timed calls
       const int calls = pass == 0 ? 1 : c_.lookup_iters;
@@ -159,7 +156,6 @@ Status LayoutRun::Lookups(Store& store, const std::vector<Prefix>& pre, uint64_t
               if (!m.ok()) return m.status();
               lat[t].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
               hits[t] = m->reusable_pages;
-              kv[t] = m->kv_only_pages;
             }
             tt.h2d_end = Clock::now();
             tt.h2d = true;

@@ -75,7 +75,8 @@ StatusOr<Clock::time_point> WaitStamped(const Fence& fence) {
   fence.OnComplete([stamp](const Status&) {
     stamp->store(Clock::now().time_since_epoch().count(), std::memory_order_release);
   });
-  CACHEPAWL_RETURN_IF_ERROR(fence.Wait());
+  // Generous: a transfer that has not landed after this long is reported, not waited for.
+  CACHEPAWL_RETURN_IF_ERROR(fence.Wait(std::chrono::minutes(10)));
   // Callbacks run right after the waiters are woken, on the completing thread.
   int64_t t = 0;
   while ((t = stamp->load(std::memory_order_acquire)) == 0) std::this_thread::yield();
@@ -298,6 +299,9 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
         auto s_h2d = static_cast<cudaStream_t>(streams_[2 * t]);
         auto s_d2h = static_cast<cudaStream_t>(streams_[2 * t + 1]);
         const bool h2d = op != Op::kSave, d2h = op != Op::kLoad;
+        // A first runtime call on this (new) thread binds the context before the clock starts.
+        (void)cudaStreamQuery(s_h2d);
+        (void)cudaStreamQuery(s_d2h);
         times.start = Clock::now();
         if (h2d) {
           const cudaError_t e = cudaMemcpyAsync(device_ + (n + t) * bytes, host + t * bytes, bytes,

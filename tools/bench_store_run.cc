@@ -118,8 +118,8 @@ StatusOr<std::unique_ptr<Store>> LayoutRun::OpenStore(const std::string& pool, u
 }
 
 std::unique_ptr<PoolView> LayoutRun::ViewOf(const std::string& pool, Store* store) {
-  return pool == "owned" ? MakeOwnedView(store, layout_)
-                         : MakeBenchView(layout_, bench_, false, c_.gpu);
+  return pool == "owned" ? MakeOwnedView(store, layout_, &buffers_)
+                         : MakeBenchView(layout_, bench_, false, c_.gpu, &buffers_);
 }
 
 StatusOr<std::vector<ThreadSlots>> LayoutRun::Slots(bool owned, OwnedSlots* held, uint32_t threads,
@@ -230,8 +230,7 @@ Status LayoutRun::LoadRound(Store& store, PoolView& view, const std::vector<Thre
                             std::vector<Prefix>& pre, const std::string& save_tag, bool verify,
                             Samples* out, Row* row) {
   const uint32_t n = static_cast<uint32_t>(slots.size());
-  CACHEPAWL_RETURN_IF_ERROR(
-      ParallelFor(n, [&](size_t t) { return PoisonDestinations(view, slots[t]); }));
+  CACHEPAWL_RETURN_IF_ERROR(PoisonDestinations(view, slots, sizes_.page_record));
   std::vector<Prefix> fresh = pre;
   const uint64_t round = ++rounds_;
   CACHEPAWL_RETURN_IF_ERROR(RunRound(
@@ -269,11 +268,8 @@ Status LayoutRun::LoadRound(Store& store, PoolView& view, const std::vector<Thre
 
 Status LayoutRun::Check(PoolView& view, const std::vector<ThreadSlots>& slots, Row* row,
                         const std::string& when) {
-  std::vector<std::string> bad(slots.size());
-  CACHEPAWL_RETURN_IF_ERROR(ParallelFor(slots.size(), [&](size_t t) -> Status {
-    CACHEPAWL_ASSIGN_OR_RETURN(bad[t], VerifyDestinations(view, slots[t]));
-    return Status::OK();
-  }));
+  CACHEPAWL_ASSIGN_OR_RETURN(const std::vector<std::string> bad,
+                             VerifyDestinations(view, slots, sizes_.page_record));
   for (size_t t = 0; t < bad.size(); ++t) {
     ++row->verified_loads;
     if (!bad[t].empty()) {

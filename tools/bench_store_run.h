@@ -84,7 +84,8 @@ class LayoutRun {
         sizes_(SizesOf(layout_)),
         work_(work),
         report_(*report),
-        progress_(progress) {}
+        progress_(progress),
+        buffers_(c.gpu) {}
 
   Status Run();
 
@@ -144,6 +145,7 @@ class LayoutRun {
   const std::string work_;
   Report& report_;
   std::ostream& progress_;
+  HostBuffers buffers_;  // before the views that use it are made, after they are gone
   BenchPool bench_;
   std::unique_ptr<EnginePeer> engine_;
   std::unique_ptr<LimitPeer> limit_;

@@ -228,10 +228,11 @@ TEST(CmdBenchStoreTest, QuickJsonHasEveryKeyAndNoWrongByte) {
 TEST(CmdBenchStoreTest, ViewsReportAWrongByte) {
   using namespace bench_store;  // NOLINT(build/namespaces)
   const ModelLayout layout = LayoutPreset("jamba-v0.1").value();
+  HostBuffers buffers(/*gpu=*/false);
   auto pool = MakeBenchPool(layout, /*gpu=*/false, 8, 4);
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   for (bool block : {false, true}) {
-    auto view = MakeBenchView(layout, *pool, block, false);
+    auto view = MakeBenchView(layout, *pool, block, false, &buffers);
     const std::vector<uint64_t> slots = {2, 3, 5}, seeds = {11, 12, 13};
     ASSERT_TRUE(view->Write(Kind::kKV, slots, seeds).ok());
     ASSERT_TRUE(view->Write(Kind::kMamba, {&slots[1], 1}, {&seeds[1], 1}).ok());
@@ -261,7 +262,7 @@ TEST(CmdBenchStoreTest, ViewsReportAWrongByte) {
   o.device_pool_bytes = 64 << 20;
   auto store = Store::Open(o);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  auto view = MakeOwnedView(store->get(), layout);
+  auto view = MakeOwnedView(store->get(), layout, &buffers);
   const uint64_t slot = (*store)->AllocateDeviceSlot(Kind::kKV).value();
   ASSERT_TRUE(view->Write(Kind::kKV, {&slot, 1}, std::vector<uint64_t>{7}).ok());
   EXPECT_EQ(view->Verify(Kind::kKV, {&slot, 1}, std::vector<uint64_t>{7}).value(), "");
