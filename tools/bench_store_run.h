@@ -10,8 +10,9 @@
 // Save at once; for the largest P of each T, Lookup / LookupHashes of a 2,048-page prompt; then
 // the engine peer's rounds of the same units.
 //
-// Disk phase (a fresh disk tier in the work folder per case): Save rounds through a
-// write-through store, timed until every record is on disk; Close. Then per iteration: reopen
+// Disk phase (after the host phases; a fresh disk tier in the work folder per case): Save
+// rounds through a write-through store of the first pool form, timed until every record is on
+// disk; Close. Then for each pool form, per iteration: reopen
 // (the host tier starts empty and the disk catalog is read back), check with Lookup that every
 // page and the state are on disk only, Lock, fill the host tier with other prefixes, poison,
 // Load (timed), compare every byte, Close.
@@ -135,7 +136,12 @@ class LayoutRun {
   Status HostCase(Store& store, PoolView& view, PoolView& peer_view, const std::string& pool,
                   uint32_t threads, uint64_t pages);
   Status Lookups(Store& store, const std::vector<Prefix>& pre, uint64_t seed);
-  Status DiskCase(const std::string& pool, uint32_t threads, uint64_t pages);
+  // The disk phase of one case: DiskSave through the first pool form, DiskLoads for each.
+  void DiskCase(uint32_t threads, uint64_t pages);
+  Status DiskSave(const std::string& pool, const std::string& dir, uint32_t threads, uint64_t pages,
+                  uint64_t seed, std::vector<Prefix>& pre, Samples* save, int* rounds);
+  Status DiskLoads(const std::string& pool, const std::string& dir, uint32_t threads,
+                   uint64_t pages, uint64_t seed, std::vector<Prefix>& pre);
 
   const Config& c_;
   const size_t index_;

@@ -179,10 +179,12 @@ TEST(CmdBenchStoreTest, QuickJsonHasEveryKeyAndNoWrongByte) {
           for (const char* op : {"load", "save", "both"}) {
             EXPECT_TRUE(seen.count(base + "/host/" + op + tail)) << base << " host " << op << tail;
           }
-          for (const char* op : {"load", "save"}) {
-            EXPECT_TRUE(seen.count(base + "/disk/" + op + tail)) << base << " disk " << op << tail;
+          EXPECT_TRUE(seen.count(base + "/disk/load" + tail)) << base << " disk load" << tail;
+          // The records on disk are the same for both forms: saved through the first.
+          if (std::string(pool) == "owned") {
+            EXPECT_TRUE(seen.count(base + "/disk/save" + tail)) << base << " disk save" << tail;
           }
-          expected += 5;
+          expected += std::string(pool) == "owned" ? 5 : 4;
         }
       }
     }
