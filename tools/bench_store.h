@@ -62,6 +62,10 @@ struct Config {
   bool gpu = false;  // decided once at start: a GPU is usable and --cpu was not given
   bool json = false, quick = false, dry_run = false;
   uint64_t seed = 1;
+  // Cases not started once this many seconds have passed since `started` are skipped (0: no
+  // limit): a run that must end within a window still reports what it measured.
+  double max_seconds = 0;
+  Clock::time_point started;
 };
 
 // The 128 MiB-state hybrid: 4 attention layers (8 KV heads of 128, bf16) and 32 Mamba-2 layers

@@ -123,7 +123,9 @@ Status LayoutRun::DiskLoads(const std::string& pool, const std::string& dir, uin
       CACHEPAWL_ASSIGN_OR_RETURN(auto slots,
                                  Slots(pool == "owned", &held, threads, pages, seed, false));
       Locks locks;
-      CACHEPAWL_RETURN_IF_ERROR(LookupAndLock(*store, pre, pages, Tier::kDisk, &locks));
+      for (size_t t = 0; t < pre.size(); ++t) {
+        CACHEPAWL_RETURN_IF_ERROR(LookupAndLock(*store, t, pre[t], pages, Tier::kDisk, &locks));
+      }
       CACHEPAWL_RETURN_IF_ERROR(FillHostTier(*store, tier, slots[0].dst_pages));
       CACHEPAWL_RETURN_IF_ERROR(LoadRound(*store, *view, slots, pre, "", true, &load, &row));
       for (PrefixLock& l : locks.held) CACHEPAWL_RETURN_IF_ERROR(store->Unlock(l));

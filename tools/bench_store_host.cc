@@ -27,6 +27,10 @@ Status LayoutRun::HostPhase(const std::string& pool,
     CACHEPAWL_RETURN_IF_ERROR(FillHostTier(*store, c_.host_bytes, probe));
   }
   for (const auto& [t, p] : cases) {
+    if (const std::string why = OutOfTime(); !why.empty()) {
+      Skipped(pool, "host", t, p, why);
+      continue;
+    }
     const auto start = Clock::now();
     Status s = HostCase(*store, *view, *peer_view, pool, t, p);
     Finished(pool, "host", t, p, s, start);
@@ -64,7 +68,8 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
   for (int o = 0; o < 3; ++o) {
     rows[o] = MakeRow(pool, "host", kOps[o], threads, pages, c_.iters, {}, nullptr);
   }
-  // Saves; the last round's prefixes are loaded next (their bytes are checked there).
+  // Saves of fresh prefixes; then the prefixes to load, saved the same way and locked (the
+  // loads check their bytes).
   std::vector<Prefix> pre = Prefixes(threads, pages, seed);
   const std::string tag = "host/" + pool + "/" + std::to_string(cases_);
   Samples warm;
@@ -73,7 +78,7 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
     CACHEPAWL_RETURN_IF_ERROR(SaveRound(store, slots, pre, tag + "/save", &store_samples[1]));
   }
   Locks locks;
-  CACHEPAWL_RETURN_IF_ERROR(LookupAndLock(store, pre, pages, Tier::kHost, &locks));
+  CACHEPAWL_RETURN_IF_ERROR(SaveAndLock(store, slots, pre, tag + "/load", &locks));
   CACHEPAWL_RETURN_IF_ERROR(LoadRound(store, view, slots, pre, "", false, &warm, &rows[0]));
   for (int i = 0; i < c_.iters; ++i) {
     CACHEPAWL_RETURN_IF_ERROR(
@@ -101,7 +106,8 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
         CACHEPAWL_RETURN_IF_ERROR(PoisonDestinations(peer_view, peer_slots, sizes_.page_record));
       }
       CACHEPAWL_RETURN_IF_ERROR(engine_->Round(kOps[o], i == 0 ? &warm : &peer[o].engine));
-      if (i > 0 && kOps[o] != Op::kSave) {
+      // (The store's loads are checked after every round; the peer's after its last.)
+      if (i == c_.iters && kOps[o] != Op::kSave) {
         CACHEPAWL_RETURN_IF_ERROR(
             Check(peer_view, peer_slots, &engine_rows[o], "round " + std::to_string(i)));
       }

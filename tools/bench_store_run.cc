@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <ostream>
+#include <sstream>
 
 namespace cachepawl::tools::bench_store {
 
@@ -23,6 +24,14 @@ Status LayoutRun::Run() {
     }
   }
   if (cases.empty()) return Status::OK();
+  if (const std::string why = OutOfTime(); !why.empty()) {
+    for (const auto& [t, p] : cases) {
+      for (const std::string& pool : c_.pools) {
+        for (const char* tier : {"host", "disk"}) Skipped(pool, tier, t, p, why);
+      }
+    }
+    return Status::OK();
+  }
   uint64_t pages = 0, states = 0, limit = 0, arena = 0;
   uint32_t threads = 0;
   for (const auto& [t, p] : cases) {
@@ -40,7 +49,8 @@ Status LayoutRun::Run() {
     if (Status s = HostPhase(pool, cases); !s.ok()) Error(pool + " host phase", s);
   }
   for (const auto& [t, p] : cases) {
-    const std::string why = DiskCaseFit(c_, sizes_, t, p);
+    std::string why = DiskCaseFit(c_, sizes_, t, p);
+    if (why.empty()) why = OutOfTime();
     if (!why.empty()) {
       for (const std::string& pool : c_.pools) Skipped(pool, "disk", t, p, why);
       continue;
@@ -81,6 +91,15 @@ void LayoutRun::Finished(const std::string& pool, const std::string& tier, uint3
               << (s.ok() ? "done" : s.ToString()) << " ("
               << std::chrono::duration<double>(Clock::now() - start).count() << " s)\n";
   }
+}
+
+std::string LayoutRun::OutOfTime() const {
+  if (c_.max_seconds <= 0) return "";
+  const double s = std::chrono::duration<double>(Clock::now() - c_.started).count();
+  if (s < c_.max_seconds) return "";
+  std::ostringstream o;
+  o << "--max-seconds " << c_.max_seconds << " reached (" << static_cast<int>(s) << " s)";
+  return o.str();
 }
 
 uint64_t LayoutRun::CaseSeed() {
@@ -198,24 +217,41 @@ Status LayoutRun::SaveRound(Store& store, const std::vector<ThreadSlots>& slots,
       out, times);
 }
 
-Status LayoutRun::LookupAndLock(Store& store, std::vector<Prefix>& pre, uint64_t pages, Tier tier,
+Status LayoutRun::LookupAndLock(Store& store, size_t t, Prefix& pre, uint64_t pages, Tier tier,
                                 Locks* locks) {
   locks->store = &store;
-  for (size_t t = 0; t < pre.size(); ++t) {
-    CACHEPAWL_ASSIGN_OR_RETURN(pre[t].match, store.Lookup(pre[t].ns, pre[t].tokens));
-    const PrefixMatch& m = pre[t].match;
-    const bool all_there =
-        m.reusable_pages == pages &&
-        std::all_of(m.page_tiers.begin(), m.page_tiers.end(), [&](Tier x) { return x == tier; }) &&
-        (!sizes_.ssm || m.state_tier == tier);
-    if (!all_there) {
-      return Status::Internal("thread " + std::to_string(t) + "'s prefix is not all in the " +
-                              std::string(TierName(tier)) +
-                              " tier: " + std::to_string(m.reusable_pages) + " of " +
-                              std::to_string(pages) + " pages reusable (state in " +
-                              (m.state_tier ? std::string(TierName(*m.state_tier)) : "none") + ")");
-    }
-    CACHEPAWL_ASSIGN_OR_RETURN(locks->held.emplace_back(), store.Lock(m, pages));
+  CACHEPAWL_ASSIGN_OR_RETURN(pre.match, store.Lookup(pre.ns, pre.tokens));
+  const PrefixMatch& m = pre.match;
+  const bool all_there =
+      m.reusable_pages == pages &&
+      std::all_of(m.page_tiers.begin(), m.page_tiers.end(), [&](Tier x) { return x == tier; }) &&
+      (!sizes_.ssm || m.state_tier == tier);
+  if (!all_there) {
+    return Status::Internal("thread " + std::to_string(t) + "'s prefix is not all in the " +
+                            std::string(TierName(tier)) +
+                            " tier: " + std::to_string(m.reusable_pages) + " of " +
+                            std::to_string(pages) + " pages reusable (state in " +
+                            (m.state_tier ? std::string(TierName(*m.state_tier)) : "none") + ")");
+  }
+  CACHEPAWL_ASSIGN_OR_RETURN(locks->held.emplace_back(), store.Lock(m, pages));
+  return Status::OK();
+}
+
+Status LayoutRun::SaveAndLock(Store& store, const std::vector<ThreadSlots>& slots,
+                              std::vector<Prefix>& pre, const std::string& tag, Locks* locks) {
+  for (size_t t = 0; t < slots.size(); ++t) {
+    pre[t].ns = tag + "/t" + std::to_string(t);
+    SaveRequest r;
+    r.ns = pre[t].ns;
+    r.tokens = pre[t].tokens;
+    r.device_pages = slots[t].src_pages;
+    r.device_state_slot = slots[t].src_state;
+    if (r.device_state_slot)
+      r.state_depth_tokens = slots[t].src_pages.size() * layout_.page_size_tokens;
+    CACHEPAWL_ASSIGN_OR_RETURN(Fence f, store.Save(r));
+    CACHEPAWL_RETURN_IF_ERROR(f.Wait());
+    CACHEPAWL_RETURN_IF_ERROR(
+        LookupAndLock(store, t, pre[t], slots[t].src_pages.size(), Tier::kHost, locks));
   }
   return Status::OK();
 }

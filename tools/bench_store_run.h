@@ -5,7 +5,7 @@
 // Host phase (one store per pool form, host tier of --host-bytes, no disk tier): the host tier
 // is first filled with other prefixes, so every Save evicts as in a warm engine. Per case
 // (threads T, pages P): the limit's rounds; the threads' source slots get random records; Save
-// rounds of fresh prefixes (the last round's prefixes are the ones loaded); Lookup and Lock;
+// rounds of fresh prefixes; the prefixes to load saved and locked thread by thread (untimed);
 // Load rounds into poisoned destinations, every byte compared after each; rounds of a Load and a
 // Save at once; for the largest P of each T, Lookup / LookupHashes of a 2,048-page prompt; then
 // the engine peer's rounds of the same units.
@@ -99,6 +99,8 @@ class LayoutRun {
   void Error(const std::string& what, const Status& s);
   void Finished(const std::string& pool, const std::string& tier, uint32_t t, uint64_t p,
                 const Status& s, Clock::time_point start);
+  // "" while --max-seconds (if any) has not passed; else the reason to skip what is left.
+  std::string OutOfTime() const;
   uint64_t CaseSeed();
   void Mismatch(const std::string& what, const std::string& detail, Row* row);
 
@@ -117,9 +119,14 @@ class LayoutRun {
   // One round of Saves of fresh prefixes (`tag` makes the namespace); `names` gets them.
   Status SaveRound(Store& store, const std::vector<ThreadSlots>& slots, std::vector<Prefix>& pre,
                    const std::string& tag, Samples* out, std::vector<ThreadTimes>* times = nullptr);
-  // Looks up each thread's prefix, checks that all of it is in `tier`, and locks it.
-  Status LookupAndLock(Store& store, std::vector<Prefix>& pre, uint64_t pages, Tier tier,
+  // Looks up thread t's prefix, checks that all of it is in `tier`, and locks it.
+  Status LookupAndLock(Store& store, size_t t, Prefix& pre, uint64_t pages, Tier tier,
                        Locks* locks);
+  // Saves each thread's prefix under `tag` from its sources, one thread after the other, and
+  // locks it at once (untimed): concurrent Saves may evict a prefix that is not locked yet (the
+  // store evicts Mamba states first, several at a time).
+  Status SaveAndLock(Store& store, const std::vector<ThreadSlots>& slots, std::vector<Prefix>& pre,
+                     const std::string& tag, Locks* locks);
   // Poisons, runs one round (`issue` returns the Load's fence; `save` adds a Save at once),
   // and compares every loaded byte. Adds the loads verified to `row`.
   Status LoadRound(Store& store, PoolView& view, const std::vector<ThreadSlots>& slots,

@@ -171,6 +171,10 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--dir", dir,
                  "folder for the disk tier (a temporary folder in it; default /var/tmp)");
   app.add_option("--seed", seed, "record content seed (default 1)");
+  double max_seconds = 0;
+  app.add_option("--max-seconds", max_seconds,
+                 "skip the cases not started after this many seconds, saying so (default 0: no "
+                 "limit)");
   app.add_flag("--cpu", cpu, "CPU mode even when a GPU is present");
   app.add_flag(
       "--quick", quick,
@@ -214,6 +218,9 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
     if (value < 1 || value > 100000) {
       return usage(std::string(flag) + ": " + std::to_string(value) + " (must be 1 to 100000)");
     }
+  }
+  if (!(max_seconds >= 0 && max_seconds < 1e7)) {
+    return usage("--max-seconds: " + std::to_string(max_seconds) + " (must be 0 to 10000000)");
   }
   if (host_bytes < (uint64_t{16} << 20)) {
     return usage("--host-bytes: " + std::to_string(host_bytes) + " (must be at least 16 MiB)");
@@ -289,6 +296,8 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   const std::string work = tmpl;
   Report report;
   const auto start = Clock::now();
+  c.max_seconds = max_seconds;
+  c.started = start;
   for (size_t i = 0; i < c.layouts.size(); ++i) {
     if (Status s = RunLayout(c, i, work, &report, io.err); !s.ok()) {
       report.errors.push_back(c.layout_names[i] + ": " + s.ToString());
