@@ -142,9 +142,9 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
       kName};
   std::string layouts = std::string("llama-3.1-8b,jamba-v0.1,") + kHybrid128Name;
   std::string pages = "1,16,128,2048", threads = "1,4,16", pools = "owned,registered";
-  std::string host_text = "32G", device_text = "96G", disk_text = "32G";
+  std::string host_text = "24G", device_text = "96G", disk_text = "16G";
   uint64_t seed = 1;
-  int iters = 10, disk_iters = 3, lookup_iters = 200;
+  int iters = 5, disk_iters = 2, lookup_iters = 200;
   std::string dir = "/var/tmp";
   bool json = false, quick = false, cpu = false, dry_run = false;
   app.add_option("--layouts", layouts,
@@ -158,15 +158,15 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
                  "(RegisterDevicePool of the bench's layer-first tensors) (default both)");
   app.add_option("--host-bytes", host_text,
                  "host tier of the host phase; also bounds the peer's arena and the limit's "
-                 "buffers (default 32G)");
+                 "buffers (default 24G)");
   app.add_option("--device-bytes", device_text,
                  "device memory in all: two pools of half of it (less 2 GiB for staging in GPU "
                  "mode) (default 96G)");
-  app.add_option("--disk-bytes", disk_text, "disk tier; 0 skips the disk phase (default 32G)");
-  app.add_option("--iters", iters, "timed rounds per figure, after one warm-up (default 10)");
+  app.add_option("--disk-bytes", disk_text, "disk tier; 0 skips the disk phase (default 16G)");
+  app.add_option("--iters", iters, "timed rounds per figure, after one warm-up (default 5)");
   app.add_option("--disk-iters", disk_iters,
                  "disk-resident loads (each after a reopen) and write-through save rounds "
-                 "(default 3)");
+                 "(default 2)");
   app.add_option("--lookup-iters", lookup_iters, "lookups per thread (default 200)");
   app.add_option("--dir", dir,
                  "folder for the disk tier (a temporary folder in it; default /var/tmp)");

@@ -43,6 +43,7 @@ TEST(CmdBenchStoreTest, ArgumentErrorsExitTwoNamingTheValue) {
       {{"--disk-bytes", "99999999999T"}, "--disk-bytes: '99999999999T'"},
       {{"--dir", (dir.path() / "missing").string()}, "is not a folder"},
       {{"--iters", "three"}, "--iters"},
+      {{"--max-seconds", "-1"}, "--max-seconds: -1"},
       {{"--frobnicate"}, "--frobnicate"},
   };
   for (const auto& [args, want] : cases) {
@@ -71,6 +72,20 @@ TEST(CmdBenchStoreTest, DryRunNamesWhatDoesNotFit) {
   ASSERT_EQ(none.code, kExitOk) << none.err;
   EXPECT_NE(none.out.find("disk skipped (--disk-bytes 0 (no disk tier))"), std::string::npos)
       << none.out;
+}
+
+TEST(CmdBenchStoreTest, MaxSecondsSkipsWhatIsLeftAndSaysSo) {
+  testing::TempDir dir;
+  const CliResult r = Bench({"--quick", "--json", "--cpu", "--dir", dir.str(), "--layouts",
+                             "jamba-v0.1", "--max-seconds", "0.000001"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["rows"].empty());
+  ASSERT_EQ(j["skipped"].size(), 2u * 2u * 2u * 2u);  // pages x threads x pools x tiers
+  for (const auto& s : j["skipped"]) {
+    EXPECT_NE(s["reason"].get<std::string>().find("--max-seconds"), std::string::npos) << s;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 TEST(CmdBenchStoreTest, QuickJsonHasEveryKeyAndNoWrongByte) {
