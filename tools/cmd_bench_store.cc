@@ -122,7 +122,7 @@ void DryRun(const Config& c, std::ostream& out) {
         if (host.empty()) link += pools * 3 * 4 * req * (c.iters + 1), probe = true;
         if (d.empty()) {
           const double tier = static_cast<double>(DiskPhaseTierNeed(s, t, p));
-          disk += pools * (c.disk_iters + 1) * req;
+          disk += (pools + 1) * c.disk_iters * req;  // saved once, loaded per pool form
           link += pools * c.disk_iters * (req + tier);
         }
       }
