@@ -179,7 +179,7 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   app.add_flag(
       "--quick", quick,
       "small preset for CI (under a minute in CPU mode on 2 cores): --pages 1,16 --threads "
-      "1,4 --iters 3 --disk-iters 2 --lookup-iters 50 --host-bytes 384M --device-bytes 1G "
+      "1,4 --iters 3 --disk-iters 2 --lookup-iters 50 --host-bytes 512M --device-bytes 1G "
       "(+2G in GPU mode) --disk-bytes 1G; flags given override it");
   app.add_flag("--dry-run", dry_run, "print the cases and the bytes they would move; run nothing");
   app.add_flag("--json", json, "print one JSON object instead of the tables");
@@ -207,7 +207,7 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
     unless_given("--iters", iters, 3);
     unless_given("--disk-iters", disk_iters, 2);
     unless_given("--lookup-iters", lookup_iters, 50);
-    unless_given("--host-bytes", host_bytes, uint64_t{384} << 20);
+    unless_given("--host-bytes", host_bytes, uint64_t{512} << 20);
     unless_given("--device-bytes", device_bytes, kGiB + (gpu ? kGpuReserveBytes : 0));
     unless_given("--disk-bytes", disk_bytes, kGiB);
   }
