@@ -1,0 +1,340 @@
+// `cachepawl bench store`: concurrent rounds and their timing, and the two peers every store
+// figure is printed next to: the TransferEngine alone and the contiguous-copy limit
+// (tools/bench_store.h).
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <latch>
+#include <thread>
+
+#include "tools/bench_store.h"
+#include "tools/human_bytes.h"
+
+#if CACHEPAWL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace cachepawl::tools::bench_store {
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kLoad:
+      return "load";
+    case Op::kSave:
+      return "save";
+    case Op::kBoth:
+      return "both";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rounds
+// ---------------------------------------------------------------------------------------------
+
+Status RunRound(uint32_t threads, const RoundFn& fn, Samples* out,
+                std::vector<ThreadTimes>* times_out) {
+  std::vector<ThreadTimes> times(threads);
+  std::vector<Status> status(threads);
+  std::latch ready(threads), go(1);
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (uint32_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      ready.count_down();
+      go.wait();
+      status[t] = fn(t, times[t]);
+    });
+  }
+  ready.wait();
+  go.count_down();
+  for (std::thread& th : pool) th.join();
+  for (const Status& s : status) CACHEPAWL_RETURN_IF_ERROR(s);
+  if (times_out != nullptr) *times_out = times;
+  Clock::time_point first = times[0].start, end = first, h2d = first, d2h = first;
+  bool any_h2d = false, any_d2h = false;
+  for (const ThreadTimes& t : times) first = std::min(first, t.start);
+  for (const ThreadTimes& t : times) {
+    Clock::time_point e = t.start;
+    if (t.h2d) e = std::max(e, t.h2d_end), h2d = std::max(h2d, t.h2d_end), any_h2d = true;
+    if (t.d2h) e = std::max(e, t.d2h_end), d2h = std::max(d2h, t.d2h_end), any_d2h = true;
+    end = std::max(end, e);
+    out->latency_us.push_back(std::chrono::duration<double, std::micro>(e - t.start).count());
+  }
+  auto seconds = [&](Clock::time_point e) {
+    return std::chrono::duration<double>(e - first).count();
+  };
+  out->round_s.push_back(seconds(end));
+  if (any_h2d) out->h2d_s.push_back(seconds(h2d));
+  if (any_d2h) out->d2h_s.push_back(seconds(d2h));
+  return Status::OK();
+}
+
+StatusOr<Clock::time_point> WaitStamped(const Fence& fence) {
+  auto stamp = std::make_shared<std::atomic<int64_t>>(0);
+  fence.OnComplete([stamp](const Status&) {
+    stamp->store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+  });
+  // Generous: a transfer that has not landed after this long is reported, not waited for.
+  CACHEPAWL_RETURN_IF_ERROR(fence.Wait(std::chrono::minutes(10)));
+  // Callbacks run right after the waiters are woken, on the completing thread.
+  int64_t t = 0;
+  while ((t = stamp->load(std::memory_order_acquire)) == 0) std::this_thread::yield();
+  return Clock::time_point(Clock::duration(t));
+}
+
+Status ParallelFor(size_t n, const std::function<Status(size_t)>& fn) {
+  const size_t workers = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<Status> status(workers);
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < workers; ++w) {
+    pool.emplace_back([&, w] {
+      for (size_t i = w; i < n && status[w].ok(); i += workers) status[w] = fn(i);
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  for (const Status& s : status) CACHEPAWL_RETURN_IF_ERROR(s);
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The TransferEngine peer
+// ---------------------------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<EnginePeer>> EnginePeer::Create(const ModelLayout& layout,
+                                                         uint64_t arena_bytes, bool gpu) {
+  std::unique_ptr<EnginePeer> p(new EnginePeer());
+  p->layout_ = layout;
+  p->gpu_ = gpu;
+  HostArenaOptions ho;
+  ho.bytes = (arena_bytes + 4095) / 4096 * 4096;
+  ho.pin = gpu ? HostArenaOptions::Pin::kOn : HostArenaOptions::Pin::kOff;
+  auto arena = HostArena::Open(layout, ho);
+  if (!arena.ok()) return arena.status().WithContext("engine peer's host arena");
+  p->arena_ = std::move(arena).value();
+  CACHEPAWL_RETURN_IF_ERROR(p->arena_->WaitUntilPinned().WithContext("engine peer's host arena"));
+  return p;
+}
+
+EnginePeer::~EnginePeer() {
+  engine_.reset();  // before the arena it borrows
+  Release();
+}
+
+Status EnginePeer::UsePool(const DevicePoolDescription& pool) {
+  engine_.reset();
+  TransferEngineOptions o;
+  o.mode = gpu_ ? TransferEngineOptions::Mode::kGpu : TransferEngineOptions::Mode::kCpu;
+  auto e = TransferEngine::Create(layout_, pool, arena_.get(), o);
+  if (!e.ok()) return e.status().WithContext("engine peer");
+  engine_ = std::move(e).value();
+  return Status::OK();
+}
+
+Status EnginePeer::Prepare(const std::vector<ThreadSlots>& slots) {
+  Release();
+  slots_ = slots;
+  for (const ThreadSlots& s : slots_) {
+    Operation load{Direction::kLoadBack, {}, false}, save{Direction::kWriteBack, {}, false};
+    auto add = [&](Kind kind, uint64_t src_dev, uint64_t dst_dev, uint64_t seed) -> Status {
+      auto from = arena_->Allocate(kind);
+      if (!from.ok()) return from.status().WithContext("engine peer's host arena");
+      FillRecord(seed, {arena_->SlotPayload(*from), layout_.RecordBytes(kind)});
+      load.units.push_back({kind, {Tier::kHost, *from}, {Tier::kDevice, dst_dev}});
+      auto to = arena_->Allocate(kind);
+      if (!to.ok()) return to.status().WithContext("engine peer's host arena");
+      save.units.push_back({kind, {Tier::kDevice, src_dev}, {Tier::kHost, *to}});
+      return Status::OK();
+    };
+    Status st;
+    for (size_t i = 0; i < s.src_pages.size() && st.ok(); ++i) {
+      st = add(Kind::kKV, s.src_pages[i], s.dst_pages[i], s.page_seeds[i]);
+    }
+    if (st.ok() && s.src_state) st = add(Kind::kMamba, *s.src_state, *s.dst_state, s.state_seed);
+    load_ops_.push_back(std::move(load));
+    save_ops_.push_back(std::move(save));
+    if (!st.ok()) return st;
+  }
+  return Status::OK();
+}
+
+void EnginePeer::Release() {
+  for (auto* ops : {&load_ops_, &save_ops_}) {
+    for (const Operation& op : *ops) {
+      for (const CacheTransferUnit& u : op.units) {
+        (void)arena_->Free(u.src.tier == Tier::kHost ? u.src.slot : u.dst.slot);
+      }
+    }
+    ops->clear();
+  }
+  slots_.clear();
+}
+
+Status EnginePeer::Round(Op op, Samples* out) {
+  return RunRound(
+      static_cast<uint32_t>(slots_.size()),
+      [&](uint32_t t, ThreadTimes& times) -> Status {
+        Operation load = op != Op::kSave ? load_ops_[t] : Operation{};
+        Operation save = op != Op::kLoad ? save_ops_[t] : Operation{};
+        times.start = Clock::now();
+        Fence fl, fs;
+        if (op != Op::kSave) fl = engine_->Submit(std::move(load));
+        if (op != Op::kLoad) fs = engine_->Submit(std::move(save));
+        if (op != Op::kSave) {
+          CACHEPAWL_ASSIGN_OR_RETURN(times.h2d_end, WaitStamped(fl));
+          times.h2d = true;
+        }
+        if (op != Op::kLoad) {
+          CACHEPAWL_ASSIGN_OR_RETURN(times.d2h_end, WaitStamped(fs));
+          times.d2h = true;
+        }
+        return Status::OK();
+      },
+      out);
+}
+
+StatusOr<std::string> EnginePeer::VerifySaved() {
+  for (size_t t = 0; t < slots_.size(); ++t) {
+    const ThreadSlots& s = slots_[t];
+    const Operation& op = save_ops_[t];
+    for (size_t i = 0; i < op.units.size(); ++i) {
+      const CacheTransferUnit& u = op.units[i];
+      const uint64_t seed = i < s.page_seeds.size() ? s.page_seeds[i] : s.state_seed;
+      const size_t bad =
+          FirstMismatch(seed, {arena_->SlotPayload(u.dst.slot), layout_.RecordBytes(u.kind)});
+      if (bad != std::string::npos) {
+        return "engine peer save, thread " + std::to_string(t) + " unit " + std::to_string(i) +
+               ": byte " + std::to_string(bad) + " differs";
+      }
+    }
+  }
+  return std::string();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The contiguous limit
+// ---------------------------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<LimitPeer>> LimitPeer::Create(bool gpu, std::byte* device,
+                                                       uint64_t device_bytes, uint64_t host_bytes,
+                                                       uint32_t max_threads) {
+  std::unique_ptr<LimitPeer> p(new LimitPeer());
+  p->gpu_ = gpu;
+  p->device_ = device;
+  p->device_bytes_ = device_bytes;
+  auto host = Memory::Allocate(Memory::Where::kHost, gpu, host_bytes);
+  if (!host.ok()) return host.status().WithContext("limit's host buffer");
+  p->host_ = std::move(host).value();
+  // Random bytes in the host buffer, and from it everywhere in the device memory, so no timed
+  // copy (the limit's, the store's, the engine's) ever moves zeros.
+  CACHEPAWL_RETURN_IF_ERROR(FillRandom(p->host_->data(), p->host_->size(), false, 99));
+  for (uint64_t at = 0; at < device_bytes; at += p->host_->size()) {
+    CACHEPAWL_RETURN_IF_ERROR(CopyBytes(device + at, p->host_->data(),
+                                        std::min(p->host_->size(), device_bytes - at), gpu));
+  }
+#if CACHEPAWL_HAVE_CUDA
+  if (gpu) {
+    for (uint32_t i = 0; i < 2 * max_threads; ++i) {
+      cudaStream_t s = nullptr;
+      const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+      if (e != cudaSuccess)
+        return Status::Internal(std::string("stream: ") + cudaGetErrorString(e));
+      p->streams_.push_back(s);
+    }
+  }
+#else
+  (void)max_threads;
+#endif
+  return p;
+}
+
+LimitPeer::~LimitPeer() {
+#if CACHEPAWL_HAVE_CUDA
+  for (void* s : streams_) (void)cudaStreamDestroy(static_cast<cudaStream_t>(s));
+#endif
+}
+
+Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
+  const uint64_t need = 2 * uint64_t{threads} * bytes;
+  if (need > device_bytes_ || need > host_->size()) {
+    return Status::Internal("limit: " + HumanBytes(need) + " exceed its buffers");
+  }
+  // Thread t: h2d host[t] -> device[T + t], d2h device[t] -> host[T + t] (slices of `bytes`).
+  std::byte* host = host_->data();
+  const uint64_t n = threads;
+  if (!gpu_) {
+    // Both at once in CPU mode: a thread per direction.
+    const bool both = op == Op::kBoth;
+    Samples round;
+    round.threads = threads;
+    round.bytes = bytes;
+    CACHEPAWL_RETURN_IF_ERROR(RunRound(
+        both ? 2 * threads : threads,
+        [&](uint32_t i, ThreadTimes& times) -> Status {
+          const uint64_t t = i % n;
+          const bool h2d = both ? i < n : op == Op::kLoad;
+          times.start = Clock::now();
+          if (h2d) {
+            std::memcpy(device_ + (n + t) * bytes, host + t * bytes, bytes);
+            times.h2d_end = Clock::now();
+            times.h2d = true;
+          } else {
+            std::memcpy(host + (n + t) * bytes, device_ + t * bytes, bytes);
+            times.d2h_end = Clock::now();
+            times.d2h = true;
+          }
+          return Status::OK();
+        },
+        &round));
+    out->round_s.push_back(round.round_s.back());
+    if (!round.h2d_s.empty()) out->h2d_s.push_back(round.h2d_s.back());
+    if (!round.d2h_s.empty()) out->d2h_s.push_back(round.d2h_s.back());
+    return Status::OK();
+  }
+#if CACHEPAWL_HAVE_CUDA
+  if (streams_.size() < 2 * n) return Status::Internal("limit: too few streams");
+  return RunRound(
+      threads,
+      [&](uint32_t t, ThreadTimes& times) -> Status {
+        auto s_h2d = static_cast<cudaStream_t>(streams_[2 * t]);
+        auto s_d2h = static_cast<cudaStream_t>(streams_[2 * t + 1]);
+        const bool h2d = op != Op::kSave, d2h = op != Op::kLoad;
+        // A first runtime call on this (new) thread binds the context before the clock starts.
+        (void)cudaStreamQuery(s_h2d);
+        (void)cudaStreamQuery(s_d2h);
+        times.start = Clock::now();
+        if (h2d) {
+          const cudaError_t e = cudaMemcpyAsync(device_ + (n + t) * bytes, host + t * bytes, bytes,
+                                                cudaMemcpyHostToDevice, s_h2d);
+          if (e != cudaSuccess)
+            return Status::Internal(std::string("h2d: ") + cudaGetErrorString(e));
+        }
+        if (d2h) {
+          const cudaError_t e = cudaMemcpyAsync(host + (n + t) * bytes, device_ + t * bytes, bytes,
+                                                cudaMemcpyDeviceToHost, s_d2h);
+          if (e != cudaSuccess)
+            return Status::Internal(std::string("d2h: ") + cudaGetErrorString(e));
+        }
+        bool wait_h2d = h2d, wait_d2h = d2h;
+        while (wait_h2d || wait_d2h) {
+          for (int dir = 0; dir < 2; ++dir) {
+            bool& waiting = dir == 0 ? wait_h2d : wait_d2h;
+            if (!waiting) continue;
+            const cudaError_t q = cudaStreamQuery(dir == 0 ? s_h2d : s_d2h);
+            if (q == cudaErrorNotReady) continue;
+            if (q != cudaSuccess)
+              return Status::Internal(std::string("limit: ") + cudaGetErrorString(q));
+            waiting = false;
+            (dir == 0 ? times.h2d_end : times.d2h_end) = Clock::now();
+            (dir == 0 ? times.h2d : times.d2h) = true;
+          }
+        }
+        return Status::OK();
+      },
+      out);
+#else
+  return Status::Unavailable("limit: built without CUDA");
+#endif
+}
+
+}  // namespace cachepawl::tools::bench_store

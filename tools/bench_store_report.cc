@@ -1,0 +1,194 @@
+// `cachepawl bench store`: the report, as JSON (--json) or as tables (tools/bench_store.h,
+// docs/PERFORMANCE.md "Store path" lists every key).
+#include "tools/bench_store_report.h"
+
+#include <iomanip>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "tools/human_bytes.h"
+
+namespace cachepawl::tools::bench_store {
+namespace {
+
+nlohmann::json OrNull(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+std::optional<double> Ratio(double a, const std::optional<double>& b) {
+  if (!b || *b <= 0) return std::nullopt;
+  return a / *b;
+}
+
+std::string Fixed(double v, int digits) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(digits) << v;
+  return o.str();
+}
+
+std::string Fixed(const std::optional<double>& v, int digits) {
+  return v ? Fixed(*v, digits) : "-";
+}
+
+}  // namespace
+
+nlohmann::json ReportJson(const Config& c, const Report& r, const RunInfo& info) {
+  nlohmann::json j = {{"command", info.command},
+                      {"date", info.date},
+                      {"mode", c.gpu ? "gpu" : "cpu"},
+                      {"device", info.device},
+                      {"quick", c.quick},
+                      {"host_bytes", c.host_bytes},
+                      {"device_bytes", c.device_bytes},
+                      {"pool_bytes", PoolBytes(c)},
+                      {"disk_bytes", c.disk_bytes},
+                      {"dir", c.dir},
+                      {"iters", c.iters},
+                      {"disk_iters", c.disk_iters},
+                      {"lookup_iters", c.lookup_iters},
+                      {"pages", c.pages},
+                      {"threads", c.threads},
+                      {"pools", c.pools},
+                      {"seconds", r.seconds}};
+  j["layouts"] = nlohmann::json::array();
+  for (size_t i = 0; i < c.layouts.size(); ++i) {
+    const Sizes s = SizesOf(c.layouts[i]);
+    j["layouts"].push_back({{"name", c.layout_names[i]},
+                            {"model", c.layouts[i].model},
+                            {"page_size_tokens", c.layouts[i].page_size_tokens},
+                            {"kv_page_bytes", s.page_record},
+                            {"state_bytes", s.state_record}});
+  }
+  j["rows"] = nlohmann::json::array();
+  for (const Row& row : r.rows) {
+    j["rows"].push_back({{"layout", row.layout},
+                         {"pool", row.pool},
+                         {"tier", row.tier},
+                         {"op", row.op},
+                         {"pages", row.pages},
+                         {"threads", row.threads},
+                         {"state", row.state},
+                         {"bytes", row.bytes},
+                         {"iters", row.iters},
+                         {"p50_us", row.p50_us},
+                         {"p99_us", row.p99_us},
+                         {"gbps", row.gbps},
+                         {"h2d_gbps", row.h2d_gbps},
+                         {"d2h_gbps", row.d2h_gbps},
+                         {"engine_p50_us", OrNull(row.engine_p50_us)},
+                         {"engine_gbps", OrNull(row.engine_gbps)},
+                         {"limit_gbps", OrNull(row.limit_gbps)},
+                         {"store_vs_engine", OrNull(Ratio(row.gbps, row.engine_gbps))},
+                         {"store_vs_limit", OrNull(Ratio(row.gbps, row.limit_gbps))},
+                         {"verified_loads", row.verified_loads},
+                         {"mismatches", row.mismatches}});
+  }
+  j["lookups"] = nlohmann::json::array();
+  for (const LookupRow& l : r.lookups) {
+    j["lookups"].push_back({{"layout", l.layout},
+                            {"op", l.op},
+                            {"threads", l.threads},
+                            {"prompt_pages", l.prompt_pages},
+                            {"hit_pages", l.hit_pages},
+                            {"calls", l.calls},
+                            {"p50_us", l.p50_us},
+                            {"p99_us", l.p99_us},
+                            {"calls_per_s", l.calls_per_s}});
+  }
+  j["skipped"] = nlohmann::json::array();
+  for (const Skip& s : r.skips) {
+    j["skipped"].push_back({{"layout", s.layout},
+                            {"pool", s.pool},
+                            {"tier", s.tier},
+                            {"pages", s.pages},
+                            {"threads", s.threads},
+                            {"reason", s.reason}});
+  }
+  j["mismatches"] = r.mismatches.size();
+  j["mismatch_details"] = r.mismatches;
+  j["errors"] = r.errors;
+  return j;
+}
+
+void PrintSkips(const Report& r, std::ostream& out) {
+  // One line per (layout, pages, threads, reason), naming the pool forms and tiers it covers.
+  std::map<std::tuple<std::string, uint32_t, uint64_t, std::string>, std::string> grouped;
+  std::vector<std::tuple<std::string, uint32_t, uint64_t, std::string>> order;
+  for (const Skip& s : r.skips) {
+    auto key = std::make_tuple(s.layout, s.threads, s.pages, s.reason);
+    auto [it, fresh] = grouped.try_emplace(key, "");
+    if (fresh) order.push_back(key);
+    it->second += (it->second.empty() ? "" : ", ") + s.pool + " " + s.tier;
+  }
+  for (const auto& key : order) {
+    out << "  skipped: " << std::get<0>(key) << " " << std::get<2>(key) << " pages x "
+        << std::get<1>(key) << " threads (" << grouped[key] << "): " << std::get<3>(key) << "\n";
+  }
+}
+
+void PrintTables(const Config& c, const Report& r, const RunInfo& info, std::ostream& out) {
+  out << "cachepawl bench store: " << info.device << ", " << info.date << "\n"
+      << "host tier " << HumanBytes(c.host_bytes) << ", device pools " << HumanBytes(PoolBytes(c))
+      << " each (--device-bytes " << HumanBytes(c.device_bytes) << "), disk tier "
+      << (c.disk_bytes > 0 ? HumanBytes(c.disk_bytes) + " under " + c.dir : std::string("none"))
+      << "; " << c.iters << " rounds per figure (disk loads: " << c.disk_iters << ")\n"
+      << "GB/s: threads x record bytes per request / median round (both: the two directions "
+         "together); engine, limit: the TransferEngine alone and the contiguous copy, same units, "
+         "same run; /engine, /limit: the store's GB/s over theirs\n";
+  for (size_t li = 0; li < c.layouts.size(); ++li) {
+    const std::string& name = c.layout_names[li];
+    const Sizes s = SizesOf(c.layouts[li]);
+    out << "\n"
+        << name << " (" << c.layouts[li].model << "): KV page " << HumanBytes(s.page_record)
+        << " of " << c.layouts[li].page_size_tokens << " tokens, "
+        << (s.ssm ? "state " + HumanBytes(s.state_record) : std::string("no state")) << "\n";
+    out << std::left << std::setw(11) << "pool" << std::setw(5) << "tier" << std::setw(5) << "op"
+        << std::right << std::setw(6) << "pages" << std::setw(4) << "thr" << std::setw(11)
+        << "bytes/req" << std::setw(11) << "p50 us" << std::setw(11) << "p99 us" << std::setw(8)
+        << "GB/s" << std::setw(8) << "engine" << std::setw(8) << "limit" << std::setw(8)
+        << "/engine" << std::setw(7) << "/limit" << std::setw(8) << "checked"
+        << "  h2d+d2h\n";
+    bool any = false;
+    for (const Row& row : r.rows) {
+      if (row.layout != name) continue;
+      any = true;
+      out << std::left << std::setw(11) << row.pool << std::setw(5) << row.tier << std::setw(5)
+          << row.op << std::right << std::setw(6) << row.pages << std::setw(4) << row.threads
+          << std::setw(11) << HumanBytes(row.bytes) << std::setw(11) << Fixed(row.p50_us, 1)
+          << std::setw(11) << Fixed(row.p99_us, 1) << std::setw(8) << Fixed(row.gbps, 2)
+          << std::setw(8) << Fixed(row.engine_gbps, 2) << std::setw(8) << Fixed(row.limit_gbps, 2)
+          << std::setw(8) << Fixed(Ratio(row.gbps, row.engine_gbps), 2) << std::setw(7)
+          << Fixed(Ratio(row.gbps, row.limit_gbps), 2) << std::setw(8) << row.verified_loads;
+      if (row.op == "both") out << "  " << Fixed(row.h2d_gbps, 2) << "+" << Fixed(row.d2h_gbps, 2);
+      if (row.mismatches > 0) out << "  " << row.mismatches << " WRONG";
+      out << "\n";
+    }
+    if (!any) out << "  (no case fits the budgets)\n";
+    bool lookups = false;
+    for (const LookupRow& l : r.lookups) {
+      if (l.layout != name) continue;
+      if (!lookups) {
+        out << std::left << std::setw(15) << "lookups" << std::right << std::setw(4) << "thr"
+            << std::setw(8) << "prompt" << std::setw(6) << "hits" << std::setw(8) << "calls"
+            << std::setw(10) << "p50 us" << std::setw(10) << "p99 us" << std::setw(11)
+            << "calls/s\n";
+        lookups = true;
+      }
+      out << std::left << std::setw(15) << l.op << std::right << std::setw(4) << l.threads
+          << std::setw(8) << l.prompt_pages << std::setw(6) << l.hit_pages << std::setw(8)
+          << l.calls << std::setw(10) << Fixed(l.p50_us, 1) << std::setw(10) << Fixed(l.p99_us, 1)
+          << std::setw(10) << Fixed(l.calls_per_s, 0) << "\n";
+    }
+    Report mine;
+    for (const Skip& k : r.skips) {
+      if (k.layout == name) mine.skips.push_back(k);
+    }
+    PrintSkips(mine, out);
+  }
+  out << "\n"
+      << r.rows.size() << " rows in " << Fixed(r.seconds, 1)
+      << " s; wrong bytes: " << r.mismatches.size() << "; errors: " << r.errors.size() << "\n";
+}
+
+}  // namespace cachepawl::tools::bench_store
