@@ -11,6 +11,7 @@
 #define CACHEPAWL_XXH3_UPDATE XXH3_64bits_update
 #endif
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -47,6 +48,9 @@ T Get(const std::byte* base, size_t off) {
   std::memcpy(&v, base + off, sizeof(T));
   return v;
 }
+
+static_assert(sizeof(XXH3_state_t) <= 640 && alignof(XXH3_state_t) <= 64,
+              "RecordVerifier::kStateBytes too small for this xxhash");
 
 uint64_t ComputeChecksum(const std::byte* record, uint64_t payload_bytes) {
   XXH3_state_t state;
@@ -164,6 +168,92 @@ StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> block) {
   return h;
 }
 
+RecordVerifier::RecordVerifier() = default;
+
+Status RecordVerifier::Begin(std::span<const std::byte> block, const RecordExpectation& expect,
+                             RecordFault* fault) {
+  *fault = RecordFault::kHeader;
+  begun_ = false;
+  fed_ = 0;
+  if (expect.record_bytes < kRecordHeaderBytes ||
+      expect.payload_bytes > expect.record_bytes - kRecordHeaderBytes) {
+    return Status::Corruption("record: expected lengths " + std::to_string(expect.payload_bytes) +
+                              "/" + std::to_string(expect.record_bytes) + " are not a record's");
+  }
+  auto parsed = ParseRecordHeader(block);
+  if (!parsed.ok()) return parsed.status();
+  const RecordHeader& h = *parsed;
+  // Messages name the key; built only on failure (this runs once per record read).
+  auto who = [&] { return expect.key.ToString(); };
+  if (h.kind != expect.key.kind) {
+    return Status::Corruption("record " + who() + ": kind " + std::string(KindName(h.kind)));
+  }
+  if (h.hash != expect.key.hash) {
+    return Status::Corruption("record " + who() + ": page hash " + h.hash.ToHex());
+  }
+  if (h.depth != expect.key.depth) {
+    return Status::Corruption("record " + who() + ": depth " + std::to_string(h.depth) +
+                              " (asked for " + std::to_string(expect.key.depth) + ")");
+  }
+  if (expect.parent && h.parent != *expect.parent) {
+    return Status::Corruption("record " + who() + ": parent " + h.parent.ToHex() +
+                              " (catalog says " + expect.parent->ToHex() + ")");
+  }
+  if (h.fingerprint != expect.fingerprint) {
+    return Status::Corruption("record " + who() + ": layout fingerprint " +
+                              FingerprintHex(h.fingerprint) + " (this store's layout is " +
+                              FingerprintHex(expect.fingerprint) + ")");
+  }
+  if (h.payload_bytes != expect.payload_bytes || h.record_bytes != expect.record_bytes) {
+    return Status::Corruption("record " + who() + ": lengths " + std::to_string(h.payload_bytes) +
+                              "/" + std::to_string(h.record_bytes) + " (expected " +
+                              std::to_string(expect.payload_bytes) + "/" +
+                              std::to_string(expect.record_bytes) + ")");
+  }
+  if (expect.checksum && h.checksum != *expect.checksum) {
+    return Status::Corruption("record " + who() + ": header checksum " + Hex8(h.checksum) +
+                              " (catalog says " + Hex8(*expect.checksum) + ")");
+  }
+  header_ = h;
+  key_ = expect.key;
+  auto* state = reinterpret_cast<XXH3_state_t*>(state_);
+  XXH3_64bits_reset(state);
+  CACHEPAWL_XXH3_UPDATE(state, block.data(), kOffChecksum);
+  begun_ = true;
+  *fault = RecordFault::kNone;
+  return Status::OK();
+}
+
+void RecordVerifier::Update(std::span<const std::byte> bytes) {
+  if (!begun_) return;
+  // The part of [fed_, fed_ + size) inside the payload [kRecordHeaderBytes, +payload_bytes).
+  const uint64_t begin = fed_, end = fed_ + bytes.size();
+  fed_ = end;
+  const uint64_t lo = std::max<uint64_t>(begin, kRecordHeaderBytes);
+  const uint64_t hi = std::min<uint64_t>(end, kRecordHeaderBytes + header_.payload_bytes);
+  if (lo >= hi) return;
+  CACHEPAWL_XXH3_UPDATE(reinterpret_cast<XXH3_state_t*>(state_), bytes.data() + (lo - begin),
+                        hi - lo);
+}
+
+Status RecordVerifier::Finish(RecordFault* fault, RecordHeader* out) {
+  *fault = RecordFault::kChecksum;
+  if (!begun_) return Status::Corruption("record: header not verified");
+  const uint64_t need = kRecordHeaderBytes + header_.payload_bytes;
+  if (fed_ < need) {
+    return Status::Corruption("record " + key_.ToString() + ": " + std::to_string(fed_) + " of " +
+                              std::to_string(need) + " bytes verified");
+  }
+  const uint64_t computed = XXH3_64bits_digest(reinterpret_cast<XXH3_state_t*>(state_));
+  if (computed != header_.checksum) {
+    return Status::Corruption("record " + key_.ToString() + ": checksum " + Hex8(computed) +
+                              " != stored " + Hex8(header_.checksum));
+  }
+  *fault = RecordFault::kNone;
+  if (out != nullptr) *out = header_;
+  return Status::OK();
+}
+
 Status VerifyRecord(std::span<const std::byte> record, const RecordExpectation& expect,
                     RecordFault* fault, RecordHeader* out) {
   *fault = RecordFault::kHeader;
@@ -173,48 +263,10 @@ Status VerifyRecord(std::span<const std::byte> record, const RecordExpectation& 
                               " bytes cannot hold a record of " +
                               std::to_string(expect.record_bytes));
   }
-  auto parsed = ParseRecordHeader(record.first(kRecordHeaderBytes));
-  if (!parsed.ok()) return parsed.status();
-  const RecordHeader& h = *parsed;
-  const std::string who = expect.key.ToString();
-  if (h.kind != expect.key.kind) {
-    return Status::Corruption("record " + who + ": kind " + std::string(KindName(h.kind)));
-  }
-  if (h.hash != expect.key.hash) {
-    return Status::Corruption("record " + who + ": page hash " + h.hash.ToHex());
-  }
-  if (h.depth != expect.key.depth) {
-    return Status::Corruption("record " + who + ": depth " + std::to_string(h.depth) +
-                              " (asked for " + std::to_string(expect.key.depth) + ")");
-  }
-  if (expect.parent && h.parent != *expect.parent) {
-    return Status::Corruption("record " + who + ": parent " + h.parent.ToHex() + " (catalog says " +
-                              expect.parent->ToHex() + ")");
-  }
-  if (h.fingerprint != expect.fingerprint) {
-    return Status::Corruption("record " + who + ": layout fingerprint " +
-                              FingerprintHex(h.fingerprint) + " (this store's layout is " +
-                              FingerprintHex(expect.fingerprint) + ")");
-  }
-  if (h.payload_bytes != expect.payload_bytes || h.record_bytes != expect.record_bytes) {
-    return Status::Corruption("record " + who + ": lengths " + std::to_string(h.payload_bytes) +
-                              "/" + std::to_string(h.record_bytes) + " (expected " +
-                              std::to_string(expect.payload_bytes) + "/" +
-                              std::to_string(expect.record_bytes) + ")");
-  }
-  if (expect.checksum && h.checksum != *expect.checksum) {
-    return Status::Corruption("record " + who + ": header checksum " + Hex8(h.checksum) +
-                              " (catalog says " + Hex8(*expect.checksum) + ")");
-  }
-  *fault = RecordFault::kChecksum;
-  const uint64_t computed = ComputeChecksum(record.data(), h.payload_bytes);
-  if (computed != h.checksum) {
-    return Status::Corruption("record " + who + ": checksum " + Hex8(computed) + " != stored " +
-                              Hex8(h.checksum));
-  }
-  *fault = RecordFault::kNone;
-  if (out != nullptr) *out = h;
-  return Status::OK();
+  RecordVerifier v;
+  CACHEPAWL_RETURN_IF_ERROR(v.Begin(record.first(kRecordHeaderBytes), expect, fault));
+  v.Update(record.first(expect.record_bytes));
+  return v.Finish(fault, out);
 }
 
 }  // namespace cachepawl

@@ -20,8 +20,9 @@
 //   136     8  checksum: XXH3-64 over header bytes [0, 136) followed by the payload
 //   144     8  header check: XXH3-64 over header bytes [0, 144)
 //
-// Invariant 1 rests on VerifyRecord: a record is returned only when every field matches what
-// the reader asked for and both checksums hold.
+// Invariant 1 rests on VerifyRecord and RecordVerifier (the same checks, the first over a whole
+// buffer, the second over a record that lands in pieces): a record is returned only when every
+// field matches what the reader asked for and both checksums hold.
 #pragma once
 
 #include <array>
@@ -104,6 +105,46 @@ struct RecordExpectation {
 // `*fault` says which counter to bump). On success `*out` (if non-null) gets the header.
 Status VerifyRecord(std::span<const std::byte> record, const RecordExpectation& expect,
                     RecordFault* fault, RecordHeader* out = nullptr);
+
+// Verifies a record that lands in pieces, in order: the DiskEngine reads a large record as
+// several requests and checks each piece as it lands, so the checksum overlaps the rest of the
+// read. The same checks, verdicts and messages as VerifyRecord (which is built on it); the
+// checksum is the same XXH3-64 stream over header bytes [0, 136) and the payload, however the
+// record is cut (the on-disk format does not depend on the pieces).
+//
+//   RecordVerifier v;
+//   Status s = v.Begin(record.first(kRecordHeaderBytes), expect, &fault);  // the header
+//   v.Update(piece 0); v.Update(piece 1); ...  // every byte from offset 0, in order
+//   if (s.ok()) s = v.Finish(&fault);
+//
+// Not thread-safe: one record at a time, from one thread at a time (or ordered by the caller).
+class RecordVerifier {
+ public:
+  RecordVerifier();
+
+  // Checks the header block (magic, version, header check, kind, hash, depth, parent,
+  // fingerprint, lengths, the catalog's checksum) and starts the checksum. OK, or Corruption
+  // naming the first field that differs (`*fault` = kHeader); then Update and Finish must not
+  // be called.
+  Status Begin(std::span<const std::byte> header_block, const RecordExpectation& expect,
+               RecordFault* fault);
+  // Feeds the record's next bytes: every call continues where the previous one ended, the first
+  // at offset 0 (the header block: its fields were hashed by Begin). Bytes past the payload
+  // (padding) are not hashed.
+  void Update(std::span<const std::byte> bytes);
+  // Once the record's first kRecordHeaderBytes + payload bytes were fed: OK when the checksum
+  // matches (`*fault` = kNone, `*out` gets the header if non-null), else Corruption
+  // (`*fault` = kChecksum).
+  Status Finish(RecordFault* fault, RecordHeader* out = nullptr);
+
+ private:
+  static constexpr size_t kStateBytes = 640;  // >= sizeof(XXH3_state_t), checked in the .cc
+  alignas(64) unsigned char state_[kStateBytes];
+  RecordHeader header_;  // from Begin
+  DiskKey key_;          // for messages
+  uint64_t fed_ = 0;
+  bool begun_ = false;
+};
 
 // Parses the header block without any expectation (for tools): OK when magic, version and the
 // header check hold. Does not read the payload.

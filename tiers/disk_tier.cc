@@ -3,16 +3,22 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
-#include <set>
 
 #include "tiers/host_memory.h"
 
 namespace cachepawl {
 
+// A ticket lives inside its entry (TicketPtr aliases the entry's shared_ptr): pinning a record
+// allocates nothing.
+struct DiskTier::Ticket {
+  Entry* entry;
+};
+
 struct DiskTier::Entry {
   DiskRecordInfo info;
-  std::string id;
+  KeyId id;
   bool committed = false;  // false: its write is pending
   bool in_map = true;      // false: removed or dropped; extent freed once readers == 0
   bool extent_freed = false;
@@ -20,11 +26,24 @@ struct DiskTier::Entry {
   int readers = 0;           // in-flight reads
   bool in_lru = false;
   std::list<Entry*>::iterator lru_it;
+  Ticket ticket{this};
 };
 
-struct DiskTier::Ticket {
-  std::shared_ptr<Entry> entry;
-};
+DiskTier::KeyId::KeyId(const DiskKey& key) {
+  bytes[0] = static_cast<uint8_t>(key.kind);
+  std::memcpy(bytes.data() + 1, key.hash.bytes.data(), 32);
+  size = 33;
+  if (key.kind == Kind::kMamba) {  // big-endian depth, as DiskKeyIdentity
+    for (int i = 7; i >= 0; --i) bytes[size++] = static_cast<uint8_t>(key.depth >> (8 * i));
+  }
+}
+
+size_t DiskTier::KeyIdHash::operator()(const KeyId& k) const {
+  uint64_t h, depth = 0;
+  std::memcpy(&h, k.bytes.data() + 1, 8);
+  std::memcpy(&depth, k.bytes.data() + 33, 8);
+  return static_cast<size_t>(h ^ (depth * 0x9E3779B97F4A7C15ull) ^ k.bytes[0]);
+}
 
 namespace {
 
@@ -41,70 +60,6 @@ std::string JoinPaths(const std::vector<std::string>& paths) {
 }
 
 }  // namespace
-
-std::vector<std::string> DiskTierOptions::DataFiles() const {
-  if (!data_paths.empty()) return data_paths;
-  return {(std::filesystem::path(dir) / kDataFileName).string()};
-}
-
-std::string DiskTierOptions::CatalogDir() const {
-  return (std::filesystem::path(dir) / "catalog").string();
-}
-
-Status DiskTierOptions::Validate() const {
-  if (dir.empty()) return Status::InvalidArgument("disk.dir: empty (the catalog's folder)");
-  if (data_paths.size() > kMaxDiskFiles) {
-    return Status::InvalidArgument("disk.data_paths: " + std::to_string(data_paths.size()) +
-                                   " files (at most " + std::to_string(kMaxDiskFiles) + ")");
-  }
-  std::set<std::string> seen;
-  for (size_t i = 0; i < data_paths.size(); ++i) {
-    const std::string field = "disk.data_paths[" + std::to_string(i) + "]";
-    if (data_paths[i].empty()) return Status::InvalidArgument(field + ": empty");
-    const std::filesystem::path p = std::filesystem::path(data_paths[i]).lexically_normal();
-    if (!p.has_filename()) {
-      return Status::InvalidArgument(field + ": '" + data_paths[i] +
-                                     "' names a folder, not a file");
-    }
-    if (!seen.insert(std::filesystem::absolute(p).string()).second) {
-      return Status::InvalidArgument(field + ": '" + data_paths[i] + "' is listed twice");
-    }
-  }
-  if (capacity_bytes == 0) return Status::InvalidArgument("disk.capacity_bytes: 0 (must be > 0)");
-  const uint64_t files = data_paths.empty() ? 1 : data_paths.size();
-  if (capacity_bytes / files >= kMaxDiskFileBytes) {
-    return Status::InvalidArgument("disk.capacity_bytes: " + std::to_string(capacity_bytes) +
-                                   " (more than 2^56 bytes per file)");
-  }
-  return Status::OK();
-}
-
-std::vector<std::pair<const char*, uint64_t>> DiskTierStats::Fields() const {
-  return {{"records_kv", records_kv},
-          {"records_mamba", records_mamba},
-          {"bytes_used", bytes_used},
-          {"capacity_bytes", capacity_bytes},
-          {"largest_free_bytes", largest_free_bytes},
-          {"reads", reads},
-          {"read_bytes", read_bytes},
-          {"writes", writes},
-          {"write_bytes", write_bytes},
-          {"writes_existing", writes_existing},
-          {"read_misses", read_misses},
-          {"checksum_failures", checksum_failures},
-          {"header_mismatches", header_mismatches},
-          {"short_reads", short_reads},
-          {"short_writes", short_writes},
-          {"read_io_errors", read_io_errors},
-          {"write_io_errors", write_io_errors},
-          {"no_space", no_space},
-          {"busy", busy},
-          {"catalog_errors", catalog_errors},
-          {"evictions", evictions},
-          {"removes", removes},
-          {"dropped_on_read", dropped_on_read},
-          {"dropped_at_open", dropped_at_open}};
-}
 
 DiskTier::DiskTier(DiskTierOptions options, ModelLayout layout)
     : options_(std::move(options)), layout_(std::move(layout)) {}
@@ -244,7 +199,7 @@ Status DiskTier::Recover(const std::vector<DiskDataFiles::FileReport>& reports) 
   for (const CatalogRecord& r : good) {
     auto e = std::make_shared<Entry>();
     e->info = DiskRecordInfo{r.key, r.parent, r.extent, r.checksum, r.stamp};
-    e->id = DiskKeyIdentity(r.key);
+    e->id = KeyId(r.key);
     e->committed = true;
     auto& list = lru_[static_cast<int>(r.key.kind)];
     e->lru_it = list.insert(list.end(), e.get());
@@ -336,7 +291,7 @@ StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const Pag
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return Status::FailedPrecondition("disk tier is closed");
-  const std::string id = DiskKeyIdentity(key);
+  const KeyId id(key);
   auto it = map_.find(id);
   if (it != map_.end()) {
     if (!it->second->committed) {
@@ -361,7 +316,7 @@ StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const Pag
   e->id = id;
   map_.emplace(id, e);
   WritePlan plan;
-  plan.ticket = std::make_shared<Ticket>(Ticket{std::move(e)});
+  plan.ticket = TicketPtr(e, &e->ticket);
   plan.extent = *extent;
   return plan;
 }
@@ -396,7 +351,7 @@ Status DiskTier::CommitWrites(std::span<const TicketPtr> tickets,
     return s;
   }
   for (size_t i = 0; i < tickets.size(); ++i) {
-    Entry* e = tickets[i]->entry.get();
+    Entry* e = tickets[i]->entry;
     e->committed = true;
     e->info.checksum = checksums[i];
     e->info.stamp = puts[i].stamp;
@@ -435,7 +390,7 @@ void DiskTier::AbortWrite(const TicketPtr& ticket) {
 StatusOr<std::pair<DiskTier::TicketPtr, DiskRecordInfo>> DiskTier::BeginRead(const DiskKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return Status::FailedPrecondition("disk tier is closed");
-  auto it = map_.find(DiskKeyIdentity(key));
+  auto it = map_.find(KeyId(key));
   if (it == map_.end() || !it->second->committed) {
     return Status::NotFound("disk record " + key.ToString() + " is not on disk");
   }
@@ -446,30 +401,30 @@ StatusOr<std::pair<DiskTier::TicketPtr, DiskRecordInfo>> DiskTier::BeginRead(con
                             std::to_string(e.info.key.depth));
   }
   ++e.readers;
-  return std::make_pair(std::make_shared<Ticket>(Ticket{it->second}), e.info);
+  return std::make_pair(TicketPtr(it->second, &e.ticket), e.info);
 }
 
-void DiskTier::DropLocked(const std::shared_ptr<Entry>& e) {
-  if (!e->in_map) return;
-  UnlinkLocked(*e);
-  map_.erase(e->id);
-  const DiskKey key = e->info.key;
+void DiskTier::DropLocked(Entry& e) {
+  if (!e.in_map) return;
+  UnlinkLocked(e);
+  map_.erase(e.id);  // the caller's ticket keeps `e` alive
+  const DiskKey key = e.info.key;
   Status s = catalog_ ? catalog_->Apply({}, std::span<const DiskKey>(&key, 1))
                       : Status::FailedPrecondition("closed");
   if (!s.ok()) {
     // The catalog still names the extent: never reuse it (a restart re-verifies the record).
     Count(Counter::kCatalogErrors);
-    e->in_map = false;
-    e->extent_freed = true;
+    e.in_map = false;
+    e.extent_freed = true;
     spdlog::warn("disk tier: dropping {}: {}", key.ToString(), s.ToString());
     return;
   }
-  ReleaseExtentLocked(*e);
+  ReleaseExtentLocked(e);
 }
 
 void DiskTier::EndRead(const TicketPtr& ticket, bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::shared_ptr<Entry>& e = ticket->entry;
+  Entry* e = ticket->entry;
   --e->readers;
   if (ok) {
     if (e->in_lru) {
@@ -480,14 +435,14 @@ void DiskTier::EndRead(const TicketPtr& ticket, bool ok) {
     }
   } else if (e->in_map) {
     ++dropped_on_read_;
-    DropLocked(e);
+    DropLocked(*e);
   }
   if (!e->in_map) ReleaseExtentLocked(*e);
 }
 
 std::optional<DiskRecordInfo> DiskTier::Lookup(const DiskKey& key) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = map_.find(DiskKeyIdentity(key));
+  auto it = map_.find(KeyId(key));
   if (it == map_.end() || !it->second->committed) return std::nullopt;
   return it->second->info;
 }
@@ -495,7 +450,7 @@ std::optional<DiskRecordInfo> DiskTier::Lookup(const DiskKey& key) const {
 Status DiskTier::Remove(const DiskKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return Status::FailedPrecondition("disk tier is closed");
-  auto it = map_.find(DiskKeyIdentity(key));
+  auto it = map_.find(KeyId(key));
   if (it == map_.end())
     return Status::NotFound("disk record " + key.ToString() + " is not on disk");
   const std::shared_ptr<Entry> e = it->second;

@@ -205,11 +205,23 @@ class DiskTier {
 
  private:
   struct Entry;
+  // A key's identity (the bytes of DiskKeyIdentity) held inline: the map's key, so a lookup
+  // allocates nothing; hashed by its page hash's first bytes (SHA-256: already uniform).
+  struct KeyId {
+    KeyId() = default;
+    explicit KeyId(const DiskKey& key);
+    bool operator==(const KeyId&) const = default;
+    std::array<uint8_t, 41> bytes{};
+    uint8_t size = 0;
+  };
+  struct KeyIdHash {
+    size_t operator()(const KeyId& k) const;
+  };
   DiskTier(DiskTierOptions options, ModelLayout layout);
   Status Recover(const std::vector<DiskDataFiles::FileReport>& reports);
   std::optional<DiskExtent> AllocateLocked(uint64_t bytes, std::vector<DiskKey>* evicted,
                                            Status* error);
-  void DropLocked(const std::shared_ptr<Entry>& e);
+  void DropLocked(Entry& e);
   void ReleaseExtentLocked(Entry& e);
   void UnlinkLocked(Entry& e);  // out of the LRU list and the record count
 
@@ -222,12 +234,12 @@ class DiskTier {
   std::unique_ptr<DiskCatalog> catalog_;
 
   mutable std::mutex mu_;
-  bool closed_ = false;                                          // guarded by mu_
-  std::unique_ptr<ExtentAllocator> allocator_;                   // guarded by mu_
-  std::unordered_map<std::string, std::shared_ptr<Entry>> map_;  // guarded by mu_
-  std::array<std::list<Entry*>, kNumKinds> lru_;                 // guarded by mu_ (front: oldest)
-  uint64_t clock_ = 0;                                           // guarded by mu_
-  std::array<uint64_t, kNumKinds> records_{};                    // guarded by mu_ (committed)
+  bool closed_ = false;                                               // guarded by mu_
+  std::unique_ptr<ExtentAllocator> allocator_;                        // guarded by mu_
+  std::unordered_map<KeyId, std::shared_ptr<Entry>, KeyIdHash> map_;  // guarded by mu_
+  std::array<std::list<Entry*>, kNumKinds> lru_;  // guarded by mu_ (front: oldest)
+  uint64_t clock_ = 0;                            // guarded by mu_
+  std::array<uint64_t, kNumKinds> records_{};     // guarded by mu_ (committed)
   uint64_t evictions_ = 0, removes_ = 0, dropped_on_read_ = 0, dropped_at_open_ = 0;  // mu_
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Counter::kNumCounters)> counters_{};
 };

@@ -10,8 +10,9 @@
 // For each record shape: sequential write and read of the same number of records, then random
 // record reads at queue depth 1 and at --queue-depth (32). Raw and ours run back to back phase by
 // phase (raw first in even repetitions, ours first in odd ones: the drive drifts), --repeat times
-// on fresh files. Prints the median MB/s of each and the median of the paired ratios ours/raw, with
-// their range (goal >= 0.90 for records >= 64 KiB). Exit 1 when a read of ours fails verification.
+// on fresh files; at queue depth 1 they take turns every 8 records within the phase. Prints the
+// median MB/s of each and the median of the paired ratios ours/raw, with their range (goal >= 0.90
+// for records >= 64 KiB). Exit 1 when a read of ours fails verification.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>
@@ -46,6 +47,9 @@ namespace cachepawl::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Records per turn of raw and ours in the queue-depth-1 phase.
+constexpr size_t kQd1Chunk = 8;
 
 struct Shape {
   std::string name;  // as printed and in JSON
@@ -350,37 +354,43 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
       std::vector<size_t> seq(n);
       for (size_t i = 0; i < n; ++i) seq[i] = i;
       const double mb = static_cast<double>(rec) / 1e6;
-      // Runs one phase of raw and ours back to back, raw first on even repetitions and ours
-      // first on odd ones (the drive drifts), and records the pair.
-      auto pair = [&](Row& row, const std::function<StatusOr<double>()>& raw_fn,
-                      const std::function<double()>& ours_fn) -> Status {
-        StatusOr<double> raw_s = Status::Internal("not run");
-        double ours_s = 0, raw_cpu = 0, ours_cpu = 0;
-        auto run_raw = [&] {
+      // Runs one phase of raw and ours in chunks of `chunk` records: the two sides alternate
+      // chunk by chunk, raw first in even chunks of even repetitions and ours first otherwise
+      // (the drive drifts), and each side's time and CPU are the sums over its chunks. The
+      // functions run records [lo, hi) of the phase.
+      using RangeFn = std::function<StatusOr<double>(size_t lo, size_t hi)>;
+      auto pair = [&](Row& row, const RangeFn& raw_fn, const RangeFn& ours_fn,
+                      size_t chunk) -> Status {
+        double raw_s = 0, ours_s = 0, raw_cpu = 0, ours_cpu = 0;
+        auto run = [](const RangeFn& fn, size_t lo, size_t hi, double* secs,
+                      double* cpu) -> Status {
           const double c0 = ProcessCpuSeconds();
-          raw_s = raw_fn();
-          raw_cpu = ProcessCpuSeconds() - c0;
+          CACHEPAWL_ASSIGN_OR_RETURN(const double t, fn(lo, hi));
+          *cpu += ProcessCpuSeconds() - c0;
+          *secs += t;
+          return Status::OK();
         };
-        auto run_ours = [&] {
-          const double c0 = ProcessCpuSeconds();
-          ours_s = ours_fn();
-          ours_cpu = ProcessCpuSeconds() - c0;
-        };
-        if (rep % 2 == 0) {
-          run_raw();
-          run_ours();
-        } else {
-          run_ours();
-          run_raw();
+        for (size_t lo = 0; lo < row.records; lo += chunk) {
+          const size_t hi = std::min(row.records, lo + chunk);
+          if ((rep + lo / chunk) % 2 == 0) {
+            CACHEPAWL_RETURN_IF_ERROR(run(raw_fn, lo, hi, &raw_s, &raw_cpu));
+            CACHEPAWL_RETURN_IF_ERROR(run(ours_fn, lo, hi, &ours_s, &ours_cpu));
+          } else {
+            CACHEPAWL_RETURN_IF_ERROR(run(ours_fn, lo, hi, &ours_s, &ours_cpu));
+            CACHEPAWL_RETURN_IF_ERROR(run(raw_fn, lo, hi, &raw_s, &raw_cpu));
+          }
         }
-        if (!raw_s.ok()) return raw_s.status();
         row.raw_cpu_us.push_back(raw_cpu * 1e6 / row.records);
         row.ours_cpu_us.push_back(ours_cpu * 1e6 / row.records);
-        const double raw_mb = mb * row.records / *raw_s, ours_mb = mb * row.records / ours_s;
+        const double raw_mb = mb * row.records / raw_s, ours_mb = mb * row.records / ours_s;
         row.raw_mb_s.push_back(raw_mb);
         row.ours_mb_s.push_back(ours_mb);
         row.ratios.push_back(ours_mb / raw_mb);
         return Status::OK();
+      };
+      auto part = [](const auto& v, size_t lo, size_t hi) {
+        return std::vector(v.begin() + static_cast<ptrdiff_t>(lo),
+                           v.begin() + static_cast<ptrdiff_t>(hi));
       };
       auto reads_of = [&](const std::vector<size_t>& which) {
         std::vector<DiskRead> v;
@@ -392,29 +402,45 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
       for (size_t i = 0; i < n; ++i) writes[i] = {BenchKey(shape.kind, i), PageHash::Zero(), 0};
       size_t write_failed = 0;
       Status s = pair(
-          w, [&] { return (*raw)->Run(raw_reqs(BlockIoOp::kWrite, seq), window); },
-          [&] {
+          w, [&](size_t, size_t) { return (*raw)->Run(raw_reqs(BlockIoOp::kWrite, seq), window); },
+          [&](size_t, size_t) -> StatusOr<double> {
             return RunWindowed(
                 writes, batch, window, pool,
                 [&](const std::vector<DiskWrite>& b) { return e.WriteBack(b); }, &write_failed);
-          });
+          },
+          n);
       if (s.ok() && write_failed != 0) {
         s = Status::IOError(std::to_string(write_failed) + " records failed to write");
       }
       if (!s.ok()) return fail("write", s);
       const auto seq_reads = reads_of(seq), reads1 = reads_of(order1), reads32 = reads_of(order32);
       s = pair(
-          r, [&] { return (*raw)->Run(raw_reqs(BlockIoOp::kRead, seq), window); },
-          [&] { return RunWindowed(seq_reads, batch, window, pool, load, &failed_reads); });
+          r, [&](size_t, size_t) { return (*raw)->Run(raw_reqs(BlockIoOp::kRead, seq), window); },
+          [&](size_t, size_t) -> StatusOr<double> {
+            return RunWindowed(seq_reads, batch, window, pool, load, &failed_reads);
+          },
+          n);
       if (!s.ok()) return fail("sequential read", s);
-      // Random reads, queue depth 1 and qd (one record per operation).
+      // Random reads, queue depth 1 and qd (one record per operation). At queue depth 1 each
+      // record waits for the previous one, so the phase is long in time and short in records:
+      // the sides alternate every kQd1Chunk records, not once per phase.
       s = pair(
-          q1, [&] { return (*raw)->Run(raw_reqs(BlockIoOp::kRead, order1), 1); },
-          [&] { return RunWindowed(reads1, 1, 1, pool, load, &failed_reads); });
+          q1,
+          [&](size_t lo, size_t hi) {
+            return (*raw)->Run(raw_reqs(BlockIoOp::kRead, part(order1, lo, hi)), 1);
+          },
+          [&](size_t lo, size_t hi) -> StatusOr<double> {
+            return RunWindowed(part(reads1, lo, hi), 1, 1, pool, load, &failed_reads);
+          },
+          kQd1Chunk);
       if (!s.ok()) return fail("random read", s);
       s = pair(
-          q32, [&] { return (*raw)->Run(raw_reqs(BlockIoOp::kRead, order32), window); },
-          [&] { return RunWindowed(reads32, 1, window, pool, load, &failed_reads); });
+          q32,
+          [&](size_t, size_t) { return (*raw)->Run(raw_reqs(BlockIoOp::kRead, order32), window); },
+          [&](size_t, size_t) -> StatusOr<double> {
+            return RunWindowed(reads32, 1, window, pool, load, &failed_reads);
+          },
+          rand32);
       if (!s.ok()) return fail("random read", s);
       if (Status s = e.Close(); !s.ok()) return fail("close", s);
     }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -11,13 +12,19 @@
 
 namespace cachepawl {
 
-// One I/O request of a record (records above max_io_bytes take several).
+// One I/O request of a record (reads above read_piece_bytes and records above max_io_bytes
+// take several, consecutive in OpState::pieces).
 struct DiskEngine::Piece {
   RecordIo* record = nullptr;
+  uint64_t offset = 0;  // in the record
   uint32_t len = 0;
+  bool landed = false;  // its completion arrived
+  int64_t result = 0;   // bytes moved or -errno, once landed
 };
 
-// One record of a batch with I/O in flight.
+// One record of a batch with I/O in flight. Its pieces' completions are handled one at a time
+// (BlockIo reports completions on one thread, or, for requests failed at submission, before the
+// rest of the record's requests are submitted), so the fields below need no lock.
 struct DiskEngine::RecordIo {
   OpState* op = nullptr;
   size_t index = 0;  // into the batch
@@ -27,9 +34,22 @@ struct DiskEngine::RecordIo {
   std::byte* data = nullptr;
   uint64_t bytes = 0;
   uint64_t checksum = 0;  // writes
-  uint32_t pieces_left = 0;
-  int64_t error = 0;   // first negative result
-  uint64_t moved = 0;  // bytes moved by all pieces
+  int fd = -1;
+  uint32_t first_piece = 0;  // index into OpState::pieces
+  uint32_t num_pieces = 0;
+  uint32_t submitted = 0;    // pieces handed to the BlockIo (reads: at most the window ahead)
+  uint32_t pieces_left = 0;  // pieces not landed yet (submitted or not)
+  bool listed = false;       // in the current completion batch's list of reads
+  int64_t error = 0;         // first negative result
+  uint64_t moved = 0;        // bytes moved by all pieces
+  // Reads: pieces [0, checked) were fed to the verifier in order as they landed; `verdict` is
+  // the header check's failure, if any; `stopped`: no more pieces are checked (a piece failed
+  // or came back short, or the header did not verify: the record fails either way).
+  uint32_t checked = 0;
+  bool stopped = false;
+  Status verdict;
+  RecordFault fault = RecordFault::kNone;
+  RecordVerifier verifier;
 };
 
 struct DiskEngine::OpState {
@@ -40,6 +60,26 @@ struct DiskEngine::OpState {
   std::vector<Piece> pieces;
   // Records still in flight, plus one held by the submitting thread until it is done.
   std::atomic<size_t> remaining{1};
+};
+
+// The reads touched by one completion batch: no allocation for the usual handful.
+class DiskEngine::ReadList {
+ public:
+  void push_back(RecordIo* r) {
+    if (n_ < kInline) {
+      inline_[n_++] = r;
+    } else {
+      more_.push_back(r);
+    }
+  }
+  size_t size() const { return n_ + more_.size(); }
+  RecordIo* operator[](size_t i) const { return i < kInline ? inline_[i] : more_[i - kInline]; }
+
+ private:
+  static constexpr size_t kInline = 16;
+  RecordIo* inline_[kInline];
+  size_t n_ = 0;
+  std::vector<RecordIo*> more_;
 };
 
 namespace {
@@ -69,6 +109,14 @@ Status DiskEngineOptions::Validate() const {
     return Status::InvalidArgument("disk.max_io_bytes: " + std::to_string(max_io_bytes) +
                                    " (must be a multiple of 4096, at most 1 GiB)");
   }
+  if (read_piece_bytes == 0 || read_piece_bytes % kDirectIoAlignment != 0) {
+    return Status::InvalidArgument("disk.read_piece_bytes: " + std::to_string(read_piece_bytes) +
+                                   " (must be a non-zero multiple of 4096)");
+  }
+  if (read_pieces_in_flight == 0 || read_pieces_in_flight > 4096) {
+    return Status::InvalidArgument("disk.read_pieces_in_flight: " +
+                                   std::to_string(read_pieces_in_flight) + " (must be 1..4096)");
+  }
   return Status::OK();
 }
 
@@ -87,6 +135,8 @@ StatusOr<std::unique_ptr<DiskEngine>> DiskEngine::Open(const DiskEngineOptions& 
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<DiskEngine> engine(new DiskEngine(host));
   engine->max_io_bytes_ = options.max_io_bytes;
+  engine->read_piece_bytes_ = std::min(options.read_piece_bytes, options.max_io_bytes);
+  engine->read_window_ = options.read_pieces_in_flight;
   CACHEPAWL_ASSIGN_OR_RETURN(engine->tier_, DiskTier::Open(options.tier, layout));
   IoUringOptions ring_options;
   ring_options.queue_depth = options.queue_depth;
@@ -125,10 +175,11 @@ DiskEngine::OpState* DiskEngine::NewOp(Direction direction, std::span<const Item
   op->direction = direction;
   op->result->records.resize(items.size());
   op->records.resize(items.size());
-  // One piece per max_io_bytes of each record, reserved up front: stable addresses.
+  // Every piece of every record, reserved up front: stable addresses.
+  const uint64_t piece = direction == Direction::kLoadBack ? read_piece_bytes_ : max_io_bytes_;
   size_t max_pieces = 0;
   for (const Item& item : items) {
-    max_pieces += (tier_->record_bytes(item.key.kind) + max_io_bytes_ - 1) / max_io_bytes_;
+    max_pieces += (tier_->record_bytes(item.key.kind) + piece - 1) / piece;
   }
   op->pieces.reserve(max_pieces);
   return op;
@@ -137,17 +188,19 @@ DiskEngine::OpState* DiskEngine::NewOp(Direction direction, std::span<const Item
 Status DiskEngine::CheckSlot(const char* field, size_t i, Kind kind, HostSlotId slot,
                              std::byte** data) {
   const uint64_t bytes = tier_->record_bytes(kind);
-  const std::string where =
-      std::string(field) + "[" + std::to_string(i) + "].slot " + std::to_string(slot);
+  // Built only for an error (this runs once per record).
+  auto where = [&] {
+    return std::string(field) + "[" + std::to_string(i) + "].slot " + std::to_string(slot);
+  };
   if (bytes == 0 || host_->SlotBytes(slot) != bytes) {
-    return Status::InvalidArgument(where + ": a host slot of " +
+    return Status::InvalidArgument(where() + ": a host slot of " +
                                    std::to_string(host_->SlotBytes(slot)) +
                                    " bytes cannot hold a " + std::string(KindName(kind)) +
                                    " record of " + std::to_string(bytes) + " bytes");
   }
   *data = host_->SlotData(slot);
   if (reinterpret_cast<uintptr_t>(*data) % kDirectIoAlignment != 0) {
-    return Status::InvalidArgument(where + ": not 4 KiB-aligned");
+    return Status::InvalidArgument(where() + ": not 4 KiB-aligned");
   }
   return Status::OK();
 }
@@ -169,14 +222,34 @@ DiskEngine::RecordIo& DiskEngine::StartRecord(OpState* op, size_t i, DiskTier::T
 void DiskEngine::AddRequests(OpState* op, RecordIo& r, BlockIoOp kind,
                              std::vector<BlockIoRequest>* requests) {
   op->remaining.fetch_add(1, std::memory_order_relaxed);
-  const int fd = tier_->files().fd(r.info.extent.file);
-  for (uint64_t off = 0; off < r.bytes; off += max_io_bytes_) {
-    const auto len = static_cast<uint32_t>(std::min<uint64_t>(max_io_bytes_, r.bytes - off));
-    op->pieces.push_back(Piece{&r, len});
-    ++r.pieces_left;
-    requests->push_back(BlockIoRequest{kind, fd, r.info.extent.offset + off, r.data + off, len,
-                                       reinterpret_cast<uint64_t>(&op->pieces.back())});
+  r.fd = tier_->files().fd(r.info.extent.file);
+  // As few pieces as the limit allows, of even size (4 KiB multiples): a 15.3 MiB record read
+  // with 4 MiB pieces goes as 4 x 3.9 MiB, not 3 x 4 MiB + 3.3 MiB.
+  const uint64_t limit = kind == BlockIoOp::kRead ? read_piece_bytes_ : max_io_bytes_;
+  const uint64_t count = (r.bytes + limit - 1) / limit;
+  const uint64_t piece = std::min(limit, ((r.bytes + count - 1) / count + kDirectIoAlignment - 1) /
+                                             kDirectIoAlignment * kDirectIoAlignment);
+  r.first_piece = static_cast<uint32_t>(op->pieces.size());
+  for (uint64_t off = 0; off < r.bytes; off += piece) {
+    const auto len = static_cast<uint32_t>(std::min<uint64_t>(piece, r.bytes - off));
+    op->pieces.push_back(Piece{&r, off, len});
+    ++r.num_pieces;
   }
+  r.pieces_left = r.num_pieces;
+  // Writes go out whole; reads keep at most the window in flight, the rest follow as pieces land.
+  const uint32_t first =
+      kind == BlockIoOp::kRead ? std::min(r.num_pieces, read_window_) : r.num_pieces;
+  while (r.submitted < first) requests->push_back(PieceRequest(r, kind));
+}
+
+BlockIoRequest DiskEngine::PieceRequest(RecordIo& r, BlockIoOp kind) {
+  Piece& p = r.op->pieces[r.first_piece + r.submitted++];
+  return BlockIoRequest{kind,
+                        r.fd,
+                        r.info.extent.offset + p.offset,
+                        r.data + p.offset,
+                        p.len,
+                        reinterpret_cast<uint64_t>(&p)};
 }
 
 DiskOp DiskEngine::WriteBack(std::span<const DiskWrite> writes) {
@@ -259,6 +332,36 @@ DiskOp DiskEngine::LoadBack(std::span<const DiskRead> reads) {
   return out;
 }
 
+void DiskEngine::CheckLanded(RecordIo& r) {
+  const Piece* pieces = r.op->pieces.data() + r.first_piece;
+  while (r.checked < r.num_pieces && pieces[r.checked].landed) {
+    const Piece& p = pieces[r.checked++];
+    if (r.stopped) continue;
+    // A failed or short piece: the record fails as an I/O error or a short read (FinishRead);
+    // nothing after it is worth hashing.
+    if (r.error != 0 || p.result != static_cast<int64_t>(p.len)) {
+      r.stopped = true;
+      continue;
+    }
+    if (p.offset == 0) {
+      RecordExpectation expect;
+      expect.key = r.info.key;
+      expect.fingerprint = tier_->fingerprint();
+      expect.payload_bytes = tier_->payload_bytes(r.info.key.kind);
+      expect.record_bytes = r.bytes;
+      expect.checksum = r.info.checksum;
+      expect.parent = r.info.parent;
+      r.verdict = r.verifier.Begin(std::span<const std::byte>(r.data, kRecordHeaderBytes), expect,
+                                   &r.fault);
+      if (!r.verdict.ok()) {
+        r.stopped = true;
+        continue;
+      }
+    }
+    r.verifier.Update(std::span<const std::byte>(r.data + p.offset, p.len));
+  }
+}
+
 void DiskEngine::FinishRead(RecordIo& r) {
   DiskRecordResult& rr = r.op->result->records[r.index];
   const DiskKey& key = r.info.key;
@@ -272,17 +375,11 @@ void DiskEngine::FinishRead(RecordIo& r) {
                                    " bytes (data file truncated?)");
     tier_->Count(DiskTier::Counter::kShortReads);
   } else {
-    RecordExpectation expect;
-    expect.key = key;
-    expect.fingerprint = tier_->fingerprint();
-    expect.payload_bytes = tier_->payload_bytes(key.kind);
-    expect.record_bytes = r.bytes;
-    expect.checksum = r.info.checksum;
-    expect.parent = r.info.parent;
-    RecordFault fault = RecordFault::kNone;
-    rr.status = VerifyRecord(std::span<const std::byte>(r.data, r.bytes), expect, &fault);
-    if (fault == RecordFault::kHeader) tier_->Count(DiskTier::Counter::kHeaderMismatches);
-    if (fault == RecordFault::kChecksum) tier_->Count(DiskTier::Counter::kChecksumFailures);
+    // Every piece landed whole and was fed in order: the header was checked when the first one
+    // landed; what is left is the end of the checksum.
+    rr.status = r.verdict.ok() ? r.verifier.Finish(&r.fault) : r.verdict;
+    if (r.fault == RecordFault::kHeader) tier_->Count(DiskTier::Counter::kHeaderMismatches);
+    if (r.fault == RecordFault::kChecksum) tier_->Count(DiskTier::Counter::kChecksumFailures);
     ok = rr.status.ok();
   }
   if (ok) {
@@ -300,26 +397,58 @@ void DiskEngine::FinishRead(RecordIo& r) {
 }
 
 void DiskEngine::OnCompletions(std::span<const BlockIoCompletion> completions) {
+  // Pass 1, bookkeeping: reads get their next pieces queued (submitted before any hashing, so
+  // the drive stays busy); writes whose every piece landed are collected so that they are
+  // published in one catalog batch (invariant 4).
+  ReadList reads;
+  std::vector<BlockIoRequest> next;
   std::vector<RecordIo*> done;
   for (const BlockIoCompletion& c : completions) {
     Piece* piece = reinterpret_cast<Piece*>(c.tag);
     RecordIo* r = piece->record;
+    piece->landed = true;
+    piece->result = c.result;
     if (c.result < 0) {
       if (r->error == 0) r->error = c.result;
     } else {
       r->moved += static_cast<uint64_t>(c.result);
     }
-    if (--r->pieces_left == 0) done.push_back(r);
+    --r->pieces_left;
+    if (r->op->direction == Direction::kWriteBack) {
+      if (r->pieces_left == 0) done.push_back(r);
+      continue;
+    }
+    if (r->submitted < r->num_pieces) {
+      if (r->error == 0 && c.result == static_cast<int64_t>(piece->len)) {
+        next.push_back(PieceRequest(*r, BlockIoOp::kRead));
+      } else {
+        // The record failed: the pieces not yet submitted never will be.
+        r->pieces_left -= r->num_pieces - r->submitted;
+        r->submitted = r->num_pieces;
+      }
+    }
+    if (!r->listed) {
+      r->listed = true;
+      reads.push_back(r);
+    }
   }
-  // Writes: publish every record whose data landed in one catalog batch (invariant 4).
+  if (!next.empty()) io_->Submit(next);
+  // Pass 2, reads: feed the landed pieces to the verifier; a record whose last piece landed is
+  // finished (RecordDone may free its batch: each record is listed once, and a batch is freed
+  // only after all of its records were finished).
+  for (size_t i = 0; i < reads.size(); ++i) {
+    RecordIo* r = reads[i];
+    r->listed = false;
+    CheckLanded(*r);
+    if (r->pieces_left != 0) continue;
+    FinishRead(*r);
+    RecordDone(r->op);
+  }
+  if (done.empty()) return;
   std::vector<DiskTier::TicketPtr> commit;
   std::vector<uint64_t> checksums;
   std::vector<RecordIo*> committing;
   for (RecordIo* r : done) {
-    if (r->op->direction == Direction::kLoadBack) {
-      FinishRead(*r);
-      continue;
-    }
     DiskRecordResult& rr = r->op->result->records[r->index];
     if (r->error != 0) {
       rr.status = ErrnoStatus("disk write", r->info.key, r->error);

@@ -2,16 +2,24 @@
 // (data files, extents, RocksDB catalog, LRU, pins, counters) driven by an io_uring ring
 // (transfer/io_uring_ring.h) that moves records between pinned host slots and the data files.
 //
-// Each record is one contiguous O_DIRECT read or write (read_fixed / write_fixed: the host
-// memory's regions are registered with the ring) of RecordSlotBytes(layout, kind) bytes, the
-// host slot as is: header block + payload (tiers/host_memory.h, tiers/disk_record.h).
+// A record is RecordSlotBytes(layout, kind) contiguous bytes, the host slot as is: header block
+// + payload (tiers/host_memory.h, tiers/disk_record.h), moved with O_DIRECT read_fixed /
+// write_fixed (the host memory's regions are registered with the ring). A write is one request
+// (pieces of max_io_bytes beyond 1 GiB). A read up to read_piece_bytes is one request; a larger
+// one is cut into even pieces of at most read_piece_bytes, read_pieces_in_flight of them in
+// flight at once (the next submitted from the completion thread as one lands, before any
+// hashing), each verified as it lands: the header when the first piece lands, the XXH3 stream
+// fed piece by piece in order (RecordVerifier). So the checksum of a large record overlaps the
+// rest of its read instead of following it; the record's fence still waits for its last piece
+// and the whole checksum.
 //
 //   WriteBack: for each {key, parent, host slot}: reserve an extent (evicting LRU records when
 //     full), fill the slot's header block (hash, parent, depth, layout fingerprint, lengths,
 //     XXH3-64 over header and payload), write, and once the write completed publish the record
 //     in the catalog (invariant 4). A key already on disk is not written again.
 //   LoadBack: for each {key, host slot}: pin the record, read it into the slot, verify every
-//     header field against the key and the layout and the checksum. A record that fails
+//     header field against the key and the layout and the checksum; the record is reported OK
+//     only after its last piece landed and the whole checksum matched. A record that fails
 //     (short read, I/O error, bad header, bad checksum) is dropped from the catalog, counted,
 //     and reported as a miss (Corruption / IOError): the slot's bytes must not be used.
 //
@@ -66,6 +74,15 @@ struct DiskEngineOptions {
   // The largest single read or write (a 4 KiB multiple, at most kMaxBlockIoBytes = 1 GiB):
   // larger records are moved as several requests (the kernel caps one request near 2 GiB).
   uint32_t max_io_bytes = kMaxBlockIoBytes;
+  // Reads of records larger than this are cut into even pieces of at most this many bytes (a
+  // 4 KiB multiple; capped at max_io_bytes), verified as they land (see the top of this file).
+  // 4 MiB: a 15.3 MiB Mamba state goes as 4 pieces; KV pages (2 MiB and less) go whole.
+  uint32_t read_piece_bytes = 4u << 20;
+  // Pieces of one record in flight at once (1..4096). 1: the next piece goes out when one
+  // lands, so each piece's hashing overlaps the next piece's read. Measured on a virtio disk
+  // whose completions arrive only when its queue drains (docs/PERFORMANCE.md, Disk): pieces
+  // in flight together land together, and nothing overlaps.
+  uint32_t read_pieces_in_flight = 1;
   // Register the host memory's regions as io_uring fixed buffers (read_fixed / write_fixed).
   // When the kernel refuses (RLIMIT_MEMLOCK), plain reads and writes are used and a warning
   // is logged.
@@ -144,6 +161,7 @@ class DiskEngine {
   struct OpState;
   struct RecordIo;
   struct Piece;
+  class ReadList;
   explicit DiskEngine(HostMemory* host);
   template <typename Item>
   OpState* NewOp(Direction direction, std::span<const Item> items);
@@ -152,6 +170,8 @@ class DiskEngine {
                         const DiskRecordInfo& info, HostSlotId slot, std::byte* data);
   void AddRequests(OpState* op, RecordIo& r, BlockIoOp kind, std::vector<BlockIoRequest>* requests);
   void OnCompletions(std::span<const BlockIoCompletion> completions);
+  BlockIoRequest PieceRequest(RecordIo& r, BlockIoOp kind);
+  void CheckLanded(RecordIo& r);
   void FinishRead(RecordIo& r);
   void RecordDone(OpState* op);
   void FinishOp(OpState* op);
@@ -161,6 +181,8 @@ class DiskEngine {
   std::unique_ptr<DiskTier> tier_;
   std::unique_ptr<BlockIo> io_;
   uint64_t max_io_bytes_ = kMaxBlockIoBytes;
+  uint64_t read_piece_bytes_ = kMaxBlockIoBytes;  // min(read_piece_bytes, max_io_bytes)
+  uint32_t read_window_ = 1;                      // read_pieces_in_flight
   std::shared_mutex close_mu_;  // shared: a batch being submitted; exclusive: Close
   bool closed_ = false;         // guarded by close_mu_
 };

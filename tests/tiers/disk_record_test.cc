@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -127,6 +128,54 @@ TEST_F(DiskRecordTest, ZeroedOrShortBuffersAreRejected) {
   EXPECT_TRUE(
       VerifyRecord(std::span<const std::byte>(record_).first(100), expect_, &fault).IsCorruption());
   EXPECT_FALSE(ParseRecordHeader(std::span<const std::byte>(record_).first(10)).ok());
+}
+
+// Feeds the record to a RecordVerifier in pieces of `piece` bytes.
+Status VerifyInPieces(std::span<const std::byte> record, const RecordExpectation& expect,
+                      size_t piece, RecordFault* fault, RecordHeader* out = nullptr) {
+  RecordVerifier v;
+  CACHEPAWL_RETURN_IF_ERROR(v.Begin(record.first(kRecordHeaderBytes), expect, fault));
+  for (size_t off = 0; off < record.size(); off += piece) {
+    v.Update(record.subspan(off, std::min(piece, record.size() - off)));
+  }
+  return v.Finish(fault, out);
+}
+
+TEST_F(DiskRecordTest, VerifierFedInPiecesAgreesWithVerifyRecord) {
+  for (size_t piece : {size_t{1}, size_t{100}, size_t{4096}, size_t{5000}, size_t{8192}, kRecord}) {
+    RecordFault fault = RecordFault::kHeader;
+    RecordHeader out;
+    ASSERT_TRUE(VerifyInPieces(record_, expect_, piece, &fault, &out).ok()) << piece;
+    EXPECT_EQ(fault, RecordFault::kNone);
+    EXPECT_EQ(out.checksum, checksum_);
+    // A payload byte flipped anywhere, whatever piece it falls in: a checksum fault, as for a
+    // whole-buffer verification.
+    for (size_t at : {size_t{0}, size_t{4095}, size_t{4096}, kPayload - 1}) {
+      record_[kRecordHeaderBytes + at] ^= std::byte{0x04};
+      const Status s = VerifyInPieces(record_, expect_, piece, &fault);
+      EXPECT_TRUE(s.IsCorruption()) << piece << " " << at;
+      EXPECT_EQ(fault, RecordFault::kChecksum);
+      EXPECT_EQ(s.ToString(), Verify(&fault).ToString());
+      record_[kRecordHeaderBytes + at] ^= std::byte{0x04};
+    }
+  }
+}
+
+TEST_F(DiskRecordTest, VerifierChecksTheHeaderFirstAndNeedsEveryPayloadByte) {
+  RecordFault fault = RecordFault::kNone;
+  record_[20] ^= std::byte{0x01};  // page hash
+  RecordVerifier v;
+  EXPECT_TRUE(
+      v.Begin(std::span<const std::byte>(record_).first(kRecordHeaderBytes), expect_, &fault)
+          .IsCorruption());
+  EXPECT_EQ(fault, RecordFault::kHeader);
+  record_[20] ^= std::byte{0x01};
+  // Bytes missing at the end of the payload: never OK.
+  ASSERT_TRUE(
+      v.Begin(std::span<const std::byte>(record_).first(kRecordHeaderBytes), expect_, &fault).ok());
+  v.Update(std::span<const std::byte>(record_).first(kRecordHeaderBytes + kPayload - 1));
+  EXPECT_TRUE(v.Finish(&fault).IsCorruption());
+  EXPECT_EQ(fault, RecordFault::kChecksum);
 }
 
 TEST(DiskKeyTest, IdentityRoundTripsAndIgnoresKvDepth) {
