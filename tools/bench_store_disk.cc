@@ -126,7 +126,7 @@ Status LayoutRun::DiskLoads(const std::string& pool, const std::string& dir, uin
       for (size_t t = 0; t < pre.size(); ++t) {
         CACHEPAWL_RETURN_IF_ERROR(LookupAndLock(*store, t, pre[t], pages, Tier::kDisk, &locks));
       }
-      CACHEPAWL_RETURN_IF_ERROR(FillHostTier(*store, tier, slots[0].dst_pages));
+      CACHEPAWL_RETURN_IF_ERROR(FillHostTier(*store, tier, slots[0].dst_pages, slots[0].dst_pages));
       CACHEPAWL_RETURN_IF_ERROR(LoadRound(*store, *view, slots, pre, "", true, &load, &row));
       for (PrefixLock& l : locks.held) CACHEPAWL_RETURN_IF_ERROR(store->Unlock(l));
     }

@@ -173,24 +173,36 @@ std::vector<Prefix> LayoutRun::Prefixes(uint32_t threads, uint64_t pages, uint64
   return all;
 }
 
-Status LayoutRun::FillHostTier(Store& store, uint64_t bytes, std::span<const uint64_t> pages) {
+Status LayoutRun::FillHostTier(Store& store, uint64_t bytes, std::span<const uint64_t> pages,
+                               std::span<const uint64_t> warm) {
   const uint64_t total = bytes / sizes_.page_slot + 1;
   const uint64_t batch = std::clamp<uint64_t>(total / 4, 1, 1024);
   std::vector<uint64_t> device(batch);
   std::vector<uint32_t> tokens(batch * layout_.page_size_tokens);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i);
+  std::string ns;
+  size_t last = 0;
   for (uint64_t done = 0, b = 0; done < total; done += batch, ++b) {
     for (uint64_t i = 0; i < batch; ++i) device[i] = pages[(done + i) % pages.size()];
-    const std::string ns = "probe/" + std::to_string(++probes_) + "/" + std::to_string(b);
+    ns = "probe/" + std::to_string(++probes_) + "/" + std::to_string(b);
     SaveRequest r;
     r.ns = ns;
     r.device_pages = std::span<const uint64_t>(device).first(std::min(batch, total - done));
-    r.tokens =
-        std::span<const uint32_t>(tokens).first(r.device_pages.size() * layout_.page_size_tokens);
+    last = r.device_pages.size();
+    r.tokens = std::span<const uint32_t>(tokens).first(last * layout_.page_size_tokens);
     CACHEPAWL_ASSIGN_OR_RETURN(Fence f, store.Save(r));
     CACHEPAWL_RETURN_IF_ERROR(f.Wait().WithContext("filling the host tier"));
   }
-  return Status::OK();
+  if (warm.empty()) return Status::OK();
+  // One untimed Load of the last pages saved (host-resident), as the host phase's warm-up
+  // rounds do: the store's transfer engine is new after a reopen.
+  CACHEPAWL_ASSIGN_OR_RETURN(
+      PrefixMatch m,
+      store.Lookup(ns, std::span<const uint32_t>(tokens).first(last * layout_.page_size_tokens)));
+  const size_t n = std::min(warm.size(), m.kv_only_pages);
+  if (n == 0) return Status::OK();
+  CACHEPAWL_ASSIGN_OR_RETURN(Fence f, store.Load(m, warm.first(n), std::nullopt));
+  return f.Wait().WithContext("warm-up load");
 }
 
 Status LayoutRun::SaveRound(Store& store, const std::vector<ThreadSlots>& slots,

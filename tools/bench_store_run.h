@@ -14,8 +14,8 @@
 // rounds through a write-through store of the first pool form, timed until every record is on
 // disk; Close. Then for each pool form, per iteration: reopen
 // (the host tier starts empty and the disk catalog is read back), check with Lookup that every
-// page and the state are on disk only, Lock, fill the host tier with other prefixes, poison,
-// Load (timed), compare every byte, Close.
+// page and the state are on disk only, Lock, fill the host tier with other prefixes, Load some
+// of those (an untimed warm-up), poison, Load (timed), compare every byte, Close.
 #pragma once
 
 #include <iosfwd>
@@ -112,8 +112,10 @@ class LayoutRun {
   StatusOr<std::vector<ThreadSlots>> Slots(bool owned, OwnedSlots* held, uint32_t threads,
                                            uint64_t pages, uint64_t seed, bool sources);
   std::vector<Prefix> Prefixes(uint32_t threads, uint64_t pages, uint64_t seed) const;
-  // Saves fresh prefixes until the host tier (`bytes`) is full of them, from `pages` (cycled).
-  Status FillHostTier(Store& store, uint64_t bytes, std::span<const uint64_t> pages);
+  // Saves fresh prefixes until the host tier (`bytes`) is full of them, from `pages` (cycled);
+  // then, when `warm` names device pages, Loads the last of them there (untimed).
+  Status FillHostTier(Store& store, uint64_t bytes, std::span<const uint64_t> pages,
+                      std::span<const uint64_t> warm = {});
 
   // ---- rounds through the store ----
   // One round of Saves of fresh prefixes (`tag` makes the namespace); `names` gets them.
