@@ -1,8 +1,12 @@
 #include "cuda/gpu_runtime.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #if CACHEPAWL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -169,6 +173,113 @@ Status CopySync(void* dst, const void* src, size_t bytes) {
   (void)src;
   (void)bytes;
   return Status::Unavailable("cudaMemcpy: built without CUDA");
+#endif
+}
+
+#if CACHEPAWL_HAVE_CUDA
+namespace {
+
+constexpr size_t kBounceBytes = size_t{8} << 20;
+
+// Pinned bounce buffers shared by every CopyStaged caller (never freed: bounded by the number of
+// threads copying at once).
+class BouncePool {
+ public:
+  StatusOr<void*> Take() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        void* p = free_.back();
+        free_.pop_back();
+        return p;
+      }
+    }
+    void* p = nullptr;
+    cudaError_t err = cudaHostAlloc(&p, kBounceBytes, cudaHostAllocPortable);
+    if (err != cudaSuccess) return CudaError("cudaHostAlloc (bounce buffer)", err);
+    return p;
+  }
+  void Give(void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(p);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<void*> free_;  // guarded by mu_
+};
+
+BouncePool& Bounces() {
+  static BouncePool* pool = new BouncePool();  // outlives every caller
+  return *pool;
+}
+
+}  // namespace
+#endif
+
+Status CopyStaged(void* dst, const void* src, size_t bytes, bool to_device) {
+#if CACHEPAWL_HAVE_CUDA
+  if (bytes == 0) return Status::OK();
+  void* bounce[2] = {nullptr, nullptr};
+  for (void*& b : bounce) {
+    auto taken = Bounces().Take();
+    if (!taken.ok()) {
+      for (void* t : bounce) {
+        if (t != nullptr) Bounces().Give(t);
+      }
+      return taken.status();
+    }
+    b = *taken;
+  }
+  cudaStream_t stream = cudaStreamPerThread;
+  cudaEvent_t done[2] = {nullptr, nullptr};
+  Status st;
+  for (cudaEvent_t& e : done) {
+    cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    if (err != cudaSuccess && st.ok()) st = CudaError("cudaEventCreateWithFlags", err);
+  }
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  bool used[2] = {false, false};
+  // Two buffers: the CPU fills (or drains) one while the copy engine moves the other.
+  for (size_t off = 0, k = 0; st.ok() && off < bytes; off += kBounceBytes, ++k) {
+    const size_t n = std::min(kBounceBytes, bytes - off);
+    const int b = static_cast<int>(k % 2);
+    auto* buf = static_cast<std::byte*>(bounce[b]);
+    if (to_device) {
+      if (used[b]) {
+        cudaError_t err = cudaEventSynchronize(done[b]);
+        if (err != cudaSuccess) st = CudaError("cudaEventSynchronize", err);
+      }
+      if (!st.ok()) break;
+      std::memcpy(buf, s + off, n);
+      cudaError_t err = cudaMemcpyAsync(d + off, buf, n, cudaMemcpyHostToDevice, stream);
+      if (err == cudaSuccess) err = cudaEventRecord(done[b], stream);
+      if (err != cudaSuccess) st = CudaError("cudaMemcpyAsync (to device)", err);
+      used[b] = true;
+    } else {
+      cudaError_t err = cudaMemcpyAsync(buf, s + off, n, cudaMemcpyDeviceToHost, stream);
+      if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+      if (err != cudaSuccess) {
+        st = CudaError("cudaMemcpyAsync (to host)", err);
+        break;
+      }
+      std::memcpy(d + off, buf, n);
+    }
+  }
+  cudaError_t err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess && st.ok()) st = CudaError("cudaStreamSynchronize", err);
+  for (cudaEvent_t e : done) {
+    if (e != nullptr) (void)cudaEventDestroy(e);
+  }
+  for (void* b : bounce) Bounces().Give(b);
+  return st;
+#else
+  (void)dst;
+  (void)src;
+  (void)bytes;
+  (void)to_device;
+  return Status::Unavailable("cudaMemcpyAsync: built without CUDA");
 #endif
 }
 

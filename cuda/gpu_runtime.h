@@ -42,4 +42,12 @@ Status CheckDevicePointer(const void* ptr, int device, const std::string& what);
 Status CopySync(void* dst, const void* src, size_t bytes);
 Status FillSync(void* dst, int byte_value, size_t bytes);
 
+// Synchronous copy between pageable host memory and device memory (either direction), staged
+// through pinned bounce buffers on the calling thread's per-thread stream: copies from several
+// threads run in parallel, where pageable cudaMemcpy calls pass through the driver's own
+// staging one at a time (about 5.5 GB/s in all on an H200 host, whatever the thread count). The
+// bounce buffers (8 MiB each, two per call in flight) come from a process-wide pool that grows to
+// the number of concurrent callers and lives until the process exits.
+Status CopyStaged(void* dst, const void* src, size_t bytes, bool to_device);
+
 }  // namespace cachepawl::cuda

@@ -299,7 +299,7 @@ Status StoreImpl::WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const st
     std::memcpy(dst, record.data(), record.size());
     return Status::OK();
   }
-  return cuda::CopySync(dst, record.data(), record.size());
+  return cuda::CopyStaged(dst, record.data(), record.size(), /*to_device=*/true);
 }
 
 Status StoreImpl::ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte> record) {
@@ -309,7 +309,7 @@ Status StoreImpl::ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte
     std::memcpy(record.data(), src, record.size());
     return Status::OK();
   }
-  return cuda::CopySync(record.data(), src, record.size());
+  return cuda::CopyStaged(record.data(), src, record.size(), /*to_device=*/false);
 }
 
 // ------------------------------------------------------------------------------------------
