@@ -220,59 +220,57 @@ BouncePool& Bounces() {
 Status CopyStaged(void* dst, const void* src, size_t bytes, bool to_device) {
 #if CACHEPAWL_HAVE_CUDA
   if (bytes == 0) return Status::OK();
+  // One bounce buffer for a record that fits in one; two for larger ones (host -> device: the CPU
+  // fills one while the copy engine drains the other, each reused once its event fired).
+  const size_t pieces = (bytes + kBounceBytes - 1) / kBounceBytes;
+  const int buffers = pieces > 1 && to_device ? 2 : 1;
   void* bounce[2] = {nullptr, nullptr};
-  for (void*& b : bounce) {
+  cudaEvent_t drained[2] = {nullptr, nullptr};
+  Status st;
+  for (int b = 0; b < buffers && st.ok(); ++b) {
     auto taken = Bounces().Take();
     if (!taken.ok()) {
-      for (void* t : bounce) {
-        if (t != nullptr) Bounces().Give(t);
-      }
-      return taken.status();
+      st = taken.status();
+      break;
     }
-    b = *taken;
+    bounce[b] = *taken;
+    if (buffers > 1) {
+      cudaError_t err = cudaEventCreateWithFlags(&drained[b], cudaEventDisableTiming);
+      if (err != cudaSuccess) st = CudaError("cudaEventCreateWithFlags", err);
+    }
   }
-  cudaStream_t stream = cudaStreamPerThread;
-  cudaEvent_t done[2] = {nullptr, nullptr};
-  Status st;
-  for (cudaEvent_t& e : done) {
-    cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
-    if (err != cudaSuccess && st.ok()) st = CudaError("cudaEventCreateWithFlags", err);
-  }
+  const cudaStream_t stream = cudaStreamPerThread;
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
-  bool used[2] = {false, false};
-  // Two buffers: the CPU fills (or drains) one while the copy engine moves the other.
   for (size_t off = 0, k = 0; st.ok() && off < bytes; off += kBounceBytes, ++k) {
     const size_t n = std::min(kBounceBytes, bytes - off);
-    const int b = static_cast<int>(k % 2);
+    const int b = static_cast<int>(k % buffers);
     auto* buf = static_cast<std::byte*>(bounce[b]);
+    cudaError_t err = cudaSuccess;
     if (to_device) {
-      if (used[b]) {
-        cudaError_t err = cudaEventSynchronize(done[b]);
-        if (err != cudaSuccess) st = CudaError("cudaEventSynchronize", err);
+      // Before refilling a buffer, its previous copy must have left it.
+      if (k >= static_cast<size_t>(buffers)) {
+        err = buffers > 1 ? cudaEventSynchronize(drained[b]) : cudaStreamSynchronize(stream);
       }
-      if (!st.ok()) break;
-      std::memcpy(buf, s + off, n);
-      cudaError_t err = cudaMemcpyAsync(d + off, buf, n, cudaMemcpyHostToDevice, stream);
-      if (err == cudaSuccess) err = cudaEventRecord(done[b], stream);
-      if (err != cudaSuccess) st = CudaError("cudaMemcpyAsync (to device)", err);
-      used[b] = true;
+      if (err == cudaSuccess) {
+        std::memcpy(buf, s + off, n);
+        err = cudaMemcpyAsync(d + off, buf, n, cudaMemcpyHostToDevice, stream);
+      }
+      if (err == cudaSuccess && buffers > 1) err = cudaEventRecord(drained[b], stream);
     } else {
-      cudaError_t err = cudaMemcpyAsync(buf, s + off, n, cudaMemcpyDeviceToHost, stream);
+      err = cudaMemcpyAsync(buf, s + off, n, cudaMemcpyDeviceToHost, stream);
       if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-      if (err != cudaSuccess) {
-        st = CudaError("cudaMemcpyAsync (to host)", err);
-        break;
-      }
-      std::memcpy(d + off, buf, n);
+      if (err == cudaSuccess) std::memcpy(d + off, buf, n);
     }
+    if (err != cudaSuccess)
+      st = CudaError(to_device ? "staged copy to device" : "staged copy to host", err);
   }
   cudaError_t err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess && st.ok()) st = CudaError("cudaStreamSynchronize", err);
-  for (cudaEvent_t e : done) {
-    if (e != nullptr) (void)cudaEventDestroy(e);
+  for (int b = 0; b < 2; ++b) {
+    if (drained[b] != nullptr) (void)cudaEventDestroy(drained[b]);
+    if (bounce[b] != nullptr) Bounces().Give(bounce[b]);
   }
-  for (void* b : bounce) Bounces().Give(b);
   return st;
 #else
   (void)dst;

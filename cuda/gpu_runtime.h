@@ -46,8 +46,9 @@ Status FillSync(void* dst, int byte_value, size_t bytes);
 // through pinned bounce buffers on the calling thread's per-thread stream: copies from several
 // threads run in parallel, where pageable cudaMemcpy calls pass through the driver's own
 // staging one at a time (about 5.5 GB/s in all on an H200 host, whatever the thread count). The
-// bounce buffers (8 MiB each, two per call in flight) come from a process-wide pool that grows to
-// the number of concurrent callers and lives until the process exits.
+// bounce buffers (8 MiB each; two per host->device call of more than 8 MiB, else one) come from a
+// process-wide pool that grows to the number of concurrent callers and lives until the process
+// exits. A failed copy may have written any part of `dst`.
 Status CopyStaged(void* dst, const void* src, size_t bytes, bool to_device);
 
 }  // namespace cachepawl::cuda

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "tests/common/test_util.h"
@@ -78,6 +79,28 @@ class StoreTest : public ::testing::Test {
     if (state_slot) {
       ASSERT_TRUE(store->FreeDeviceSlot(Kind::kMamba, *state_slot).ok());
     }
+  }
+
+  // What an engine thread does before prefill: Lookup, Lock the reusable prefix, load and verify
+  // it (LoadAndVerify), Unlock. `load` is empty when there was nothing to load (a miss, or the
+  // prefix went before Lock); `lookup` is the Lookup's error, if any.
+  struct LoadAttempt {
+    Status lookup;
+    std::optional<Status> load;
+  };
+  LoadAttempt LookupLockLoad(Store* store, const std::vector<uint32_t>& prompt) {
+    LoadAttempt a;
+    auto m = store->Lookup("", prompt);
+    if (!m.ok()) {
+      a.lookup = m.status();
+      return a;
+    }
+    if (m->reusable_pages == 0) return a;
+    auto lock = store->Lock(*m, m->reusable_pages);
+    if (!lock.ok()) return a;
+    a.load = LoadAndVerify(store, *m);
+    (void)store->Unlock(*lock);
+    return a;
   }
 
   // Loads the reusable prefix of `match` into fresh, poisoned device slots and compares every
@@ -424,19 +447,12 @@ TEST_F(StoreTest, ConcurrentEngineThreads) {
         std::vector<uint32_t> prompt = Tokens(1, 8);
         auto suffix = Tokens(100000 * (t + 1) + 10 * (i % 7), 8);
         prompt.insert(prompt.end(), suffix.begin(), suffix.end());
-        auto m = store->Lookup("", prompt);
-        if (!m.ok()) {
+        const LoadAttempt a = LookupLockLoad(store.get(), prompt);
+        if (!a.lookup.ok()) {
           wrong++;
           continue;
         }
-        if (m->reusable_pages > 0) {
-          auto lock = store->Lock(*m, m->reusable_pages);
-          if (lock.ok()) {
-            Status s = LoadAndVerify(store.get(), *m);
-            if (s.ok()) loads++;
-            (void)store->Unlock(*lock);
-          }
-        }
+        if (a.load && a.load->ok()) loads++;
         SaveAll(store.get(), "", prompt, true);
       }
     });
@@ -476,23 +492,16 @@ TEST_F(StoreTest, WriteOnEvictUnderPressureFromManyThreadsServesOnlyRightBytes) 
     threads.emplace_back([&, t] {
       for (int i = 0; i < 25; ++i) {
         auto prompt = Tokens(1000 * (10 * t + i % 9) + 1, 4 * 2);
-        auto m = store->Lookup("", prompt);
-        if (!m.ok()) {
+        const LoadAttempt a = LookupLockLoad(store.get(), prompt);
+        if (!a.lookup.ok()) {
           wrong++;
           continue;
         }
-        if (m->reusable_pages > 0) {
-          auto lock = store->Lock(*m, m->reusable_pages);
-          if (lock.ok()) {
-            Status s = LoadAndVerify(store.get(), *m);
-            if (s.ok()) {
-              loads++;
-            } else if (!s.IsNotFound() && !s.IsNoSpace() && !s.IsBusy()) {
-              wrong++;  // a miss is allowed; anything else is not
-              ADD_FAILURE() << s.ToString();
-            }
-            (void)store->Unlock(*lock);
-          }
+        if (a.load && a.load->ok()) {
+          loads++;
+        } else if (a.load && !a.load->IsNotFound() && !a.load->IsNoSpace() && !a.load->IsBusy()) {
+          wrong++;  // a miss is allowed; anything else is not
+          ADD_FAILURE() << a.load->ToString();
         }
         SaveAll(store.get(), "", prompt, true);
       }

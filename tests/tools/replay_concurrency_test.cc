@@ -42,14 +42,8 @@ ReplayEngineOptions Engine(size_t chunk_pages = 16) {
 
 // The real store in CPU mode, with host and disk tiers (as replay_end_to_end_test.cc).
 StoreOptions RealStore(const std::string& dir) {
-  StoreOptions o;
-  o.layout = test_layouts::Small();
+  StoreOptions o = test_layouts::SmallStore(dir);
   o.cuda_device = -1;
-  o.host_bytes = 16 << 20;
-  o.disk_dir = dir;
-  o.disk_bytes = 64 << 20;
-  o.device_pool_bytes = 512 << 10;
-  o.track_interval_pages = 4;
   return o;
 }
 

@@ -24,18 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-StoreOptions SmallStore(const std::string& dir) {
-  StoreOptions o;
-  o.layout = test_layouts::Small();
-  // ~2000 page slots: more than the longest prompt (the engine locks a whole prefix, and a
-  // locked prefix loaded from disk must fit in host memory), less than the workload.
-  o.host_bytes = 16 << 20;
-  o.disk_dir = dir;
-  o.disk_bytes = 64 << 20;
-  o.device_pool_bytes = 512 << 10;
-  o.track_interval_pages = 4;
-  return o;
-}
+using test_layouts::SmallStore;
 
 StoreFactory Open(const StoreOptions& o) {
   return [o] { return Store::Open(o); };
