@@ -11,10 +11,58 @@ namespace {
 // Write-on-evict jobs in flight at most: enough to keep the disk's queue deep, few enough that
 // one burst of allocations does not write the whole tier.
 constexpr uint64_t kMaxEvictWrites = 256;
+// Victims per batch of an allocation that found the tier full, and of the evict-ahead thread
+// (which releases mu_ between its batches, so that no call waits long behind it).
+constexpr size_t kMaxEvictBatch = 256;
+constexpr size_t kEvictAheadBatch = 64;
 }  // namespace
 
+size_t StoreImpl::EvictForBytesLocked(uint64_t missing_bytes, size_t max_victims, size_t* writes) {
+  size_t freed = 0;
+  for (Kind victim_kind : {Kind::kMamba, Kind::kKV}) {
+    const uint64_t victim_bytes = host_->slot_bytes(victim_kind);
+    if (victim_bytes == 0) continue;  // the layout has no such kind
+    const size_t wanted = static_cast<size_t>(
+        std::clamp<uint64_t>((missing_bytes + victim_bytes - 1) / victim_bytes, 1, max_victims));
+    freed += EvictFromHostLocked(victim_kind, wanted, writes);
+    if (freed > 0) break;
+  }
+  return freed;
+}
+
+void StoreImpl::MaybeEvictAheadLocked() {
+  if (evictor_ == nullptr || evict_ahead_pending_ || closed_) return;
+  if (host_->free_bytes() >= host_free_target_) return;
+  evict_ahead_pending_ = true;
+  evictor_->Post([this] { EvictAhead(); });
+}
+
+void StoreImpl::EvictAhead() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    const uint64_t free = host_->free_bytes();
+    if (closed_ || free >= host_free_target_) break;
+    size_t writes = 0;
+    const size_t freed = EvictForBytesLocked(host_free_target_ - free, kEvictAheadBatch, &writes);
+    evicted_ahead_ += freed;
+    if (freed == 0) break;  // everything left is locked, pinned or being written
+    space_cv_.notify_all();
+    lock.unlock();  // let the data path in between batches
+    lock.lock();
+  }
+  evict_ahead_pending_ = false;
+}
+
 Status StoreImpl::AllocateHostLocked(Kind kind, size_t count, std::unique_lock<std::mutex>& lock,
-                                     std::vector<HostSlotId>* slots) {
+                                     std::vector<HostSlotId>* slots, bool* released) {
+  Status st = AllocateHostOnDemandLocked(kind, count, lock, slots, released);
+  MaybeEvictAheadLocked();
+  return st;
+}
+
+Status StoreImpl::AllocateHostOnDemandLocked(Kind kind, size_t count,
+                                             std::unique_lock<std::mutex>& lock,
+                                             std::vector<HostSlotId>* slots, bool* released) {
   constexpr auto kSpaceWait = std::chrono::seconds(30);
   const auto deadline = SteadyClock::now() + kSpaceWait;
   const size_t first = slots->size();
@@ -26,10 +74,20 @@ Status StoreImpl::AllocateHostLocked(Kind kind, size_t count, std::unique_lock<s
   for (;;) {
     const size_t have = slots->size() - first;
     if (have == count) return Status::OK();
+    const size_t before = slots->size();
     Status st = host_->AllocateRun(kind, count - have, slots);
+    if (profile::Enabled()) {
+      size_t runs = 0;
+      for (size_t i = before; i < slots->size(); ++i) {
+        runs += i == before || host_->SlotPayload((*slots)[i]) !=
+                                   host_->SlotPayload((*slots)[i - 1]) + host_->slot_bytes(kind);
+      }
+      profile::Count(profile::Counter::kHostRunsAllocated, runs);
+    }
     if (st.ok()) return Status::OK();
     if (st.IsBusy()) {
       // Only chunks still being pinned could hold it (start-up): wait for them without mu_.
+      if (released != nullptr) *released = true;
       lock.unlock();
       Status pinned = host_->WaitUntilPinned(std::chrono::seconds(60));
       lock.lock();
@@ -40,19 +98,12 @@ Status StoreImpl::AllocateHostLocked(Kind kind, size_t count, std::unique_lock<s
     if (!st.IsNoSpace()) return give_back(st);
     // Full: evict. Mamba states go first (large, and only one depth of each is useful).
     const uint64_t missing_bytes = (count - (slots->size() - first)) * host_->slot_bytes(kind);
-    size_t freed = 0, writes = 0;
-    for (Kind victim_kind : {Kind::kMamba, Kind::kKV}) {
-      const uint64_t victim_bytes = host_->slot_bytes(victim_kind);
-      if (victim_bytes == 0) continue;  // the layout has no such kind
-      const size_t wanted = static_cast<size_t>(
-          std::clamp<uint64_t>((missing_bytes + victim_bytes - 1) / victim_bytes, 1, 256));
-      freed += EvictFromHostLocked(victim_kind, wanted, &writes);
-      if (freed > 0) break;
-    }
-    if (freed > 0) continue;
+    size_t writes = 0;
+    if (EvictForBytesLocked(missing_bytes, kMaxEvictBatch, &writes) > 0) continue;
     // Nothing could go at once: wait while something in flight may free or clean an entry.
     const bool in_flight = writes > 0 || evict_writes_in_flight_ > 0 || !disk_writing_.empty() ||
                            loads_pinning_host_ > 0;
+    if (in_flight && !closed_ && released != nullptr) *released = true;
     if (in_flight && !closed_ && space_cv_.wait_until(lock, deadline) != std::cv_status::timeout) {
       continue;
     }
@@ -66,6 +117,7 @@ Status StoreImpl::AllocateHostLocked(Kind kind, size_t count, std::unique_lock<s
 }
 
 size_t StoreImpl::EvictFromHostLocked(Kind kind, size_t wanted, size_t* writes_started) {
+  profile::ScopedStage evicting(profile::Stage::kHostEvict);
   auto victims = index_->PickVictims(Tier::kHost, kind, wanted);
   if (!victims.ok()) return 0;
   size_t freed = 0;

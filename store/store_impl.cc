@@ -53,6 +53,8 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options) {
   CACHEPAWL_RETURN_IF_ERROR(s->OpenTiers());
   s->worker_ = std::make_unique<CompletionWorker>();
   if (s->disk_) s->disk_submitter_ = std::make_unique<CompletionWorker>();
+  s->host_free_target_ = options.host_free_target();
+  if (s->host_free_target_ > 0) s->evictor_ = std::make_unique<CompletionWorker>();
   return std::unique_ptr<Store>(std::move(s));
 }
 
@@ -131,6 +133,9 @@ Status StoreImpl::Close() {
   }
   // The disk submitter first (its tasks post completions to the worker), then the worker; each
   // runs what is queued before it stops. Operations posted meanwhile were counted in in_flight_.
+  // The evictor first: its pass (closed_ is set) stops at its next batch; it may hand writes to
+  // the disk submitter.
+  evictor_.reset();
   disk_submitter_.reset();
   worker_.reset();
   Status s;
@@ -158,6 +163,21 @@ void StoreImpl::WhenDone(const Fence& fence, std::function<void(const Status&)> 
   CompletionWorker* worker = worker_.get();
   fence.OnComplete([worker, fn = std::move(fn)](const Status& s) mutable {
     worker->Post([fn = std::move(fn), s]() mutable { fn(s); });
+  });
+}
+
+void StoreImpl::WhenDone(const Fence& fence, const WhenDoneProfile& prof,
+                         std::function<void(const Status&)> fn) {
+  if (prof.submitted_at == 0) return WhenDone(fence, std::move(fn));
+  CompletionWorker* worker = worker_.get();
+  fence.OnComplete([worker, fn = std::move(fn), prof](const Status& s) mutable {
+    profile::Add(prof.copy, prof.submitted_at);
+    const uint64_t fired = profile::Now();
+    worker->Post([fn = std::move(fn), s, prof, fired]() mutable {
+      profile::Add(prof.hop, fired);
+      profile::ScopedStage finish(prof.finish);
+      fn(s);
+    });
   });
 }
 
@@ -343,6 +363,7 @@ StoreStats StoreImpl::Stats() const {
     st.prefetches = prefetches_;
     st.failed_operations = failed_ops_;
     st.no_space_errors = no_space_;
+    st.evicted_ahead = evicted_ahead_;
     st.checksum_failures = checksum_failures_;
     st.io_errors = io_errors_;
     if (closed_) return st;

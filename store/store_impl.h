@@ -46,6 +46,7 @@
 #include "store/disk_write_policy.h"
 #include "store/entry_key.h"
 #include "store/latency_histogram.h"
+#include "store/stage_profile.h"
 #include "store/store.h"
 #include "tiers/device_pool.h"
 #include "tiers/device_pool_arena.h"
@@ -120,8 +121,16 @@ class StoreImpl final : public Store {
   Status CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) const;
   Status OpenTiers();
   Status CreateEngine(const DevicePoolDescription& pool);
-  // Post `fn(status)` to the completion worker when `fence` fires.
+  // Post `fn(status)` to the completion worker when `fence` fires. With a profile (see
+  // store/stage_profile.h; submitted_at != 0): `copy` gets submitted_at -> fired, `hop` fired ->
+  // fn runs, `finish` fn's own time.
+  struct WhenDoneProfile {
+    profile::Stage copy, hop, finish;
+    uint64_t submitted_at = 0;
+  };
   void WhenDone(const Fence& fence, std::function<void(const Status&)> fn);
+  void WhenDone(const Fence& fence, const WhenDoneProfile& prof,
+                std::function<void(const Status&)> fn);
   void OperationStarted();
   void OperationFinished();
 
@@ -133,8 +142,23 @@ class StoreImpl final : public Store {
   // `lock`) for at most kSpaceWait: backpressure, not failure. On error, the slots allocated so
   // far are freed: NoSpace when everything left is locked by the engine or the wait ran out.
   // Requires mu_ (held through `lock`; released while waiting).
+  // `*released` (when given) is set when mu_ was released meanwhile (the caller's view of the
+  // index may be stale). Afterwards, starts the evict-ahead thread when the tier is below its
+  // free target.
   Status AllocateHostLocked(Kind kind, size_t count, std::unique_lock<std::mutex>& lock,
-                            std::vector<HostSlotId>* slots);
+                            std::vector<HostSlotId>* slots, bool* released = nullptr);
+  Status AllocateHostOnDemandLocked(Kind kind, size_t count, std::unique_lock<std::mutex>& lock,
+                                    std::vector<HostSlotId>* slots, bool* released);
+  // Evict ahead (StoreOptions::host_free_target_bytes): posts EvictAhead to evictor_ when the
+  // tier has fewer free bytes than the target and no pass is pending. Requires mu_.
+  void MaybeEvictAheadLocked();
+  // Runs on evictor_: evicts in batches of at most kEvictAheadBatch victims, releasing mu_
+  // between batches, until the target is free, nothing can go at once, or the store closes.
+  void EvictAhead();
+  // Evicts Mamba states first, then KV pages, enough victims to cover `missing_bytes` (at
+  // least one, at most `max_victims`), stopping at the first kind that freed something.
+  // Returns slots freed at once; *writes counts write-on-evict hand-offs. Requires mu_.
+  size_t EvictForBytesLocked(uint64_t missing_bytes, size_t max_victims, size_t* writes);
   // Evicts victims of `kind` from host memory: those that can go at once are freed; those the
   // policy writes first are handed to the disk cascade. Returns how many slots were freed at
   // once; *writes_started counts the hand-offs. Requires mu_.
@@ -181,6 +205,8 @@ class StoreImpl final : public Store {
   std::unique_ptr<TransferEngine> engine_;  // set once, before any Load/Save can run
   std::unique_ptr<CompletionWorker> worker_;
   std::unique_ptr<CompletionWorker> disk_submitter_;  // only with a disk tier
+  std::unique_ptr<CompletionWorker> evictor_;         // only with a free target
+  uint64_t host_free_target_ = 0;                     // StoreOptions::host_free_target()
 
   mutable std::mutex mu_;
   bool closed_ = false;                                               // guarded by mu_
@@ -198,6 +224,8 @@ class StoreImpl final : public Store {
   uint64_t checksum_failures_ = 0, io_errors_ = 0;                           // guarded by mu_
   uint64_t evict_write_failures_ = 0;  // write-on-evict writes that failed; guarded by mu_
   uint64_t loads_pinning_host_ = 0;    // loads holding host pins; guarded by mu_
+  bool evict_ahead_pending_ = false;   // an EvictAhead pass is posted or running; guarded by mu_
+  uint64_t evicted_ahead_ = 0;         // victims the evict-ahead thread freed; guarded by mu_
   std::condition_variable space_cv_;   // signalled (under mu_) when host entries may be evictable
 
   mutable std::mutex drain_mu_;

@@ -41,6 +41,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
   std::vector<DiskFill> fills;
   std::vector<uint64_t> fill_device_slots;
   {
+    const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
     if (!engine_ready_) {
@@ -91,6 +92,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
                      *device_state_slot);
       if (!s.ok()) return rollback(s);
     }
+    profile::Add(profile::Stage::kLoadIndex, index_start);
     // Host slots for the disk reads, as runs per kind (fills are the pages, then the state).
     // Waiting for space releases mu_; the pinned sources and filling_ entries stay meanwhile.
     // (This load's own pins are not yet counted in loads_pinning_host_: a wait for space must
@@ -100,6 +102,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
           fills.begin(), fills.end(), [&](const DiskFill& f) { return f.key.kind == kind; }));
       if (n == 0) continue;
       std::vector<HostSlotId> slots;
+      profile::ScopedStage allocating(profile::Stage::kLoadHostAllocate);
       Status s = AllocateHostLocked(kind, n, lock, &slots);
       if (!s.ok()) return rollback(s);
       for (HostSlotId slot : slots) {
@@ -204,7 +207,11 @@ void StoreImpl::SubmitHostToDevice(std::vector<HostSource> sources,
   for (const HostSource& s : sources) {
     op.units.push_back({s.key.kind, {Tier::kHost, s.slot}, {Tier::kDevice, s.device_slot}});
   }
+  const uint64_t submit_start = profile::Now();
   Fence inner = engine_->Submit(std::move(op));
+  profile::Add(profile::Stage::kLoadSubmit, submit_start);
+  const WhenDoneProfile prof{profile::Stage::kLoadCopy, profile::Stage::kLoadHop,
+                             profile::Stage::kLoadFinish, profile::Now()};
   {
     std::function<Status(void*)> waiter;
     {
@@ -225,20 +232,32 @@ void StoreImpl::SubmitHostToDevice(std::vector<HostSource> sources,
       (void)inner.OnLayerComplete(l, [outer, l](const Status& s) { outer->CompleteLayer(l, s); });
     }
   }
-  WhenDone(inner, [this, sources = std::move(sources), outer, start](const Status& s) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const HostSource& src : sources) {
-        (void)index_->Unpin(src.key.hash, src.key.kind, Tier::kHost);
-      }
-      if (!s.ok()) ++failed_ops_;
-      --loads_pinning_host_;
-      space_cv_.notify_all();
-    }
-    load_latency_.Record(SteadyClock::now() - start);
-    outer->Complete(s);
-    OperationFinished();
-  });
+  // The outer fence fires on the engine's completion thread, as the engine's own fence does:
+  // the bytes are on the device and the engine needs nothing else. The unpins follow on the
+  // completion worker (which takes mu_; engine threads never do); until then the sources stay
+  // pinned, and Close() waits for them (OperationFinished).
+  CompletionWorker* worker = worker_.get();
+  inner.OnComplete(
+      [this, worker, sources = std::move(sources), outer, start, prof](const Status& s) mutable {
+        profile::Add(prof.copy, prof.submitted_at);
+        load_latency_.Record(SteadyClock::now() - start);
+        outer->Complete(s);
+        const uint64_t fired = profile::Now();
+        worker->Post([this, sources = std::move(sources), s, prof, fired] {
+          profile::Add(prof.hop, fired);
+          {
+            profile::ScopedStage finish(prof.finish);
+            std::lock_guard<std::mutex> lock(mu_);
+            for (const HostSource& src : sources) {
+              (void)index_->Unpin(src.key.hash, src.key.kind, Tier::kHost);
+            }
+            if (!s.ok()) ++failed_ops_;
+            --loads_pinning_host_;
+            space_cv_.notify_all();
+          }
+          OperationFinished();
+        });
+      });
 }
 
 // ------------------------------------------------------------------------------------------

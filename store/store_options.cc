@@ -26,6 +26,10 @@ Status StoreOptions::Validate() const {
   if (host_bytes % 4096 != 0) {
     return bad("host_bytes", std::to_string(host_bytes), "must be a multiple of 4096");
   }
+  if (host_free_target_bytes && *host_free_target_bytes > host_bytes / 2) {
+    return bad("host_free_target_bytes", std::to_string(*host_free_target_bytes),
+               "must be at most host_bytes / 2 = " + std::to_string(host_bytes / 2));
+  }
   if (disk_bytes > 0) {
     if (disk_dir.empty()) return bad("disk_dir", "''", "required when disk_bytes > 0");
     if (disk_queue_depth == 0 || disk_queue_depth > 4096) {

@@ -1,6 +1,7 @@
 // StoreOptions: everything Store::Open needs, with defaults and Validate().
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,6 +28,16 @@ struct StoreOptions {
 
   // ---- Host tier (pinned memory). ----
   uint64_t host_bytes = 1ull << 30;
+  // Evict ahead: when an allocation leaves fewer free host bytes than this, a store thread
+  // evicts (in the usual order, in small batches) until this many are free again, so that Save
+  // and Load find room without evicting on the engine's thread. Unset: host_bytes / 16, at
+  // most 1 GiB, for host tiers of 1 GiB or more (none below). 0: evict only on demand. At most
+  // host_bytes / 2.
+  std::optional<uint64_t> host_free_target_bytes;
+  uint64_t host_free_target() const {
+    if (host_free_target_bytes) return *host_free_target_bytes;
+    return host_bytes >= (1ull << 30) ? std::min<uint64_t>(host_bytes / 16, 1ull << 30) : 0;
+  }
 
   // ---- Disk tier (optional: a host-only store is valid). ----
   // Folder for the catalog (RocksDB) and, unless `disk_data_paths` is set, the data file.

@@ -15,6 +15,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
     return Status::InvalidArgument("SaveRequest: give tokens or hashes, not both");
   }
   if (req.hashes.empty()) {
+    profile::ScopedStage hashing(profile::Stage::kSaveHash);
     computed = hasher_->HashTokens(req.ns, req.tokens);
     hashes = computed;
   }
@@ -54,6 +55,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   op.direction = Direction::kWriteBack;
   std::vector<std::pair<EntryKey, HostSlotId>> pending;
   {
+    uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
     if (!engine_ready_) {
@@ -93,15 +95,20 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
     std::vector<HostSlotId> slots;
     const size_t fresh_pages = static_cast<size_t>(std::count_if(
         fresh.begin(), fresh.end(), [](const Want& w) { return w.key.kind == Kind::kKV; }));
-    Status st = AllocateHostLocked(Kind::kKV, fresh_pages, lock, &slots);
+    profile::Add(profile::Stage::kSaveIndex, index_start);
+    const uint64_t allocate_start = profile::Now();
+    bool released = false;  // mu_ was released while waiting for space
+    Status st = AllocateHostLocked(Kind::kKV, fresh_pages, lock, &slots, &released);
     if (st.ok() && fresh.size() > fresh_pages) {
-      st = AllocateHostLocked(Kind::kMamba, 1, lock, &slots);
+      st = AllocateHostLocked(Kind::kMamba, 1, lock, &slots, &released);
     }
+    profile::Add(profile::Stage::kSaveHostAllocate, allocate_start);
+    index_start = profile::Now();
     auto free_slots = [&](size_t from) {
       for (size_t i = from; i < slots.size(); ++i) (void)host_->Free(slots[i]);
     };
     if (st.ok() && slots.size() != fresh.size()) st = Status::Internal("host slot count");
-    if (st.ok() && !fresh.empty()) {
+    if (st.ok() && !fresh.empty() && released) {
       // Waiting for space released mu_: the chain may have been pruned, and another Save may have
       // cached some of these keys meanwhile.
       st = index_->InsertChain(std::nullopt, hashes.first(chain)).WithContext("SaveRequest");
@@ -112,7 +119,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
       return st;
     }
     for (size_t i = 0; i < fresh.size(); ++i) {
-      if (cached(fresh[i].key)) {
+      if (released && cached(fresh[i].key)) {
         (void)host_->Free(slots[i]);  // another Save cached it meanwhile
         ++refreshed_;
         continue;
@@ -123,9 +130,12 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
           {fresh[i].key.kind, {Tier::kDevice, fresh[i].device_slot}, {Tier::kHost, slots[i]}});
     }
     ++saves_;
+    profile::Add(profile::Stage::kSaveIndex, index_start);
   }
   // Refresh recency of what was already cached.
+  const uint64_t refresh_start = profile::Now();
   (void)index_->Match(hashes.first(chain));
+  profile::Add(profile::Stage::kSaveIndex, refresh_start);
   if (op.units.empty()) {
     save_latency_.Record(SteadyClock::now() - start);
     return Fence::Completed(Status::OK());
@@ -134,14 +144,18 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   auto outer = std::make_shared<FenceCompleter>();
   Fence result = outer->fence();
   OperationStarted();
+  const uint64_t submit_start = profile::Now();
   Fence inner = engine_->Submit(std::move(op));
+  profile::Add(profile::Stage::kSaveSubmit, submit_start);
+  const WhenDoneProfile prof{profile::Stage::kSaveCopy, profile::Stage::kSaveHop,
+                             profile::Stage::kSaveFinish, profile::Now()};
   {
     std::lock_guard<std::mutex> g(inner.state()->mu);
     auto waiter = inner.state()->gpu_stream_waiter;
     std::lock_guard<std::mutex> g2(result.state()->mu);
     result.state()->gpu_stream_waiter = waiter;
   }
-  WhenDone(inner, [this, pending = std::move(pending), outer, start](const Status& s) {
+  WhenDone(inner, prof, [this, pending = std::move(pending), outer, start](const Status& s) {
     std::vector<EntryKey> to_disk;
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -20,8 +20,11 @@ nlohmann::json MatrixJson(const Matrix& m) {
 }
 
 nlohmann::json LatencyJson(const LatencySummary& l) {
-  return {{"count", l.count}, {"p50_us", l.p50_us}, {"p99_us", l.p99_us},
-          {"max_us", l.max_us}, {"mean_us", l.mean_us}};
+  return {{"count", l.count},
+          {"p50_us", l.p50_us},
+          {"p99_us", l.p99_us},
+          {"max_us", l.max_us},
+          {"mean_us", l.mean_us}};
 }
 
 void PromMatrix(std::ostringstream& o, const char* name, const char* help, const Matrix& m) {
@@ -74,6 +77,7 @@ std::string StoreStats::ToJson() const {
       {"checksum_failures", checksum_failures},
       {"io_errors", io_errors},
       {"no_space_errors", no_space_errors},
+      {"evicted_ahead", evicted_ahead},
       {"failed_operations", failed_operations},
       {"saves", saves},
       {"saved_pages", saved_pages},
@@ -118,6 +122,9 @@ std::string StoreStats::ToPrometheus() const {
   PromScalar(o, "io_errors_total", "counter", "I/O errors", static_cast<double>(io_errors));
   PromScalar(o, "no_space_errors_total", "counter", "operations refused for lack of space",
              static_cast<double>(no_space_errors));
+  PromScalar(o, "evicted_ahead_total", "counter",
+             "host entries evicted ahead of demand to keep the free target",
+             static_cast<double>(evicted_ahead));
   PromScalar(o, "failed_operations_total", "counter", "operations whose fence fired an error",
              static_cast<double>(failed_operations));
   PromScalar(o, "in_flight_operations", "gauge", "operations in flight",

@@ -18,9 +18,9 @@ struct LatencySummary {
 struct StoreStats {
   // Lookups.
   uint64_t lookups = 0;
-  uint64_t lookup_pages = 0;           // full pages asked for
-  uint64_t hit_pages = 0;              // reusable pages returned (hybrid rule)
-  uint64_t kv_only_hit_pages = 0;      // pages with KV but no usable state (not hits)
+  uint64_t lookup_pages = 0;       // full pages asked for
+  uint64_t hit_pages = 0;          // reusable pages returned (hybrid rule)
+  uint64_t kv_only_hit_pages = 0;  // pages with KV but no usable state (not hits)
   // Per tier and kind: pages/states served by Load from that tier, and their bytes.
   std::array<std::array<uint64_t, kNumKinds>, kNumTiers> loaded_entries{};
   std::array<std::array<uint64_t, kNumKinds>, kNumTiers> loaded_bytes{};
@@ -34,9 +34,10 @@ struct StoreStats {
   uint64_t bytes_host_to_disk = 0, bytes_disk_to_host = 0;
   double gbps_device_to_host = 0, gbps_host_to_device = 0;  // over busy time
   // Errors and misses that are not errors.
-  uint64_t checksum_failures = 0;     // disk records dropped for a bad checksum or header
+  uint64_t checksum_failures = 0;  // disk records dropped for a bad checksum or header
   uint64_t io_errors = 0;
   uint64_t no_space_errors = 0;
+  uint64_t evicted_ahead = 0;  // host entries the evict-ahead thread freed (also in evictions)
   uint64_t failed_operations = 0;
   uint64_t saves = 0, saved_pages = 0, saved_states = 0, refreshed_pages = 0;
   uint64_t loads = 0, prefetches = 0;
@@ -44,8 +45,8 @@ struct StoreStats {
   uint64_t disk_queue_depth = 0;      // now
   LatencySummary lookup_latency, load_latency, save_latency;
 
-  std::string ToJson() const;         // one JSON object; keys as the field names above
-  std::string ToPrometheus() const;   // text exposition format, prefix cachepawl_
+  std::string ToJson() const;        // one JSON object; keys as the field names above
+  std::string ToPrometheus() const;  // text exposition format, prefix cachepawl_
 };
 
 }  // namespace cachepawl

@@ -358,6 +358,13 @@ double HostArena::pin_seconds() const {
   return static_cast<double>(pin_nanos_.load(std::memory_order_acquire)) * 1e-9;
 }
 
+uint64_t HostArena::free_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t allocated = allocated_units_ * kUnit;
+  const uint64_t usable = pinned_bytes();
+  return usable > allocated ? usable - allocated : 0;
+}
+
 HostArenaStats HostArena::stats() const {
   HostArenaStats s;
   std::lock_guard<std::mutex> lock(mu_);

@@ -126,6 +126,8 @@ class HostArena final : public HostMemory {
   // Seconds from Open to the last chunk being pinned (0 while still pinning).
   double pin_seconds() const;
   HostArenaStats stats() const;
+  // Usable (pinned) bytes not allocated: stats().free_bytes, without walking the free lists.
+  uint64_t free_bytes() const;
 
  private:
   HostArena(const ModelLayout& layout, const HostArenaOptions& options);

@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/model_layout.h"
@@ -61,6 +62,7 @@ struct Config {
   std::string dir;
   bool gpu = false;  // decided once at start: a GPU is usable and --cpu was not given
   bool json = false, quick = false, dry_run = false;
+  bool profile_stages = false;  // per-stage time per operation (store/stage_profile.h) in rows
   uint64_t seed = 1;
   // Cases not started once this many seconds have passed since `started` are skipped (0: no
   // limit): a run that must end within a window still reports what it measured.
@@ -305,6 +307,18 @@ struct Samples {
 };
 double Percentile(std::vector<double> v, double p);
 
+// Stage profile (store/stage_profile.h) of some rounds, divided by the operations they ran:
+// microseconds per stage and counts per counter, in the profile's order; stages that did not
+// occur are left out.
+struct StagesPerOp {
+  uint64_t ops = 0;
+  std::vector<std::pair<std::string, double>> us;
+  std::vector<std::pair<std::string, double>> counts;
+};
+// Reads the profile since the last call (or profile::Reset) as per-operation figures, then
+// resets it.
+StagesPerOp TakeStages(uint64_t ops);
+
 struct Row {
   std::string layout, pool, tier, op;  // op: load, save, both
   uint64_t pages = 0;
@@ -316,6 +330,8 @@ struct Row {
   std::optional<double> engine_p50_us, engine_gbps, limit_gbps;
   uint64_t verified_loads = 0;  // loads whose every byte was compared
   uint64_t mismatches = 0;
+  // --profile-stages: the store's timed rounds and the engine peer's, per operation.
+  std::optional<StagesPerOp> stages, engine_stages;
 };
 
 struct LookupRow {

@@ -2,6 +2,7 @@
 // (tools/bench_store_run.h).
 #include <algorithm>
 
+#include "store/stage_profile.h"
 #include "tools/bench_store_run.h"
 
 namespace cachepawl::tools::bench_store {
@@ -72,24 +73,39 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
   // loads check their bytes).
   std::vector<Prefix> pre = Prefixes(threads, pages, seed);
   const std::string tag = "host/" + pool + "/" + std::to_string(cases_);
+  // --profile-stages: the profile of each op's timed rounds (reset after its warm-up).
+  std::optional<StagesPerOp> stages[3], engine_stages[3];
+  const uint64_t timed_ops = uint64_t{threads} * static_cast<uint64_t>(c_.iters);
+  auto begin_profile = [&] {
+    if (c_.profile_stages) profile::Reset();
+  };
+  auto end_profile = [&](std::optional<StagesPerOp>* into) {
+    if (c_.profile_stages) *into = TakeStages(timed_ops);
+  };
   Samples warm;
   CACHEPAWL_RETURN_IF_ERROR(SaveRound(store, slots, pre, tag + "/save", &warm));
+  begin_profile();
   for (int i = 0; i < c_.iters; ++i) {
     CACHEPAWL_RETURN_IF_ERROR(SaveRound(store, slots, pre, tag + "/save", &store_samples[1]));
   }
+  end_profile(&stages[1]);
   Locks locks;
   CACHEPAWL_RETURN_IF_ERROR(SaveAndLock(store, slots, pre, tag + "/load", &locks));
   CACHEPAWL_RETURN_IF_ERROR(LoadRound(store, view, slots, pre, "", false, &warm, &rows[0]));
+  begin_profile();
   for (int i = 0; i < c_.iters; ++i) {
     CACHEPAWL_RETURN_IF_ERROR(
         LoadRound(store, view, slots, pre, "", true, &store_samples[0], &rows[0]));
   }
+  end_profile(&stages[0]);
   CACHEPAWL_RETURN_IF_ERROR(
       LoadRound(store, view, slots, pre, tag + "/both", false, &warm, &rows[2]));
+  begin_profile();
   for (int i = 0; i < c_.iters; ++i) {
     CACHEPAWL_RETURN_IF_ERROR(
         LoadRound(store, view, slots, pre, tag + "/both", true, &store_samples[2], &rows[2]));
   }
+  end_profile(&stages[2]);
   if (pool == c_.pools.front() && lookup_pages_[threads] == pages) {
     CACHEPAWL_RETURN_IF_ERROR(Lookups(store, pre, seed));
   }
@@ -105,7 +121,9 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
       if (kOps[o] != Op::kSave) {
         CACHEPAWL_RETURN_IF_ERROR(PoisonDestinations(peer_view, peer_slots, sizes_.page_record));
       }
+      if (i == 1) begin_profile();
       CACHEPAWL_RETURN_IF_ERROR(engine_->Round(kOps[o], i == 0 ? &warm : &peer[o].engine));
+      if (i == c_.iters) end_profile(&engine_stages[o]);
       // (The store's loads are checked after every round; the peer's after its last.)
       if (i == c_.iters && kOps[o] != Op::kSave) {
         CACHEPAWL_RETURN_IF_ERROR(
@@ -123,6 +141,8 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
     Row r = MakeRow(pool, "host", kOps[o], threads, pages, c_.iters, store_samples[o], &peer[o]);
     r.verified_loads = rows[o].verified_loads;
     r.mismatches = rows[o].mismatches + engine_rows[o].mismatches;
+    r.stages = stages[o];
+    r.engine_stages = engine_stages[o];
     report_.rows.push_back(r);
     peers_[Key(pool, threads, pages, kOps[o])] = peer[o];
   }

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "store/stage_profile.h"
 #include "tools/human_bytes.h"
 
 namespace cachepawl::tools::bench_store {
@@ -61,6 +62,13 @@ nlohmann::json ReportJson(const Config& c, const Report& r, const RunInfo& info)
                             {"state_bytes", s.state_record}});
   }
   j["rows"] = nlohmann::json::array();
+  auto stages_json = [](const std::optional<StagesPerOp>& st) {
+    if (!st) return nlohmann::json(nullptr);
+    nlohmann::json us = nlohmann::json::object(), counts = nlohmann::json::object();
+    for (const auto& [name, v] : st->us) us[name] = v;
+    for (const auto& [name, v] : st->counts) counts[name] = v;
+    return nlohmann::json{{"ops", st->ops}, {"us_per_op", us}, {"counts_per_op", counts}};
+  };
   for (const Row& row : r.rows) {
     j["rows"].push_back({{"layout", row.layout},
                          {"pool", row.pool},
@@ -83,6 +91,10 @@ nlohmann::json ReportJson(const Config& c, const Report& r, const RunInfo& info)
                          {"store_vs_limit", OrNull(Ratio(row.gbps, row.limit_gbps))},
                          {"verified_loads", row.verified_loads},
                          {"mismatches", row.mismatches}});
+    if (row.stages || row.engine_stages) {
+      j["rows"].back()["stages"] = stages_json(row.stages);
+      j["rows"].back()["engine_stages"] = stages_json(row.engine_stages);
+    }
   }
   j["lookups"] = nlohmann::json::array();
   for (const LookupRow& l : r.lookups) {
@@ -109,6 +121,25 @@ nlohmann::json ReportJson(const Config& c, const Report& r, const RunInfo& info)
   j["mismatch_details"] = r.mismatches;
   j["errors"] = r.errors;
   return j;
+}
+
+StagesPerOp TakeStages(uint64_t ops) {
+  const profile::Totals t = profile::Snapshot();
+  profile::Reset();
+  StagesPerOp out;
+  out.ops = ops;
+  const double n = ops == 0 ? 1.0 : static_cast<double>(ops);
+  for (size_t i = 0; i < t.stages.size(); ++i) {
+    if (t.stages[i].count == 0) continue;
+    out.us.emplace_back(std::string(profile::StageName(static_cast<profile::Stage>(i))),
+                        static_cast<double>(t.stages[i].nanos) / 1e3 / n);
+  }
+  for (size_t i = 0; i < t.counters.size(); ++i) {
+    if (t.counters[i] == 0) continue;
+    out.counts.emplace_back(std::string(profile::CounterName(static_cast<profile::Counter>(i))),
+                            static_cast<double>(t.counters[i]) / n);
+  }
+  return out;
 }
 
 void PrintSkips(const Report& r, std::ostream& out) {
@@ -163,6 +194,14 @@ void PrintTables(const Config& c, const Report& r, const RunInfo& info, std::ost
       if (row.op == "both") out << "  " << Fixed(row.h2d_gbps, 2) << "+" << Fixed(row.d2h_gbps, 2);
       if (row.mismatches > 0) out << "  " << row.mismatches << " WRONG";
       out << "\n";
+      for (const auto* st : {&row.stages, &row.engine_stages}) {
+        if (!*st) continue;
+        out << "    " << (st == &row.stages ? "store" : "engine") << " per op (" << (*st)->ops
+            << " ops):";
+        for (const auto& [name, v] : (*st)->us) out << " " << name << " " << Fixed(v, 1) << "us";
+        for (const auto& [name, v] : (*st)->counts) out << " " << name << " " << Fixed(v, 1);
+        out << "\n";
+      }
     }
     if (!any) out << "  (no case fits the budgets)\n";
     bool lookups = false;

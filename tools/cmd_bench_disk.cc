@@ -20,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "store/model_layout.h"
+#include "store/stage_profile.h"
 #include "tiers/host_arena.h"
 #include "tools/cli_args.h"
 #include "tools/command.h"
@@ -145,6 +147,14 @@ class RawDisk {
     o.queue_depth = queue_depth;
     CACHEPAWL_ASSIGN_OR_RETURN(r->ring_, IoUringRing::Open(o));
     r->ring_->SetCompletionHandler([p = r.get()](std::span<const BlockIoCompletion> c) {
+      // --profile-stages at queue depth 1: submit -> this handler, per request.
+      if (const uint64_t at = p->submitted_at_.exchange(0); at != 0) {
+        const uint64_t now = profile::Now();
+        if (now > at) {
+          p->wait_ns_.fetch_add(now - at);
+          p->waits_.fetch_add(1);
+        }
+      }
       std::lock_guard<std::mutex> lock(p->mu_);
       for (const auto& x : c) {
         if (x.result < 0 || static_cast<uint64_t>(x.result) != p->expect_) ++p->errors_;
@@ -177,6 +187,7 @@ class RawDisk {
       cv_.wait(lock, [&] { return submitted - done_ < window; });
       const size_t n = std::min(reqs.size() - submitted, window - (submitted - done_));
       lock.unlock();
+      if (window == 1) submitted_at_.store(profile::Now());
       ring_->Submit(std::span<const BlockIoRequest>(reqs.data() + submitted, n));
       submitted += n;
     }
@@ -186,6 +197,10 @@ class RawDisk {
     if (errors_ != 0) return Status::IOError(std::to_string(errors_) + " raw I/Os failed");
     return s;
   }
+
+  // --profile-stages: the summed submit -> completion-handler time of queue-depth-1 requests
+  // since the last call, and how many; then starts over.
+  std::pair<uint64_t, uint64_t> TakeWaits() { return {wait_ns_.exchange(0), waits_.exchange(0)}; }
 
  private:
   RawDisk() = default;
@@ -197,6 +212,7 @@ class RawDisk {
   size_t done_ = 0;      // guarded by mu_
   size_t errors_ = 0;    // guarded by mu_
   uint64_t expect_ = 0;  // guarded by mu_
+  std::atomic<uint64_t> submitted_at_{0}, wait_ns_{0}, waits_{0};
 };
 
 // Runs batches through the engine with at most `window` records outstanding, taking host
@@ -244,6 +260,10 @@ struct Row {
   size_t records = 0;
   std::vector<double> raw_mb_s, ours_mb_s, ratios;  // one per repetition (a pair)
   std::vector<double> raw_cpu_us, ours_cpu_us;      // process CPU time per record
+  // --profile-stages: ours' stages (store/stage_profile.h), summed over the repetitions.
+  profile::Totals stages;
+  uint64_t profiled_records = 0;
+  uint64_t raw_wait_ns = 0, raw_waits = 0;  // raw at queue depth 1: submit -> handler
 };
 
 // CPU seconds used by this process (all threads) so far.
@@ -274,7 +294,12 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--records", record_names,
                  "record shapes: kv-16k kv-64k llama-3.1-8b-kv jamba-v0.1-mamba");
   app.add_flag("--json", json, "print one JSON object instead of the table");
+  bool profile_stages = false;
+  app.add_flag("--profile-stages", profile_stages,
+               "time the disk engine's read stages (store/stage_profile.h) and print them per "
+               "record for every row");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
+  if (profile_stages) profile::SetEnabled(true);
   auto shapes = Shapes(record_names);
   if (!shapes.ok()) {
     io.err << "cachepawl bench disk: " << shapes.status().ToString() << "\n";
@@ -362,6 +387,8 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
       auto pair = [&](Row& row, const RangeFn& raw_fn, const RangeFn& ours_fn,
                       size_t chunk) -> Status {
         double raw_s = 0, ours_s = 0, raw_cpu = 0, ours_cpu = 0;
+        profile::Reset();  // only ours records stages
+        (void)(*raw)->TakeWaits();
         auto run = [](const RangeFn& fn, size_t lo, size_t hi, double* secs,
                       double* cpu) -> Status {
           const double c0 = ProcessCpuSeconds();
@@ -379,6 +406,17 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
             CACHEPAWL_RETURN_IF_ERROR(run(ours_fn, lo, hi, &ours_s, &ours_cpu));
             CACHEPAWL_RETURN_IF_ERROR(run(raw_fn, lo, hi, &raw_s, &raw_cpu));
           }
+        }
+        if (profile::Enabled()) {
+          const profile::Totals t = profile::Snapshot();
+          for (size_t i = 0; i < t.stages.size(); ++i) {
+            row.stages.stages[i].count += t.stages[i].count;
+            row.stages.stages[i].nanos += t.stages[i].nanos;
+          }
+          row.profiled_records += row.records;
+          const auto [wait_ns, waits] = (*raw)->TakeWaits();
+          row.raw_wait_ns += wait_ns;
+          row.raw_waits += waits;
         }
         row.raw_cpu_us.push_back(raw_cpu * 1e6 / row.records);
         row.ours_cpu_us.push_back(ours_cpu * 1e6 / row.records);
@@ -478,6 +516,20 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
                          {"ours_cpu_us_per_record", Median(row.ours_cpu_us)},
                          {"ratio_min", *lo},
                          {"ratio_max", *hi}});
+    if (row.profiled_records > 0) {
+      nlohmann::json us = nlohmann::json::object();
+      for (size_t i = 0; i < row.stages.stages.size(); ++i) {
+        if (row.stages.stages[i].count == 0) continue;
+        us[std::string(profile::StageName(static_cast<profile::Stage>(i)))] =
+            static_cast<double>(row.stages.stages[i].nanos) / 1e3 /
+            static_cast<double>(row.profiled_records);
+      }
+      if (row.raw_waits > 0) {
+        us["raw.read_wait"] =
+            static_cast<double>(row.raw_wait_ns) / 1e3 / static_cast<double>(row.raw_waits);
+      }
+      j["rows"].back()["stages_us_per_record"] = us;
+    }
   }
   if (json) {
     io.out << j.dump(2) << "\n";
@@ -500,6 +552,13 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
              << row["ratio_min"].get<double>() << "-" << row["ratio_max"].get<double>() << ")"
              << std::setprecision(1) << std::setw(13) << row["raw_cpu_us_per_record"].get<double>()
              << std::setw(9) << row["ours_cpu_us_per_record"].get<double>() << "\n";
+      if (row.contains("stages_us_per_record")) {
+        io.out << "    ours per record:";
+        for (const auto& [name, us] : row["stages_us_per_record"].items()) {
+          io.out << " " << name << " " << us.get<double>() << "us";
+        }
+        io.out << "\n";
+      }
     }
     io.out << "\ngoal: ours/raw >= 0.90 for records >= 64 KiB; failed reads: " << failed_reads
            << "\n";

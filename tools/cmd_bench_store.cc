@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "cuda/gpu_runtime.h"
+#include "store/stage_profile.h"
 #include "tools/bench_store.h"
 #include "tools/bench_store_report.h"
 #include "tools/cli_args.h"
@@ -183,6 +184,10 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
       "(+2G in GPU mode) --disk-bytes 1G; flags given override it");
   app.add_flag("--dry-run", dry_run, "print the cases and the bytes they would move; run nothing");
   app.add_flag("--json", json, "print one JSON object instead of the tables");
+  bool profile_stages = false;
+  app.add_flag("--profile-stages", profile_stages,
+               "time the store's stages (store/stage_profile.h) in every host-phase case and add "
+               "them, per operation, to its rows (store and engine peer)");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
   auto usage = [&](const std::string& what) {
     io.err << kName << ": " << what << "\n";
@@ -263,6 +268,8 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   c.json = json;
   c.quick = quick;
   c.dry_run = dry_run;
+  c.profile_stages = profile_stages;
+  if (profile_stages) profile::SetEnabled(true);
   c.seed = seed;
   c.gpu = gpu;
   if (c.gpu && device_bytes <= kGpuReserveBytes) {

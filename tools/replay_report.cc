@@ -223,6 +223,7 @@ StoreStats AddStoreStats(const StoreStats& a, const StoreStats& b) {
   s.checksum_failures += b.checksum_failures;
   s.io_errors += b.io_errors;
   s.no_space_errors += b.no_space_errors;
+  s.evicted_ahead += b.evicted_ahead;
   s.failed_operations += b.failed_operations;
   s.saves += b.saves;
   s.saved_pages += b.saved_pages;

@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
+#include "store/stage_profile.h"
 #include "tiers/disk_record.h"
 #include "transfer/io_uring_ring.h"
 
@@ -42,6 +44,7 @@ struct DiskEngine::RecordIo {
   bool listed = false;       // in the current completion batch's list of reads
   int64_t error = 0;         // first negative result
   uint64_t moved = 0;        // bytes moved by all pieces
+  uint64_t started_at = 0;   // profile::Now() when its requests were built (0: not profiled)
   // Reads: pieces [0, checked) were fed to the verifier in order as they landed; `verdict` is
   // the header check's failure, if any; `stopped`: no more pieces are checked (a piece failed
   // or came back short, or the header did not verify: the record fails either way).
@@ -236,6 +239,7 @@ void DiskEngine::AddRequests(OpState* op, RecordIo& r, BlockIoOp kind,
     ++r.num_pieces;
   }
   r.pieces_left = r.num_pieces;
+  r.started_at = profile::Now();
   // Writes go out whole; reads keep at most the window in flight, the rest follow as pieces land.
   const uint32_t first =
       kind == BlockIoOp::kRead ? std::min(r.num_pieces, read_window_) : r.num_pieces;
@@ -306,6 +310,7 @@ DiskOp DiskEngine::WriteBack(std::span<const DiskWrite> writes) {
 }
 
 DiskOp DiskEngine::LoadBack(std::span<const DiskRead> reads) {
+  const uint64_t setup_start = profile::Now();
   std::shared_lock<std::shared_mutex> guard(close_mu_);
   if (closed_) return ClosedOp(reads.size());
   OpState* op = NewOp(Direction::kLoadBack, reads);
@@ -327,7 +332,11 @@ DiskOp DiskEngine::LoadBack(std::span<const DiskRead> reads) {
     RecordIo& r = StartRecord(op, i, std::move(pinned->first), pinned->second, rd.slot, data);
     AddRequests(op, r, BlockIoOp::kRead, &requests);
   }
-  if (!requests.empty()) io_->Submit(requests);
+  profile::Add(profile::Stage::kDiskReadSetup, setup_start);
+  if (!requests.empty()) {
+    profile::ScopedStage submitting(profile::Stage::kDiskReadSubmit);
+    io_->Submit(requests);
+  }
   RecordDone(op);
   return out;
 }
@@ -414,6 +423,9 @@ void DiskEngine::OnCompletions(std::span<const BlockIoCompletion> completions) {
       r->moved += static_cast<uint64_t>(c.result);
     }
     --r->pieces_left;
+    if (r->pieces_left == 0 && r->op->direction == Direction::kLoadBack) {
+      profile::Add(profile::Stage::kDiskReadWait, r->started_at);
+    }
     if (r->op->direction == Direction::kWriteBack) {
       if (r->pieces_left == 0) done.push_back(r);
       continue;
@@ -439,9 +451,12 @@ void DiskEngine::OnCompletions(std::span<const BlockIoCompletion> completions) {
   for (size_t i = 0; i < reads.size(); ++i) {
     RecordIo* r = reads[i];
     r->listed = false;
-    CheckLanded(*r);
-    if (r->pieces_left != 0) continue;
-    FinishRead(*r);
+    {
+      profile::ScopedStage verifying(profile::Stage::kDiskReadVerify);
+      CheckLanded(*r);
+      if (r->pieces_left != 0) continue;
+      FinishRead(*r);
+    }
     RecordDone(r->op);
   }
   if (done.empty()) return;
@@ -490,6 +505,8 @@ void DiskEngine::RecordDone(OpState* op) {
 }
 
 void DiskEngine::FinishOp(OpState* op) {
+  std::optional<profile::ScopedStage> finishing;
+  if (op->direction == Direction::kLoadBack) finishing.emplace(profile::Stage::kDiskReadFinish);
   DiskBatchResult& result = *op->result;
   const Status* first = nullptr;
   for (size_t i = 0; i < result.records.size(); ++i) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda/gpu_runtime.h"
+#include "store/stage_profile.h"
 #include "transfer/transfer_backend.h"
 #include "transfer/transfer_plan.h"
 
@@ -148,6 +149,7 @@ void TransferEngine::DispatchLoop(int direction) {
       op = std::move(q.pending.front());
       q.pending.pop_front();
     }
+    profile::Add(profile::Stage::kEngineQueue, op->queued_at);
     if (options_.fault_injection && op->pre_status.ok()) {
       Status st = options_.fault_injection(op->op);
       if (!st.ok()) op->pre_status = st.WithContext("injected fault");
@@ -217,7 +219,9 @@ Status TransferEngine::Validate(const Operation& op) const {
 
 Fence TransferEngine::Submit(Operation op) {
   const size_t layers = op.per_layer_fences ? layout_.attention_layers.size() : 0;
+  const uint64_t validate_start = profile::Now();
   Status st = Validate(op);
+  profile::Add(profile::Stage::kEngineValidate, validate_start);
   if (!st.ok()) {
     invalid_operations_.fetch_add(1, std::memory_order_relaxed);
     FenceCompleter c(op.per_layer_fences ? layers : 0);
@@ -233,6 +237,7 @@ Fence TransferEngine::Submit(Operation op) {
     c.Complete(Status::OK());
     return f;
   }
+  const uint64_t plan_start = profile::Now();
   auto planned = std::make_unique<PlannedOperation>();
   std::vector<internal::HostPlacement> placements(op.units.size());
   for (size_t i = 0; i < op.units.size(); ++i) {
@@ -243,6 +248,15 @@ Fence TransferEngine::Submit(Operation op) {
   const RecordMap* maps[kNumKinds] = {maps_[0].get(), maps_[1].get()};
   internal::PlanOperation(op, placements, maps, options_.staging_chunk_bytes(), planned.get());
   staged_chunks_.fetch_add(planned->chunks.size(), std::memory_order_relaxed);
+  if (plan_start != 0) {
+    uint64_t runs = planned->direct.size();
+    for (const auto& chunk : planned->chunks) runs += chunk.copies.size();
+    profile::Count(profile::Counter::kEngineCopyRuns, runs);
+    profile::Count(profile::Counter::kEngineChunks, planned->chunks.size());
+    profile::Count(profile::Counter::kEngineUnits, planned->units);
+    profile::Add(profile::Stage::kEnginePlan, plan_start);
+    planned->queued_at = profile::Now();
+  }
   planned->per_layer = op.per_layer_fences;
   planned->num_layers = layers;
   planned->completer = FenceCompleter(layers);

@@ -109,8 +109,9 @@ struct PlannedOperation {
   std::vector<CopyRun> direct;  // `other` = device address
   uint64_t units = 0;
   uint64_t bytes = 0;
-  Operation op;       // kept for fault injection and diagnostics
-  Status pre_status;  // non-OK: fail in order without moving bytes
+  Operation op;            // kept for fault injection and diagnostics
+  Status pre_status;       // non-OK: fail in order without moving bytes
+  uint64_t queued_at = 0;  // profile::Now() when queued (0: not profiled)
   FenceCompleter completer;
   // Runs just before the fence fires (the engine's counters), so waiters see them updated.
   std::function<void(const Status&)> before_complete;

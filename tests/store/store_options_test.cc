@@ -25,6 +25,21 @@ void ExpectBad(const StoreOptions& o, const std::string& needle) {
 
 TEST(StoreOptionsTest, DefaultsWithALayoutAreValid) { EXPECT_TRUE(Good().Validate().ok()); }
 
+TEST(StoreOptionsTest, HostFreeTargetDefaultsToASixteenthOfLargeTiersOnly) {
+  StoreOptions o = Good();
+  o.host_bytes = 512ull << 20;
+  EXPECT_EQ(o.host_free_target(), 0u);  // small tiers (tests, tools) evict only on demand
+  o.host_bytes = 4ull << 30;
+  EXPECT_EQ(o.host_free_target(), 256ull << 20);
+  o.host_bytes = 64ull << 30;
+  EXPECT_EQ(o.host_free_target(), 1ull << 30);  // at most 1 GiB
+  o.host_free_target_bytes = 0;
+  EXPECT_EQ(o.host_free_target(), 0u);
+  o.host_free_target_bytes = 8ull << 20;
+  EXPECT_EQ(o.host_free_target(), 8ull << 20);
+  EXPECT_TRUE(o.Validate().ok());
+}
+
 TEST(StoreOptionsTest, EachBadFieldIsNamed) {
   StoreOptions o = Good();
   o.layout_name.clear();
@@ -35,6 +50,9 @@ TEST(StoreOptionsTest, EachBadFieldIsNamed) {
   o = Good();
   o.host_bytes = 4097;
   ExpectBad(o, "StoreOptions.host_bytes: 4097");
+  o = Good();
+  o.host_free_target_bytes = o.host_bytes / 2 + 4096;
+  ExpectBad(o, "StoreOptions.host_free_target_bytes: " + std::to_string(o.host_bytes / 2 + 4096));
   o = Good();
   o.disk_bytes = 1 << 30;
   ExpectBad(o, "StoreOptions.disk_dir: ''");

@@ -402,6 +402,53 @@ TEST_F(StoreTest, FullOfLockedEntriesFailsWithNoSpaceInsteadOfBlocking) {
   EXPECT_TRUE(f2->Wait().ok());
 }
 
+TEST_F(StoreTest, EvictsAheadToTheFreeTargetButNeverWhatIsLocked) {
+  // 16 KV slots of 8 KiB; the target keeps 4 free once an allocation dips below it.
+  StoreOptions o = Options(TinyAttentionOnly(), 16 * 8192, 0);
+  o.host_free_target_bytes = 4 * 8192;
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  auto locked = Tokens(1, 4 * 4);  // 4 pages, locked below
+  SaveAll(store.get(), "", locked, false);
+  auto m = store->Lookup("", locked);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 4u);
+  auto lock = store->Lock(*m, 4);
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  // 10 more pages: 14 of 16 slots used, 2 free < 4, so the evict-ahead thread frees 2 of the
+  // unlocked ones (in LRU order), never the locked prefix.
+  for (uint32_t r = 0; r < 10; ++r) SaveAll(store.get(), "", Tokens(1000 + 100 * r, 4), false);
+  StoreStats st;
+  for (int i = 0; i < 500; ++i) {  // the thread runs on its own: wait for it (at most 5 s)
+    st = store->Stats();
+    if (st.evicted_ahead >= 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(st.evicted_ahead, 2u);
+  EXPECT_EQ(st.resident_entries[static_cast<int>(Tier::kHost)][static_cast<int>(Kind::kKV)], 12u);
+  EXPECT_EQ(st.evictions[static_cast<int>(Tier::kHost)][static_cast<int>(Kind::kKV)], 2u);
+  // The two oldest unlocked pages went; the locked prefix and the newest stay, byte for byte.
+  EXPECT_EQ(store->Lookup("", Tokens(1000, 4))->reusable_pages, 0u);
+  EXPECT_EQ(store->Lookup("", Tokens(1100, 4))->reusable_pages, 0u);
+  EXPECT_EQ(store->Lookup("", Tokens(1900, 4))->reusable_pages, 1u);
+  auto again = store->Lookup("", locked);
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->reusable_pages, 4u);
+  EXPECT_TRUE(LoadAndVerify(store.get(), *again).ok());
+  ASSERT_TRUE(store->Unlock(*lock).ok());
+  // With the target at 0 nothing is evicted before the tier is full.
+  StoreOptions off = Options(TinyAttentionOnly(), 16 * 8192, 0);
+  off.host_free_target_bytes = 0;
+  store.reset();
+  store = OpenOrDie(off);
+  ASSERT_NE(store, nullptr);
+  for (uint32_t r = 0; r < 16; ++r) SaveAll(store.get(), "", Tokens(5000 + 100 * r, 4), false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(store->Stats().evicted_ahead, 0u);
+  EXPECT_EQ(store->Stats().evictions[static_cast<int>(Tier::kHost)][static_cast<int>(Kind::kKV)],
+            0u);
+}
+
 TEST_F(StoreTest, BadArgumentsGetClearErrors) {
   auto store = OpenOrDie(Options(TinyHybrid(), 1 << 20, 0));
   ASSERT_NE(store, nullptr);
