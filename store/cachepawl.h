@@ -267,8 +267,10 @@ CACHEPAWL_API cachepawl_status cachepawl_options_validate(const cachepawl_option
 CACHEPAWL_API cachepawl_status cachepawl_store_open(const cachepawl_options* options,
                                                     cachepawl_store** out);
 /* Drains in-flight operations (every fence fires), persists the catalog, releases memory.
- * Later calls on the store fail with FAILED_PRECONDITION. Idempotent: closing twice is OK.
- * Must not be called from a fence callback. */
+ * Later calls that use the cache (lookup, lock, load, save, prefetch, pool and slot calls)
+ * fail with FAILED_PRECONDITION; layout, gpu mode, hashing and stats still answer (the stats
+ * then hold the final counters). Idempotent: closing twice is OK. Must not be called from a
+ * fence callback. */
 CACHEPAWL_API cachepawl_status cachepawl_store_close(cachepawl_store* store);
 /* Closes the store (when open) and releases the handle. NULL is fine. */
 CACHEPAWL_API void cachepawl_store_free(cachepawl_store* store);
