@@ -20,7 +20,7 @@
  *  - Handles are opaque. Each is created by one function (its `out` parameter) and released by
  *    its *_free function, which accepts NULL; using a handle after freeing it is undefined.
  *    A NULL handle or a NULL `out` pointer is CACHEPAWL_INVALID_ARGUMENT, never a crash.
- *    On failure `*out` is set to NULL (handles) or left unchanged (numbers).
+ *    On failure a handle or string result (`**out`) is set to NULL; numbers are left unchanged.
  *  - Pointers with lengths: a NULL pointer is accepted with length 0 and rejected otherwise.
  *    Namespaces are (pointer, length) pairs of bytes, not necessarily NUL-terminated; the empty
  *    namespace (NULL, 0) gives SGLang HiCache's hash chain.
