@@ -40,7 +40,9 @@ void fill_tokens(uint32_t* out, size_t n, uint32_t first);
 /* A fresh folder under /tmp (exits on failure) and its recursive removal. */
 void make_temp_dir(char* path, size_t capacity);
 void remove_tree(const char* path);
-/* Opens a CPU-mode store of the tiny layout; disk_dir NULL: host only. */
+/* -1 (CPU mode), or the GPU named by CACHEPAWL_C_TEST_CUDA_DEVICE. */
+int32_t test_cuda_device(void);
+/* Opens a store of the tiny layout on test_cuda_device(); disk_dir NULL: host only. */
 cachepawl_store* open_tiny_store(const char* disk_dir, uint64_t device_pool_bytes);
 
 /* The parts of the test, one per file. */

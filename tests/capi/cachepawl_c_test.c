@@ -2,7 +2,8 @@
  * function of the header, from here and from cachepawl_c_test_store.c / _pools.c, checking
  * every status and that error messages name the argument at fault. Prints "N passed, N failed"
  * and exits non-zero on any failure. This file: the harness, the library calls, layouts and
- * options. */
+ * options. CPU mode unless CACHEPAWL_C_TEST_CUDA_DEVICE names a GPU (the store-owned pools are
+ * then in VRAM; the engine pools stay in host memory). */
 #define _XOPEN_SOURCE 700
 
 #include <ftw.h>
@@ -86,13 +87,18 @@ static int remove_entry(const char* path, const struct stat* st, int flag, struc
 
 void remove_tree(const char* path) { (void)nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
+int32_t test_cuda_device(void) {
+  const char* env = getenv("CACHEPAWL_C_TEST_CUDA_DEVICE");
+  return env != NULL && env[0] != '\0' ? (int32_t)atoi(env) : -1;
+}
+
 cachepawl_store* open_tiny_store(const char* disk_dir, uint64_t device_pool_bytes) {
   cachepawl_options* o = NULL;
   cachepawl_store* s = NULL;
   EXPECT_OK(cachepawl_options_new(&o));
   EXPECT_OK(cachepawl_options_set_layout_json_string(o, kTinyLayoutJson, strlen(kTinyLayoutJson)));
   EXPECT_OK(cachepawl_options_set_host_bytes(o, 16u << 20));
-  EXPECT_OK(cachepawl_options_set_cuda_device(o, -1));
+  EXPECT_OK(cachepawl_options_set_cuda_device(o, test_cuda_device()));
   EXPECT_OK(cachepawl_options_set_staging_bytes(o, 1u << 20));
   EXPECT_OK(cachepawl_options_set_track_interval_pages(o, 2));
   EXPECT_OK(cachepawl_options_set_device_pool_bytes(o, device_pool_bytes));
