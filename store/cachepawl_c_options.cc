@@ -1,0 +1,224 @@
+// The C ABI (store/cachepawl.h): options handles. Every setter checks its value at once and
+// names the field and value in its error; cachepawl_store_open checks the combination
+// (StoreOptions::Validate). Layouts given by preset or JSON are resolved when set.
+#include <string>
+
+#include "store/cachepawl.h"
+#include "store/cachepawl_c_internal.h"
+
+namespace cachepawl::capi {
+namespace {
+
+// Runs `set` on the options after checking the handle.
+template <typename Set>
+cachepawl_status Setter(const char* fn, cachepawl_options* options, Set&& set) noexcept {
+  return Guard(fn, nullptr, [&]() -> Status {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(options, "options"));
+    return set(options->options);
+  });
+}
+
+Status Bad(const char* field, const std::string& value, const char* why) {
+  return Status::InvalidArgument(std::string(field) + ": " + value + " (" + why + ")");
+}
+
+Status SetLayout(StoreOptions& o, StatusOr<ModelLayout> layout) {
+  CACHEPAWL_RETURN_IF_ERROR(layout.status());
+  o.layout = std::move(layout).value();
+  o.layout_name.clear();
+  o.page_size_tokens = o.layout->page_size_tokens;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ValidateOptions(const cachepawl_options& options) {
+  if (!options.options.layout) {
+    return Status::InvalidArgument(
+        "options.layout: not set (call cachepawl_options_set_layout_preset, "
+        "_set_layout_json_file, _set_layout_json_string or _set_layout)");
+  }
+  return options.options.Validate();
+}
+
+}  // namespace cachepawl::capi
+
+using namespace cachepawl;        // NOLINT(google-build-using-namespace)
+using namespace cachepawl::capi;  // NOLINT(google-build-using-namespace)
+
+extern "C" {
+
+cachepawl_status cachepawl_options_new(cachepawl_options** out) {
+  ClearOut(out);
+  return Guard("cachepawl_options_new", nullptr, [&] {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
+    *out = new cachepawl_options();
+    return Status::OK();
+  });
+}
+
+void cachepawl_options_free(cachepawl_options* options) { delete options; }
+
+cachepawl_status cachepawl_options_set_layout_preset(cachepawl_options* options, const char* name,
+                                                     uint32_t page_size_tokens) {
+  return Setter("cachepawl_options_set_layout_preset", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(name, "name"));
+    if (page_size_tokens == 0) return Bad("page_size_tokens", "0", "must be > 0");
+    return SetLayout(o, LayoutPreset(name, page_size_tokens));
+  });
+}
+
+cachepawl_status cachepawl_options_set_layout_json_file(cachepawl_options* options,
+                                                        const char* path) {
+  return Setter("cachepawl_options_set_layout_json_file", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(path, "path"));
+    return SetLayout(o, LoadLayoutFile(path));
+  });
+}
+
+cachepawl_status cachepawl_options_set_layout_json_string(cachepawl_options* options,
+                                                          const char* json, size_t len) {
+  return Setter("cachepawl_options_set_layout_json_string", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(NeedSpan(json, len, "json", "len"));
+    return SetLayout(o, ParseLayoutJson(std::string_view(json == nullptr ? "" : json, len)));
+  });
+}
+
+cachepawl_status cachepawl_options_set_layout(cachepawl_options* options,
+                                              const cachepawl_layout* layout) {
+  return Setter("cachepawl_options_set_layout", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(layout, "layout"));
+    return SetLayout(o, layout->layout);
+  });
+}
+
+cachepawl_status cachepawl_options_set_host_bytes(cachepawl_options* options, uint64_t bytes) {
+  return Setter("cachepawl_options_set_host_bytes", options, [&](StoreOptions& o) {
+    if (bytes == 0 || bytes % 4096 != 0) {
+      return Bad("host_bytes", std::to_string(bytes), "must be > 0 and a multiple of 4096");
+    }
+    o.host_bytes = bytes;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_disk_dir(cachepawl_options* options, const char* dir) {
+  return Setter("cachepawl_options_set_disk_dir", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(dir, "dir"));
+    o.disk_dir = dir;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_disk_bytes(cachepawl_options* options, uint64_t bytes) {
+  return Setter("cachepawl_options_set_disk_bytes", options, [&](StoreOptions& o) {
+    o.disk_bytes = bytes;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_add_disk_data_path(cachepawl_options* options,
+                                                      const char* path) {
+  return Setter("cachepawl_options_add_disk_data_path", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(path, "path"));
+    if (*path == '\0') return Bad("path", "''", "a data file path is needed");
+    o.disk_data_paths.emplace_back(path);
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_disk_queue_depth(cachepawl_options* options,
+                                                        uint32_t depth) {
+  return Setter("cachepawl_options_set_disk_queue_depth", options, [&](StoreOptions& o) {
+    if (depth == 0 || depth > 4096) {
+      return Bad("disk_queue_depth", std::to_string(depth), "must be in [1, 4096]");
+    }
+    o.disk_queue_depth = depth;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_write_policy(cachepawl_options* options,
+                                                    cachepawl_write_policy policy) {
+  return Setter("cachepawl_options_set_write_policy", options, [&](StoreOptions& o) {
+    if (policy < CACHEPAWL_WRITE_THROUGH || policy > CACHEPAWL_WRITE_BACK) {
+      return Bad("write_policy", std::to_string(policy),
+                 "expected CACHEPAWL_WRITE_THROUGH (0), CACHEPAWL_WRITE_THROUGH_SELECTIVE (1) "
+                 "or CACHEPAWL_WRITE_BACK (2)");
+    }
+    o.write_policy = static_cast<WritePolicy>(policy);
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_selective_min_hits(cachepawl_options* options,
+                                                          uint32_t hits) {
+  return Setter("cachepawl_options_set_selective_min_hits", options, [&](StoreOptions& o) {
+    if (hits == 0) return Bad("selective_min_hits", "0", "must be > 0");
+    o.selective_min_hits = hits;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_wipe_on_layout_mismatch(cachepawl_options* options,
+                                                               int32_t wipe) {
+  return Setter("cachepawl_options_set_wipe_on_layout_mismatch", options, [&](StoreOptions& o) {
+    o.wipe_on_layout_mismatch = wipe != 0;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_cuda_device(cachepawl_options* options, int32_t device) {
+  return Setter("cachepawl_options_set_cuda_device", options, [&](StoreOptions& o) {
+    if (device < -1) {
+      return Bad("cuda_device", std::to_string(device), "must be -1 (CPU mode) or >= 0");
+    }
+    o.cuda_device = device;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_device_pool_bytes(cachepawl_options* options,
+                                                         uint64_t bytes) {
+  return Setter("cachepawl_options_set_device_pool_bytes", options, [&](StoreOptions& o) {
+    o.device_pool_bytes = bytes;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_stream_priorities(cachepawl_options* options,
+                                                         int32_t load_priority,
+                                                         int32_t write_priority) {
+  return Setter("cachepawl_options_set_stream_priorities", options, [&](StoreOptions& o) {
+    o.load_stream_priority = load_priority;
+    o.write_stream_priority = write_priority;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_staging_bytes(cachepawl_options* options, uint64_t bytes) {
+  return Setter("cachepawl_options_set_staging_bytes", options, [&](StoreOptions& o) {
+    if (bytes < (1ull << 20)) {
+      return Bad("staging_bytes", std::to_string(bytes), "must be at least 1 MiB");
+    }
+    o.staging_bytes = bytes;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_track_interval_pages(cachepawl_options* options,
+                                                            uint32_t pages) {
+  return Setter("cachepawl_options_set_track_interval_pages", options, [&](StoreOptions& o) {
+    o.track_interval_pages = pages;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_validate(const cachepawl_options* options) {
+  return Guard("cachepawl_options_validate", nullptr, [&] {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(options, "options"));
+    return ValidateOptions(*options);
+  });
+}
+
+}  // extern "C"
