@@ -217,6 +217,12 @@ CACHEPAWL_API cachepawl_status cachepawl_options_set_layout(cachepawl_options* o
 /* Pinned host budget: > 0, a multiple of 4096. */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_host_bytes(cachepawl_options* options,
                                                                 uint64_t bytes);
+/* Evict ahead: a store thread keeps this many host bytes free (StoreOptions::
+ * host_free_target_bytes). Not called: host_bytes / 16, at most 1 GiB, for host tiers of 1 GiB or
+ * more, none below. 0: evict only on demand. Checked against host_bytes (at most half of it) by
+ * cachepawl_options_validate and cachepawl_store_open. */
+CACHEPAWL_API cachepawl_status
+cachepawl_options_set_host_free_target_bytes(cachepawl_options* options, uint64_t bytes);
 /* Disk tier folder (catalog, and the data file unless data paths are added). */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_disk_dir(cachepawl_options* options,
                                                               const char* dir);

@@ -102,6 +102,14 @@ cachepawl_status cachepawl_options_set_host_bytes(cachepawl_options* options, ui
   });
 }
 
+cachepawl_status cachepawl_options_set_host_free_target_bytes(cachepawl_options* options,
+                                                              uint64_t bytes) {
+  return Setter("cachepawl_options_set_host_free_target_bytes", options, [&](StoreOptions& o) {
+    o.host_free_target_bytes = bytes;  // against host_bytes: in Validate, when both are known
+    return Status::OK();
+  });
+}
+
 cachepawl_status cachepawl_options_set_disk_dir(cachepawl_options* options, const char* dir) {
   return Setter("cachepawl_options_set_disk_dir", options, [&](StoreOptions& o) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(dir, "dir"));

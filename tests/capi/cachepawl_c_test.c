@@ -331,6 +331,14 @@ void test_options(void) {
   EXPECT_ERR(cachepawl_store_open(o, &s), CACHEPAWL_INVALID_ARGUMENT, "disk_bytes");
   EXPECT_OK(cachepawl_options_set_disk_bytes(o, 1u << 20));
   EXPECT_OK(cachepawl_options_validate(o));
+  /* The free target is checked against host_bytes (8 MiB here): at most half of it. */
+  EXPECT_OK(cachepawl_options_set_host_free_target_bytes(o, 1u << 20));
+  EXPECT_OK(cachepawl_options_validate(o));
+  EXPECT_OK(cachepawl_options_set_host_free_target_bytes(o, 5u << 20));
+  EXPECT_ERR(cachepawl_options_validate(o), CACHEPAWL_INVALID_ARGUMENT,
+             "host_free_target_bytes: 5242880");
+  EXPECT_ERR(cachepawl_options_set_host_free_target_bytes(NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
+             "options: null");
   cachepawl_options_free(o);
   cachepawl_options_free(NULL);
 }
