@@ -1,7 +1,8 @@
 // CompletionWorker: a one-thread task queue. The Store runs the bookkeeping of completed
-// transfers on one (it takes the store's mutex there, never on an engine's or disk engine's
-// completion thread) and submits disk writes on another (their checksums run there, never
-// under the store's mutex).
+// transfers on one (it waits for the store's mutex there, never on an engine's or disk engine's
+// completion thread, where a small Save's finish only try-locks it), submits disk writes on
+// another (their checksums run there, never under the store's mutex), and evicts ahead on a
+// third.
 //
 // Post() never blocks on the task. The destructor runs every task already posted, then joins.
 // Thread safety: Post may be called from any thread, including from a task.

@@ -30,8 +30,9 @@ enum class Stage : uint8_t {
   kHostEvict,         // eviction, inside kSaveHostAllocate or kLoadHostAllocate
   kSaveSubmit,        // TransferEngine::Submit of the operation
   kSaveCopy,          // Submit returned -> the engine's fence fired (store's threads)
-  kSaveHop,           // engine fence fired -> the completion worker runs the finish
-  kSaveFinish,        // the finish: locations published, disk hand-off, outer fence fired
+  kSaveHop,           // engine fence fired -> the completion worker runs the finish (only
+                      // when it is not run inline: large Saves, or the mutex was busy)
+  kSaveFinish,        // the finish: locations published, disk hand-off
   // Store::Load.
   kLoadIndex,         // checks, pins, disk fills planned (under the store's mutex)
   kLoadHostAllocate,  // host slots for disk hits

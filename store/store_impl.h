@@ -185,6 +185,13 @@ class StoreImpl final : public Store {
   // forgets them; returns their keys for removal from the disk tier outside mu_. Requires mu_.
   std::vector<DiskKey> TakeDiskVictimsLocked(size_t count);
 
+  // ---- store_save.cc ----
+  // A Save's transfer finished with `s`: publishes the host locations of `pending` (or frees
+  // their slots when `s` failed), hands them to the disk cascade by policy. Requires mu_; never
+  // blocks (it may run on the transfer engine's completion thread).
+  void FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotId>>& pending,
+                        const Status& s);
+
   // ---- store_load.cc ----
   void FinishDiskFills(const std::vector<DiskFill>& fills, const Status& disk_status,
                        const std::shared_ptr<const DiskBatchResult>& result,
