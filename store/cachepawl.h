@@ -369,7 +369,8 @@ CACHEPAWL_API cachepawl_status cachepawl_store_hash_tokens(const cachepawl_store
 CACHEPAWL_API cachepawl_status cachepawl_store_lookup(cachepawl_store* store, const char* ns,
                                                       size_t ns_len, const uint32_t* tokens,
                                                       size_t num_tokens, cachepawl_match** out);
-/* The same from `num_hashes` engine-computed page hashes (num_hashes * 32 bytes). */
+/* The same from `num_hashes` engine-computed page hashes (num_hashes * 32 bytes). The all-zero
+ * hash is refused (INVALID_ARGUMENT naming its index): the store reserves it. */
 CACHEPAWL_API cachepawl_status cachepawl_store_lookup_hashes(cachepawl_store* store,
                                                              const uint8_t* hashes,
                                                              size_t num_hashes,

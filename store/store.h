@@ -150,7 +150,8 @@ class Store {
   virtual StoreStats Stats() const = 0;
 
   // Drains in-flight operations (their fences fire), persists the catalog, releases memory.
-  // Every later call fails with FailedPrecondition. Idempotent.
+  // Every later call fails with FailedPrecondition, except Unlock (it still releases its lock, so
+  // an engine's clean-up path needs no special case) and Close itself. Idempotent.
   virtual Status Close() = 0;
 
  protected:

@@ -108,6 +108,7 @@ Status StoreImpl::CreateEngine(const DevicePoolDescription& pool) {
   auto engine = TransferEngine::Create(layout_, pool, host_.get(), to);
   if (!engine.ok()) return engine.status().WithContext("device pool");
   std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return Status::FailedPrecondition("store is closed");  // (the engine is dropped)
   engine_ = std::move(engine).value();
   engine_ready_ = true;
   return Status::OK();
@@ -259,11 +260,15 @@ Status StoreImpl::RegisterDevicePool(const DevicePoolDescription& pool) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
-    if (engine_ready_) {
+    if (engine_ready_ || registering_) {
       return Status::FailedPrecondition("a device pool is already registered");
     }
+    registering_ = true;  // a second caller meanwhile fails as if this one had finished
   }
-  return CreateEngine(pool);
+  Status s = CreateEngine(pool);
+  std::lock_guard<std::mutex> lock(mu_);
+  registering_ = false;
+  return s;
 }
 
 namespace {

@@ -216,8 +216,9 @@ class StoreImpl final : public Store {
   uint64_t host_free_target_ = 0;                     // StoreOptions::host_free_target()
 
   mutable std::mutex mu_;
-  bool closed_ = false;                                               // guarded by mu_
-  bool engine_ready_ = false;                                         // guarded by mu_
+  bool closed_ = false;        // guarded by mu_
+  bool engine_ready_ = false;  // guarded by mu_
+  bool registering_ = false;   // RegisterDevicePool is creating the engine; guarded by mu_
   std::unique_ptr<DiskWritePolicy> policy_;                           // guarded by mu_
   std::unordered_map<EntryKey, HostSlotId, EntryKeyHasher> filling_;  // guarded by mu_
   std::unordered_set<EntryKey, EntryKeyHasher> disk_writing_;         // guarded by mu_

@@ -14,6 +14,7 @@
 
 #include "tests/common/test_util.h"
 #include "tests/store/store_test_util.h"
+#include "tiers/device_pool.h"
 
 namespace cachepawl {
 namespace {
@@ -447,6 +448,55 @@ TEST_F(StoreTest, EvictsAheadToTheFreeTargetButNeverWhatIsLocked) {
   EXPECT_EQ(store->Stats().evicted_ahead, 0u);
   EXPECT_EQ(store->Stats().evictions[static_cast<int>(Tier::kHost)][static_cast<int>(Kind::kKV)],
             0u);
+}
+
+TEST_F(StoreTest, ConcurrentRegistrationsOfADevicePoolLetExactlyOneThrough) {
+  StoreOptions o = Options(TinyHybrid(), 64 * 8192, 0);
+  o.device_pool_bytes = 0;  // the engine registers its own
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  const ModelLayout& l = store->layout();
+  constexpr uint64_t kPages = 8, kStates = 2;
+  std::vector<std::byte> kv(kPages * l.RecordBytes(Kind::kKV));
+  std::vector<std::byte> states(kStates * l.RecordBytes(Kind::kMamba));
+  const DevicePoolDescription pool = DevicePoolDescription::BlockContiguous(
+      l, -1, kv.data(), kPages, 0, states.data(), kStates, 0);
+  std::atomic<int> ok{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      Status st = store->RegisterDevicePool(pool);
+      if (st.ok()) {
+        ++ok;
+      } else if (st.code() == Status::Code::kFailedPrecondition) {
+        ++refused;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 1);
+  EXPECT_EQ(refused.load(), 7);
+  // The one engine works: a page round-trips through the registered pool.
+  auto tokens = Tokens(7, 4);
+  auto hashes = store->HashTokens("", tokens);
+  const std::vector<std::byte> page = Content(l, hashes[0], Kind::kKV);
+  std::memcpy(kv.data(), page.data(), page.size());
+  SaveRequest req;
+  req.tokens = tokens;
+  const std::vector<uint64_t> pages{0};
+  req.device_pages = pages;
+  auto f = store->Save(req);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE(f->Wait().ok());
+  std::memset(kv.data() + page.size(), 0xEE, page.size());
+  auto m = store->Lookup("", tokens);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->kv_only_pages, 1u);
+  const std::vector<uint64_t> into{1};
+  auto lf = store->Load(*m, into, std::nullopt);
+  ASSERT_TRUE(lf.ok()) << lf.status().ToString();
+  ASSERT_TRUE(lf->Wait().ok());
+  EXPECT_EQ(std::memcmp(kv.data() + page.size(), page.data(), page.size()), 0);
 }
 
 TEST_F(StoreTest, BadArgumentsGetClearErrors) {
