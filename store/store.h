@@ -1,4 +1,4 @@
-// Store: the API a serving engine links against (DESIGN.md, "The life of a prefix").
+// Store: the API a serving engine links against (docs/DESIGN.md, "The life of a prefix").
 //
 //   auto store = Store::Open(options);                         // host (+ disk) tiers, transfers
 //   auto match = store->Lookup(ns, tokens);                    // hybrid-rule prefix match
