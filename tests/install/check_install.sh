@@ -42,7 +42,7 @@ cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1 ||
   { cat "$tmp/install.log" >&2; fail "cmake --install"; }
 
 # ---- 1. The files. libdir is wherever cachepawl.pc went (lib, or lib/<multiarch>). ----
-pc=$(find "$prefix" -path '*/pkgconfig/cachepawl.pc' | head -n 1)
+pc=$(find "$prefix" -path '*/pkgconfig/cachepawl.pc' -print -quit)
 [[ -n $pc ]] || fail "no pkgconfig/cachepawl.pc under $prefix"
 libdir=$(dirname "$(dirname "$pc")")
 inc=$prefix/include
@@ -87,12 +87,13 @@ step "headers: each compiles alone against $inc, no dependency headers reachable
 
 # A consumer must link nothing but libcachepawl (and the C/C++ runtimes).
 check_needed() {
-  local bin=$1 bad
+  local bin=$1 bad loads
   bad=$(readelf -d "$bin" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' |
     grep -E 'rocksdb|uring|xxhash|spdlog|fmt|ssl|crypto|cuda' || true)
   [[ -z $bad ]] || fail "$bin links $bad directly"
-  LD_LIBRARY_PATH=$libdir ldd "$bin" | grep -q "$libdir/$soname" ||
-    fail "$bin does not load $libdir/$soname"
+  # (Not `ldd | grep -q`: grep quitting early would fail the pipeline under pipefail.)
+  loads=$(LD_LIBRARY_PATH=$libdir ldd "$bin")
+  [[ $loads == *"$libdir/$soname"* ]] || fail "$bin does not load $libdir/$soname: $loads"
 }
 
 # ---- 4a. The CMake consumer. ----
