@@ -56,8 +56,6 @@ class Reader {
   std::string_view in_;
 };
 
-std::string RecordKey(const DiskKey& key) { return kRecordPrefix + DiskKeyIdentity(key); }
-
 rocksdb::Options CatalogOptions() {
   rocksdb::Options o;
   o.create_if_missing = true;
@@ -77,6 +75,12 @@ rocksdb::Options CatalogOptions() {
 }
 
 }  // namespace
+
+std::string CatalogRecordKey(const DiskKey& key) {
+  std::string raw(1, kRecordPrefix);
+  raw += DiskKeyIdentity(key);
+  return raw;
+}
 
 std::string EncodeCatalogValue(const CatalogRecord& r) {
   Writer w;
@@ -184,8 +188,8 @@ Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
 Status DiskCatalog::Apply(std::span<const CatalogRecord> puts, std::span<const DiskKey> deletes) {
   if (puts.empty() && deletes.empty()) return Status::OK();
   rocksdb::WriteBatch batch;
-  for (const DiskKey& k : deletes) batch.Delete(RecordKey(k));
-  for (const CatalogRecord& r : puts) batch.Put(RecordKey(r.key), EncodeCatalogValue(r));
+  for (const DiskKey& k : deletes) batch.Delete(CatalogRecordKey(k));
+  for (const CatalogRecord& r : puts) batch.Put(CatalogRecordKey(r.key), EncodeCatalogValue(r));
   rocksdb::WriteOptions wo;
   wo.sync = sync_;
   return FromRocks(db_->Write(wo, &batch), "catalog '" + dir_ + "': write batch");

@@ -84,6 +84,8 @@ class DiskCatalog {
 // RocksDB secondary instance).
 inline constexpr char kCatalogRecordPrefix = 'R';
 inline constexpr char kCatalogMetaKey[] = "M";
+// kCatalogRecordPrefix + DiskKeyIdentity(key): the RocksDB key of `key`'s record.
+std::string CatalogRecordKey(const DiskKey& key);
 std::string EncodeCatalogValue(const CatalogRecord& record);
 std::optional<CatalogRecord> DecodeCatalogRecord(std::string_view raw_key, std::string_view value);
 // The meta entry's value; Corruption naming `catalog_dir` when it cannot be decoded.

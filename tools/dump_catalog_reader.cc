@@ -92,7 +92,7 @@ StatusOr<CatalogReader::Scan> CatalogReader::ReadAll() const {
 }
 
 StatusOr<std::optional<CatalogRecord>> CatalogReader::Get(const DiskKey& key) const {
-  const std::string raw = std::string(1, kRecordPrefix) + DiskKeyIdentity(key);
+  const std::string raw = CatalogRecordKey(key);
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), raw, &value);
   if (s.IsNotFound()) return std::optional<CatalogRecord>();

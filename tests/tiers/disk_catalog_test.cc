@@ -39,7 +39,7 @@ void ExpectSame(const CatalogRecord& a, const CatalogRecord& b) {
 TEST(DiskCatalogTest, ValueEncodingRoundTripsAndRejectsDamage) {
   for (Kind kind : {Kind::kKV, Kind::kMamba}) {
     const CatalogRecord r = MakeRecord(kind, 5);
-    const std::string key = "R" + DiskKeyIdentity(r.key);
+    const std::string key = CatalogRecordKey(r.key);
     const std::string value = EncodeCatalogValue(r);
     auto back = DecodeCatalogRecord(key, value);
     ASSERT_TRUE(back.has_value());
@@ -49,7 +49,9 @@ TEST(DiskCatalogTest, ValueEncodingRoundTripsAndRejectsDamage) {
     std::string bad_version = value;
     bad_version[0] = 9;
     EXPECT_FALSE(DecodeCatalogRecord(key, bad_version).has_value());
-    EXPECT_FALSE(DecodeCatalogRecord("X" + key.substr(1), value).has_value());
+    std::string bad_prefix = key;
+    bad_prefix[0] = 'X';
+    EXPECT_FALSE(DecodeCatalogRecord(bad_prefix, value).has_value());
   }
 }
 

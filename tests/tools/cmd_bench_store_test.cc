@@ -189,7 +189,7 @@ TEST(CmdBenchStoreTest, QuickJsonHasEveryKeyAndNoWrongByte) {
         // 4 threads of 128 MiB states (sources and destinations) exceed the preset's pools.
         if (std::string(layout) == "hybrid-128mib-state" && threads == 4) continue;
         for (int pages : {1, 16}) {
-          const std::string tail = "/" + std::to_string(pages) + "/" + std::to_string(threads);
+          const std::string tail = '/' + std::to_string(pages) + '/' + std::to_string(threads);
           const std::string base = std::string(layout) + "/" + pool;
           for (const char* op : {"load", "save", "both"}) {
             EXPECT_TRUE(seen.count(base + "/host/" + op + tail)) << base << " host " << op << tail;

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Installs a Cachepawl build into a temporary prefix and checks it the way a user consumes it:
+#
+#   1. the files: libcachepawl.so -> .so.MAJOR (the SONAME) -> .so.MAJOR.MINOR.PATCH, the CMake
+#      package, cachepawl.pc, the headers;
+#   2. the exports: every dynamic symbol the library defines is in namespace cachepawl or named
+#      cachepawl_* (no CUDA runtime, spdlog, fmt, RocksDB... leaking);
+#   3. every installed header compiles alone with only the prefix's include folders on the
+#      path, warning-free, and reaches no RocksDB, liburing, xxHash, spdlog, fmt, OpenSSL,
+#      nlohmann or CUDA header;
+#   4. tests/install/consumer.cc built with find_package(Cachepawl) and with pkg-config, linked
+#      only to libcachepawl.so, and run: save, load and compare every byte, host then disk tier;
+#   5. (hook) the C consumer, once the C API's header is installed.
+#
+#   tests/install/check_install.sh BUILD_DIR      (a configured and built tree)
+#
+# CXX and CC pick the consumers' compilers (default c++ and cc). The prefix and every file the
+# check writes live in one mktemp -d folder, removed on exit, failure included. Exit status 0
+# when everything passed; otherwise 1 with the failed step printed.
+set -euo pipefail
+
+if [[ $# -ne 1 || ! -f $1/CMakeCache.txt ]]; then
+  echo "usage: $0 BUILD_DIR   (a configured and built Cachepawl build folder)" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cxx=${CXX:-c++}
+cc=${CC:-cc}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cachepawl-install-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+
+step() { echo "--- check_install: $*"; }
+fail() {
+  echo "check_install: FAILED: $*" >&2
+  exit 1
+}
+
+step "cmake --install $build --prefix $prefix"
+cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log" >&2; fail "cmake --install"; }
+
+# ---- 1. The files. libdir is wherever cachepawl.pc went (lib, or lib/<multiarch>). ----
+pc=$(find "$prefix" -path '*/pkgconfig/cachepawl.pc' | head -n 1)
+[[ -n $pc ]] || fail "no pkgconfig/cachepawl.pc under $prefix"
+libdir=$(dirname "$(dirname "$pc")")
+inc=$prefix/include
+lib=$libdir/libcachepawl.so
+[[ -L $lib ]] || fail "$lib missing or not a symlink"
+soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+[[ $soname =~ ^libcachepawl\.so\.[0-9]+$ ]] || fail "SONAME '$soname', expected libcachepawl.so.MAJOR"
+[[ -L $libdir/$soname ]] || fail "$libdir/$soname missing or not a symlink"
+real=$(basename "$(readlink -f "$lib")")
+[[ $real =~ ^${soname//./\\.}\.[0-9]+\.[0-9]+$ ]] || fail "$lib resolves to $real, expected $soname.MINOR.PATCH"
+for f in CachepawlConfig.cmake CachepawlConfigVersion.cmake CachepawlTargets.cmake; do
+  [[ -f $libdir/cmake/Cachepawl/$f ]] || fail "$libdir/cmake/Cachepawl/$f missing"
+done
+[[ -f $inc/cachepawl/store/store.h ]] || fail "$inc/cachepawl/store/store.h missing"
+step "files: $real (SONAME $soname), CMake package, cachepawl.pc, $(find "$inc" -type f | wc -l) headers"
+
+# ---- 2. Exported symbols. ----
+nm -D --defined-only "$lib" | awk '{print $NF}' >"$tmp/exports.txt"
+c++filt <"$tmp/exports.txt" | paste "$tmp/exports.txt" - |
+  grep -Ev $'\t(cachepawl::|(vtable|typeinfo|typeinfo name|guard variable) for cachepawl::|(non-)?virtual thunk to cachepawl::|cachepawl_)' \
+    >"$tmp/foreign.txt" || true
+if [[ -s $tmp/foreign.txt ]]; then
+  head -n 20 "$tmp/foreign.txt" >&2
+  fail "$(wc -l <"$tmp/foreign.txt") exported symbols outside namespace cachepawl / cachepawl_*"
+fi
+step "exports: $(wc -l <"$tmp/exports.txt") symbols, all cachepawl:: or cachepawl_*"
+
+# ---- 3. Each installed header alone, only the prefix on the include path. ----
+forbidden='/(rocksdb|liburing|spdlog|fmt|nlohmann|openssl|cub|thrust)/|/(liburing|xxhash|cuda[a-z_]*)\.h|/cuda[^/]*/'
+while IFS= read -r header; do
+  rel=${header#"$inc"/}
+  if [[ $rel == cachepawl/cachepawl.h ]]; then continue; fi  # the C header: step 5
+  echo "#include <$rel>" >"$tmp/one.cc"
+  "$cxx" -std=c++20 -Wall -Wextra -Werror -I"$inc" -I"$inc/cachepawl" -c "$tmp/one.cc" \
+    -o "$tmp/one.o" -MD -MF "$tmp/one.d" || fail "<$rel> does not compile alone"
+  if grep -Eo "[^ ]*($forbidden)[^ ]*" "$tmp/one.d" >"$tmp/bad.txt"; then
+    cat "$tmp/bad.txt" >&2
+    fail "<$rel> reaches a dependency's header"
+  fi
+done < <(find "$inc" -name '*.h' | sort)
+step "headers: each compiles alone against $inc, no dependency headers reachable"
+
+# A consumer must link nothing but libcachepawl (and the C/C++ runtimes).
+check_needed() {
+  local bin=$1 bad
+  bad=$(readelf -d "$bin" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' |
+    grep -E 'rocksdb|uring|xxhash|spdlog|fmt|ssl|crypto|cuda' || true)
+  [[ -z $bad ]] || fail "$bin links $bad directly"
+  LD_LIBRARY_PATH=$libdir ldd "$bin" | grep -q "$libdir/$soname" ||
+    fail "$bin does not load $libdir/$soname"
+}
+
+# ---- 4a. The CMake consumer. ----
+step "CMake consumer: find_package(Cachepawl) with CMAKE_PREFIX_PATH=$prefix"
+cmake -S "$here" -B "$tmp/cmake-consumer" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF >"$tmp/consumer.log" 2>&1 ||
+  { cat "$tmp/consumer.log" >&2; fail "CMake consumer: configure"; }
+found=$(sed -n 's/^Cachepawl_DIR:PATH=//p' "$tmp/cmake-consumer/CMakeCache.txt")
+[[ $found == "$libdir/cmake/Cachepawl" ]] || fail "find_package found '$found', not $libdir/cmake/Cachepawl"
+cmake --build "$tmp/cmake-consumer" >>"$tmp/consumer.log" 2>&1 ||
+  { cat "$tmp/consumer.log" >&2; fail "CMake consumer: build"; }
+check_needed "$tmp/cmake-consumer/consumer"
+mkdir "$tmp/store-cmake"
+LD_LIBRARY_PATH=$libdir "$tmp/cmake-consumer/consumer" "$tmp/store-cmake" ||
+  fail "CMake consumer: run"
+
+# ---- 4b. The pkg-config consumer. ----
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+flags=$(pkg-config --cflags --libs cachepawl) || fail "pkg-config --cflags --libs cachepawl"
+step "pkg-config consumer: $cxx -std=c++20 consumer.cc $flags"
+# shellcheck disable=SC2086  # word splitting of the flags is intended
+"$cxx" -std=c++20 -Wall -Wextra -Werror "$here/consumer.cc" $flags -o "$tmp/pc-consumer" ||
+  fail "pkg-config consumer: build"
+check_needed "$tmp/pc-consumer"
+mkdir "$tmp/store-pc"
+LD_LIBRARY_PATH=$libdir "$tmp/pc-consumer" "$tmp/store-pc" || fail "pkg-config consumer: run"
+
+# ---- 5. The C consumer: HOOK for the C API (store/cachepawl.h, another branch). ----
+# Once the installed tree has <cachepawl/cachepawl.h>, compile that header alone as C and
+# build tests/install/consumer.c against it with pkg-config, linked and run like the C++
+# consumers. consumer.c is to be written with the C API, not here; until both exist this step
+# only says that it was skipped.
+if [[ -f $inc/cachepawl/cachepawl.h ]]; then
+  echo "#include <cachepawl/cachepawl.h>" >"$tmp/one.c"
+  "$cc" -std=c11 -Wall -Wextra -Werror -I"$inc" -fsyntax-only "$tmp/one.c" ||
+    fail "<cachepawl/cachepawl.h> does not compile alone as C"
+  if [[ -f $here/consumer.c ]]; then
+    step "C consumer: $cc -std=c11 consumer.c $flags"
+    # shellcheck disable=SC2086
+    "$cc" -std=c11 -Wall -Wextra -Werror "$here/consumer.c" $flags -o "$tmp/c-consumer" ||
+      fail "C consumer: build"
+    check_needed "$tmp/c-consumer"
+    mkdir "$tmp/store-c"
+    LD_LIBRARY_PATH=$libdir "$tmp/c-consumer" "$tmp/store-c" || fail "C consumer: run"
+  else
+    step "C consumer: <cachepawl/cachepawl.h> installed but tests/install/consumer.c not written yet: skipped"
+  fi
+else
+  step "C consumer: no <cachepawl/cachepawl.h> installed (no C API yet): skipped"
+fi
+
+step "all passed"
