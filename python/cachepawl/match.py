@@ -105,8 +105,7 @@ class Lock(_lib.Owner):
         return self._held and self._finalizer.alive
 
     def unlock(self) -> None:
-        """Releases the lock. FailedPrecondition when already unlocked or the store is closed
-        (closing a store releases its locks)."""
+        """Releases the lock. FailedPrecondition when already unlocked (or released)."""
         if not self._finalizer.alive:
             raise FailedPrecondition("lock: released (Lock.release or the end of its with block)")
         check(lib.cachepawl_store_unlock(self._store._handle(), self._h))

@@ -84,8 +84,11 @@ class Options(_lib.Owner):
             if isinstance(disk_data_paths, (str, bytes, os.PathLike)):
                 raise TypeError("disk_data_paths: expected a list of paths, got a single path")
             for i, p in enumerate(disk_data_paths):
-                check(lib.cachepawl_options_add_disk_data_path(
-                    h, _convert.path(f"disk_data_paths[{i}]", p)))
+                name = f"disk_data_paths[{i}]"
+                data_path = _convert.path(name, p)
+                if not data_path:
+                    raise InvalidArgument(f"{name}: '' (a data file path is needed)")
+                check(lib.cachepawl_options_add_disk_data_path(h, data_path))
         if disk_queue_depth is not None:
             check(lib.cachepawl_options_set_disk_queue_depth(
                 h, _convert.u32("disk_queue_depth", disk_queue_depth)))
