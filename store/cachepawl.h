@@ -20,7 +20,7 @@
  *  - Handles are opaque. Each is created by one function (its `out` parameter) and released by
  *    its *_free function, which accepts NULL; using a handle after freeing it is undefined.
  *    A NULL handle or a NULL `out` pointer is CACHEPAWL_INVALID_ARGUMENT, never a crash.
- *    On failure `*out` is set to NULL (handles) or left unchanged (numbers).
+ *    On failure a handle or string result (`**out`) is set to NULL; numbers are left unchanged.
  *  - Pointers with lengths: a NULL pointer is accepted with length 0 and rejected otherwise.
  *    Namespaces are (pointer, length) pairs of bytes, not necessarily NUL-terminated; the empty
  *    namespace (NULL, 0) gives SGLang HiCache's hash chain.
@@ -37,8 +37,8 @@
  *    (like the C++ Store). An options or pool handle may be used by one thread at a time.
  *    Freeing a handle while another thread uses it is undefined.
  *  - Lifetime: matches, locks, fences and prefetches stay valid after their store is closed
- *    or freed (calls that need the store then fail with CACHEPAWL_FAILED_PRECONDITION); the
- *    store's memory is released when the last of them is freed.
+ *    or freed: their own calls still answer (the fences have all fired), and they are freed
+ *    as usual. Freeing the store releases its memory at once; its locks go with it.
  *
  * ABI: functions are only ever added; none changes its signature or meaning while
  * CACHEPAWL_ABI_VERSION stays the same. Bindings check cachepawl_abi_version() at load time.
@@ -272,7 +272,7 @@ CACHEPAWL_API cachepawl_status cachepawl_store_open(const cachepawl_options* opt
  * then hold the final counters). Idempotent: closing twice is OK. Must not be called from a
  * fence callback. */
 CACHEPAWL_API cachepawl_status cachepawl_store_close(cachepawl_store* store);
-/* Closes the store (when open) and releases the handle. NULL is fine. */
+/* Closes the store (when open), releases its memory and the handle. NULL is fine. */
 CACHEPAWL_API void cachepawl_store_free(cachepawl_store* store);
 /* A copy of the store's layout (the caller frees it). */
 CACHEPAWL_API cachepawl_status cachepawl_store_layout(const cachepawl_store* store,

@@ -197,6 +197,7 @@ char* cachepawl_store_last_error(const cachepawl_store* store) {
 void cachepawl_string_free(char* s) { std::free(s); }
 
 cachepawl_status cachepawl_layout_preset_names(char** out) {
+  ClearOut(out);
   return Guard("cachepawl_layout_preset_names", nullptr, [&] {
     std::string names;
     for (const std::string& n : LayoutPresetNames()) names += n + "\n";
@@ -206,9 +207,9 @@ cachepawl_status cachepawl_layout_preset_names(char** out) {
 
 cachepawl_status cachepawl_layout_from_preset(const char* name, uint32_t page_size_tokens,
                                               cachepawl_layout** out) {
+  ClearOut(out);
   return Guard("cachepawl_layout_from_preset", nullptr, [&] {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(name, "name"));
     if (page_size_tokens == 0) {
       return Status::InvalidArgument("page_size_tokens: 0 (must be > 0)");
@@ -218,9 +219,9 @@ cachepawl_status cachepawl_layout_from_preset(const char* name, uint32_t page_si
 }
 
 cachepawl_status cachepawl_layout_from_json_file(const char* path, cachepawl_layout** out) {
+  ClearOut(out);
   return Guard("cachepawl_layout_from_json_file", nullptr, [&] {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(path, "path"));
     return NewLayout(LoadLayoutFile(path), out);
   });
@@ -228,9 +229,9 @@ cachepawl_status cachepawl_layout_from_json_file(const char* path, cachepawl_lay
 
 cachepawl_status cachepawl_layout_from_json_string(const char* json, size_t len,
                                                    cachepawl_layout** out) {
+  ClearOut(out);
   return Guard("cachepawl_layout_from_json_string", nullptr, [&] {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedSpan(json, len, "json", "len"));
     return NewLayout(ParseLayoutJson(std::string_view(json == nullptr ? "" : json, len)), out);
   });
@@ -239,6 +240,7 @@ cachepawl_status cachepawl_layout_from_json_string(const char* json, size_t len,
 void cachepawl_layout_free(cachepawl_layout* layout) { delete layout; }
 
 cachepawl_status cachepawl_layout_to_json(const cachepawl_layout* layout, char** out) {
+  ClearOut(out);
   return Guard("cachepawl_layout_to_json", nullptr, [&] {
     CACHEPAWL_RETURN_IF_ERROR(LayoutArgs(layout, out));
     return NewString(LayoutToJson(layout->layout), out);

@@ -69,9 +69,9 @@ cachepawl_status cachepawl_store_load(cachepawl_store* store, const cachepawl_ma
                                       const uint64_t* device_pages, size_t num_device_pages,
                                       uint64_t device_state_slot, size_t first_page, uint32_t flags,
                                       cachepawl_fence** out) {
+  ClearOut(out);
   return StoreCall("cachepawl_store_load", store, [&](Store& s) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(match, "match"));
     CACHEPAWL_RETURN_IF_ERROR(
         NeedSpan(device_pages, num_device_pages, "device_pages", "num_device_pages"));
@@ -92,9 +92,9 @@ cachepawl_status cachepawl_store_save(cachepawl_store* store, const char* ns, si
                                       const uint64_t* device_pages, size_t num_device_pages,
                                       uint64_t device_state_slot, uint64_t state_depth_tokens,
                                       cachepawl_fence** out) {
+  ClearOut(out);
   return StoreCall("cachepawl_store_save", store, [&](Store& s) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedSpan(ns, ns_len, "ns", "ns_len"));
     CACHEPAWL_RETURN_IF_ERROR(NeedSpan(tokens, num_tokens, "tokens", "num_tokens"));
     CACHEPAWL_RETURN_IF_ERROR(
@@ -115,9 +115,9 @@ cachepawl_status cachepawl_store_save_hashes(cachepawl_store* store, const uint8
                                              const uint64_t* device_pages, size_t num_device_pages,
                                              uint64_t device_state_slot,
                                              uint64_t state_depth_tokens, cachepawl_fence** out) {
+  ClearOut(out);
   return StoreCall("cachepawl_store_save_hashes", store, [&](Store& s) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedSpan(hashes, num_hashes, "hashes", "num_hashes"));
     CACHEPAWL_RETURN_IF_ERROR(
         NeedSpan(device_pages, num_device_pages, "device_pages", "num_device_pages"));
@@ -134,9 +134,9 @@ cachepawl_status cachepawl_store_save_hashes(cachepawl_store* store, const uint8
 
 cachepawl_status cachepawl_store_prefetch(cachepawl_store* store, const cachepawl_match* match,
                                           cachepawl_prefetch** out) {
+  ClearOut(out);
   return StoreCall("cachepawl_store_prefetch", store, [&](Store& s) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(match, "match"));
     CACHEPAWL_ASSIGN_OR_RETURN(auto p, s.StartPrefetch(match->match));
     *out = new cachepawl_prefetch{std::move(p)};
@@ -146,9 +146,9 @@ cachepawl_status cachepawl_store_prefetch(cachepawl_store* store, const cachepaw
 
 cachepawl_status cachepawl_prefetch_fence(const cachepawl_prefetch* prefetch,
                                           cachepawl_fence** out) {
+  ClearOut(out);
   return Guard("cachepawl_prefetch_fence", nullptr, [&] {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(prefetch, "prefetch"));
     return NewFence(prefetch->prefetch->fence(), out);
   });
@@ -182,6 +182,7 @@ cachepawl_status cachepawl_fence_wait(const cachepawl_fence* fence, uint64_t tim
 
 cachepawl_status cachepawl_fence_result(const cachepawl_fence* fence, cachepawl_status* code,
                                         char** message) {
+  ClearOut(message);
   return FenceCall("cachepawl_fence_result", fence, [&](const Fence& f) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(code, "code"));
     if (!f.Ready()) return Status::FailedPrecondition("fence: not fired yet");

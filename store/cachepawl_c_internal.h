@@ -71,6 +71,13 @@ StatusOr<Kind> ToKind(cachepawl_kind kind);
 Status CopyOut(const void* src, size_t n, size_t elem_bytes, void* out, size_t capacity,
                size_t* count, const char* out_name);
 
+// Sets a handle or string result to NULL before a call that may fail (cachepawl.h: "on failure
+// *out is NULL"). A null `out` is left for the call's own check.
+template <typename T>
+void ClearOut(T** out) noexcept {
+  if (out != nullptr) *out = nullptr;
+}
+
 // A new malloc'ed copy of `s` for a `char**` result (freed by cachepawl_string_free).
 Status NewString(const std::string& s, char** out);
 

@@ -78,9 +78,9 @@ cachepawl_status cachepawl_store_hash_tokens(const cachepawl_store* store, const
 cachepawl_status cachepawl_store_lookup(cachepawl_store* store, const char* ns, size_t ns_len,
                                         const uint32_t* tokens, size_t num_tokens,
                                         cachepawl_match** out) {
+  ClearOut(out);
   return StoreCall("cachepawl_store_lookup", store, [&](Store& s) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_ASSIGN_OR_RETURN(std::string_view n, Namespace(ns, ns_len));
     CACHEPAWL_ASSIGN_OR_RETURN(auto t, Tokens(tokens, num_tokens));
     return NewMatch(s.Lookup(n, t), out);
@@ -89,9 +89,9 @@ cachepawl_status cachepawl_store_lookup(cachepawl_store* store, const char* ns, 
 
 cachepawl_status cachepawl_store_lookup_hashes(cachepawl_store* store, const uint8_t* hashes,
                                                size_t num_hashes, cachepawl_match** out) {
+  ClearOut(out);
   return StoreCall("cachepawl_store_lookup_hashes", store, [&](Store& s) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedSpan(hashes, num_hashes, "hashes", "num_hashes"));
     return NewMatch(s.LookupHashes(HashesFromBytes(hashes, num_hashes)), out);
   });
@@ -151,9 +151,9 @@ cachepawl_status cachepawl_match_hashes(const cachepawl_match* match, uint8_t* o
 
 cachepawl_status cachepawl_store_lock(cachepawl_store* store, const cachepawl_match* match,
                                       size_t pages, cachepawl_lock** out) {
+  ClearOut(out);
   return StoreCall("cachepawl_store_lock", store, [&](Store& s) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(match, "match"));
     CACHEPAWL_ASSIGN_OR_RETURN(PrefixLock l, s.Lock(match->match, pages));
     auto* lock = new cachepawl_lock();

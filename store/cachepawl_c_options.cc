@@ -49,6 +49,7 @@ using namespace cachepawl::capi;  // NOLINT(google-build-using-namespace)
 extern "C" {
 
 cachepawl_status cachepawl_options_new(cachepawl_options** out) {
+  ClearOut(out);
   return Guard("cachepawl_options_new", nullptr, [&] {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
     *out = new cachepawl_options();

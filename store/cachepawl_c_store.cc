@@ -104,9 +104,9 @@ using namespace cachepawl::capi;  // NOLINT(google-build-using-namespace)
 extern "C" {
 
 cachepawl_status cachepawl_store_open(const cachepawl_options* options, cachepawl_store** out) {
+  ClearOut(out);
   return Guard("cachepawl_store_open", nullptr, [&] {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(options, "options"));
     CACHEPAWL_RETURN_IF_ERROR(ValidateOptions(*options));
     auto state = std::make_shared<StoreState>();
@@ -132,6 +132,7 @@ void cachepawl_store_free(cachepawl_store* store) {
 }
 
 cachepawl_status cachepawl_store_layout(const cachepawl_store* store, cachepawl_layout** out) {
+  ClearOut(out);
   return StoreCall("cachepawl_store_layout", store, [&](Store& s) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
     *out = new cachepawl_layout{s.layout()};
@@ -148,20 +149,22 @@ cachepawl_status cachepawl_store_gpu_mode(const cachepawl_store* store, int32_t*
 }
 
 cachepawl_status cachepawl_store_stats_json(const cachepawl_store* store, char** out) {
+  ClearOut(out);
   return StoreCall("cachepawl_store_stats_json", store,
                    [&](Store& s) { return NewString(s.Stats().ToJson(), out); });
 }
 
 cachepawl_status cachepawl_store_stats_prometheus(const cachepawl_store* store, char** out) {
+  ClearOut(out);
   return StoreCall("cachepawl_store_stats_prometheus", store,
                    [&](Store& s) { return NewString(s.Stats().ToPrometheus(), out); });
 }
 
 cachepawl_status cachepawl_pool_new(int32_t device, uint64_t num_pages, uint64_t num_state_slots,
                                     cachepawl_pool** out) {
+  ClearOut(out);
   return Guard("cachepawl_pool_new", nullptr, [&] {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
-    *out = nullptr;
     if (device < -1) {
       return Status::InvalidArgument("device: " + std::to_string(device) +
                                      " (must be -1 (host memory) or a CUDA device >= 0)");

@@ -1,0 +1,58 @@
+/* The C ABI test's harness (tests/capi/cachepawl_c_test*.c): checks that count passes and
+ * failures, expected-status checks that also look for a word in the error message, the tiny
+ * hybrid layout the test uses, and deterministic record contents. Plain C99 + POSIX. */
+#ifndef CACHEPAWL_TESTS_CAPI_C_TEST_UTIL_H_
+#define CACHEPAWL_TESTS_CAPI_C_TEST_UTIL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/cachepawl.h"
+
+extern int g_passed;
+extern int g_failed;
+
+/* Counts one check; prints the failing ones. */
+void check(int ok, const char* what, int line);
+#define CHECK(cond) check((cond) != 0, #cond, __LINE__)
+
+/* `call` returned `code` and, unless needle is NULL, the thread's last error contains it. */
+void expect_code(cachepawl_status got, cachepawl_status code, const char* needle, const char* what,
+                 int line);
+#define EXPECT_OK(call) expect_code((call), CACHEPAWL_OK, NULL, #call, __LINE__)
+#define EXPECT_ERR(call, code, needle) expect_code((call), (code), (needle), #call, __LINE__)
+
+/* Tiny hybrid layout: 4-token pages, attention layers 0 and 2 (2 KV heads of 16 bf16: 256
+ * bytes of K per page, a 1024-byte KV record), SSM layers 1 and 3 (conv 8x3 bf16 = 48 bytes,
+ * SSM 2x4x8 fp32 = 256 bytes: a 608-byte state record). */
+extern const char kTinyLayoutJson[];
+#define TINY_PAGE 4u
+#define TINY_K_BYTES 256u
+#define TINY_KV_RECORD 1024u
+#define TINY_CONV_BYTES 48u
+#define TINY_SSM_BYTES 256u
+#define TINY_STATE_RECORD 608u
+
+/* Deterministic bytes for `seed`. */
+void fill_bytes(uint8_t* out, size_t n, uint64_t seed);
+/* tokens[i] = first + i. */
+void fill_tokens(uint32_t* out, size_t n, uint32_t first);
+/* A fresh folder under /tmp (exits on failure) and its recursive removal. */
+void make_temp_dir(char* path, size_t capacity);
+void remove_tree(const char* path);
+/* -1 (CPU mode), or the GPU named by CACHEPAWL_C_TEST_CUDA_DEVICE. */
+int32_t test_cuda_device(void);
+/* Opens a store of the tiny layout on test_cuda_device(); disk_dir NULL: host only. */
+cachepawl_store* open_tiny_store(const char* disk_dir, uint64_t device_pool_bytes);
+
+/* The parts of the test, one per file. */
+void test_library_and_layouts(void);
+void test_options(void);
+void test_store_round_trip(const char* dir);
+void test_reopen_and_prefetch(const char* dir);
+void test_bad_store_arguments(const char* dir);
+void test_engine_pools(void);
+void test_close_and_lifetimes(const char* dir);
+void test_threads(const char* dir);
+
+#endif /* CACHEPAWL_TESTS_CAPI_C_TEST_UTIL_H_ */
