@@ -6,6 +6,7 @@
 // would have computed. It runs in CPU mode without a GPU and on the GPU when there is one.
 //
 //   engine_integration [STORE_DIR]     (default: a fresh temporary folder)
+#include <cachepawl/store/store.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,8 +16,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "store/store.h"
 
 using namespace cachepawl;
 

@@ -1,4 +1,5 @@
-// PageHasher: the SHA-256 chain that names pages of tokens (DESIGN.md, "The life of a prefix").
+// PageHasher: the SHA-256 chain that names pages of tokens (docs/DESIGN.md, "The life of a
+// prefix").
 //
 //   h0 = SHA256(seed || tokens[0, P)),  hi = SHA256(h(i-1) || tokens[iP, (i+1)P))
 //

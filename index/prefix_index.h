@@ -1,5 +1,5 @@
 // PrefixIndex: the store's memory of which pages and Mamba states are cached, in which tier and
-// slot (DESIGN.md, "The life of a prefix", invariants 2 and 3).
+// slot (docs/DESIGN.md, "The life of a prefix", invariants 2 and 3).
 //
 // One entry per page hash. The chain of hashes makes the entries a forest: every entry but the
 // first page of a chain names its parent, and its depth is its page count from the root

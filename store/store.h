@@ -1,4 +1,4 @@
-// Store: the API a serving engine links against (DESIGN.md, "The life of a prefix").
+// Store: the API a serving engine links against (docs/DESIGN.md, "The life of a prefix").
 //
 //   auto store = Store::Open(options);                         // host (+ disk) tiers, transfers
 //   auto match = store->Lookup(ns, tokens);                    // hybrid-rule prefix match
@@ -35,7 +35,7 @@ struct DevicePoolDescription;  // tiers/device_pool.h
 // The answer to a Lookup. Valid until the entries it names are evicted: Lock() it, or Load()
 // it at once (Load re-checks and fails with NotFound when something has gone meanwhile).
 struct PrefixMatch {
-  std::vector<PageHash> hashes;     // every full page of the lookup, in order
+  std::vector<PageHash> hashes;  // every full page of the lookup, in order
   uint32_t page_size_tokens = 0;
   // Pages reusable under the hybrid rule: KV pages 0..n-1 in some tier and (layouts with SSM
   // layers) a Mamba state of depth exactly n * page_size_tokens in some tier.
@@ -56,15 +56,15 @@ struct PrefixLock {
 };
 
 struct LoadOptions {
-  size_t first_page = 0;           // the engine already holds pages [0, first_page)
-  bool per_layer_fences = false;   // one sub-fence per attention layer (GPU mode)
+  size_t first_page = 0;          // the engine already holds pages [0, first_page)
+  bool per_layer_fences = false;  // one sub-fence per attention layer (GPU mode)
 };
 
 struct SaveRequest {
-  std::string_view ns;                  // namespace (tenant); part of the hash chain
-  std::span<const uint32_t> tokens;     // the prompt so far; or, instead, `hashes`
-  std::span<const PageHash> hashes;     // precomputed page hashes (engine-computed chain)
-  size_t first_page = 0;                // pages [first_page, first_page + device_pages.size())
+  std::string_view ns;               // namespace (tenant); part of the hash chain
+  std::span<const uint32_t> tokens;  // the prompt so far; or, instead, `hashes`
+  std::span<const PageHash> hashes;  // precomputed page hashes (engine-computed chain)
+  size_t first_page = 0;             // pages [first_page, first_page + device_pages.size())
   std::span<const uint64_t> device_pages;
   std::optional<uint64_t> device_state_slot;  // a Mamba state to save, taken at...
   uint64_t state_depth_tokens = 0;            // ...this depth (a multiple of the page size)

@@ -1,5 +1,5 @@
-// The index rebuilt from the disk catalog when a store opens (DESIGN.md, "Restart"): every record
-// the disk tier kept after its own checks (tiers/disk_tier.h: catalog, extents, layout
+// The index rebuilt from the disk catalog when a store opens (docs/DESIGN.md, "Restart"): every
+// record the disk tier kept after its own checks (tiers/disk_tier.h: catalog, extents, layout
 // fingerprint) becomes an index entry with a Disk location, parents before children. A record
 // whose parent was lost, or a state whose page entry is missing or at another depth, cannot be
 // reached by any lookup: it is removed from the disk tier so that its space is reused.

@@ -1,6 +1,6 @@
 // Deterministic content for `cachepawl replay`: the tokens of a block, the bytes of a KV page
 // and of a Mamba state. Every byte the replay writes is a function of the entry's key, so every
-// byte it loads back can be checked without keeping a copy ("never wrong bytes", DESIGN.md).
+// byte it loads back can be checked without keeping a copy (docs/DESIGN.md, invariant 1).
 //
 //   token(block b, position j)     a 32-bit mix of (b, j): equal block ids, equal tokens
 //   KV page record (page hash h)   word i (8 bytes, little-endian) = T[i mod 2^17] ^ K(seed(h), i

@@ -41,7 +41,7 @@
 // reads or writes are never evicted, removed or overwritten.
 //
 // Why two objects: the bookkeeping is tiers/ (where bytes live); moving bytes, the ring and
-// fences are transfer/ (DESIGN.md: transfer depends on tiers, never the reverse).
+// fences are transfer/ (docs/DESIGN.md: transfer depends on tiers, never the reverse).
 //
 // Thread safety: WriteBack, LoadBack and tier() may be called from any thread concurrently.
 // Close (and the destructor) must not race with them from the caller's side; batches already
