@@ -11,8 +11,7 @@ import pytest
 
 import cachepawl
 from cachepawl import Kind
-from conftest import KV_BYTES, PAGE, STATE_BYTES, tokens
-from test_roundtrip import fill, save_all
+from conftest import KV_BYTES, PAGE, STATE_BYTES, fill, save_all, tokens
 
 
 class Boom(Exception):

@@ -149,3 +149,10 @@ def test_found_through_ld_library_path() -> None:
         pytest.skip("the library file has another name")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().startswith("libcachepawl.so") or r.stdout.strip().startswith(folder)
+
+
+def test_import_does_not_import_torch() -> None:
+    r = subprocess.run([sys.executable, "-c", "import sys, cachepawl; print('torch' in sys.modules)"],
+                       env=library_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"

@@ -16,8 +16,7 @@ import pytest
 
 import cachepawl
 from cachepawl import Kind
-from conftest import BASE_OPTIONS, KV_BYTES, PAGE, library_env, tokens
-from test_roundtrip import fill, save_all
+from conftest import BASE_OPTIONS, KV_BYTES, PAGE, fill, library_env, save_all, tokens
 
 
 def start_saves(store: cachepawl.Store, n: int, pages_each: int = 2) -> List[cachepawl.Fence]:

@@ -3,51 +3,13 @@ reopening a disk tier; namespaces; hashes; per-layer fences; prefetch."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict
 
 import pytest
 
 import cachepawl
 from cachepawl import Kind, Tier
-from conftest import KV_BYTES, PAGE, STATE_BYTES, record, tokens
-
-
-def fill(store: cachepawl.Store, n_pages: int, seed: int) -> Tuple[List[int], int, List[bytes], bytes]:
-    """Allocates n_pages KV slots and one state slot and writes random records into them."""
-    pages = [store.allocate_device_slot(Kind.KV) for _ in range(n_pages)]
-    kv = [record(KV_BYTES, seed * 1000 + i) for i in range(n_pages)]
-    for p, data in zip(pages, kv):
-        store.write_device_record(Kind.KV, p, data)
-    slot = store.allocate_device_slot("state")
-    state = record(STATE_BYTES, seed * 1000 + 999)
-    store.write_device_record("state", slot, state)
-    return pages, slot, kv, state
-
-
-def save_all(store: cachepawl.Store, toks: List[int], namespace: str = "", seed: int = 1) -> Tuple[List[bytes], bytes]:
-    pages, slot, kv, state = fill(store, len(toks) // PAGE, seed)
-    store.save(toks, pages, namespace=namespace, state_slot=slot,
-               state_depth_tokens=len(toks)).wait(timeout=30)
-    return kv, state
-
-
-def load_and_compare(store: cachepawl.Store, match: cachepawl.Match, kv: List[bytes], state: bytes,
-                     **load_kw: Any) -> cachepawl.Fence:
-    n = match.reusable_pages
-    dst = [store.allocate_device_slot(Kind.KV) for _ in range(n)]
-    dst_slot = store.allocate_device_slot(Kind.STATE)
-    for p in dst:  # make sure the load writes them
-        store.write_device_record(Kind.KV, p, bytes(KV_BYTES))
-    store.write_device_record(Kind.STATE, dst_slot, bytes(STATE_BYTES))
-    with store.lock(match) as lock:
-        assert lock.pages == n and lock.has_state
-        fence = store.load(match, dst, dst_slot, **load_kw)
-        fence.wait(timeout=30)
-    assert fence.ready and fence.error is None and fence.result() is None
-    for i, p in enumerate(dst):
-        assert store.read_device_record(Kind.KV, p) == kv[i], f"KV page {i}"
-    assert store.read_device_record(Kind.STATE, dst_slot) == state
-    return fence
+from conftest import KV_BYTES, PAGE, STATE_BYTES, fill, load_and_compare, record, save_all, tokens
 
 
 def test_save_lookup_load_byte_compare(store: cachepawl.Store) -> None:
