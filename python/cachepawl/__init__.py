@@ -54,7 +54,7 @@ library_path = _lib.library_path
 def library_version() -> str:
     """The loaded libcachepawl.so's version, e.g. "0.1.0"."""
     v = _lib.lib.cachepawl_version()
-    return v.decode() if v else ""
+    return str(v.decode()) if v else ""
 
 
 def library_version_number() -> int:

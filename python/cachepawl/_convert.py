@@ -11,12 +11,16 @@ import array
 import ctypes
 import operator
 import os
-from typing import Any, Iterable, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple, Union
 
 from . import _lib
 from .errors import InvalidArgument
 
 BytesLike = Union[bytes, bytearray, memoryview]
+if TYPE_CHECKING:
+    CArray = ctypes.Array[Any]  # a ctypes array passed as a pointer argument
+else:
+    CArray = Any
 
 _SIZE_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t))
 
@@ -70,7 +74,9 @@ def path(name: str, value: Any) -> bytes:
     try:
         p = os.fsencode(value)
     except TypeError:
-        raise TypeError(f"{name}: expected a path (str, bytes or os.PathLike), got {value!r}") from None
+        raise TypeError(
+            f"{name}: expected a path (str, bytes or os.PathLike), got {value!r}"
+        ) from None
     if b"\0" in p:
         raise InvalidArgument(f"{name}: {value!r} (contains a NUL byte)")
     return p
@@ -102,7 +108,7 @@ def namespace(ns: Any) -> Tuple[Optional[bytes], int]:
 
 def _int_array(
     name: str, values: Any, ctype: Any, typecode: str, bits: int
-) -> Tuple[Optional[ctypes.Array], int]:
+) -> Tuple[Optional[CArray], int]:
     """A C array of unsigned `bits`-bit ints from a sequence, array or buffer; (NULL, 0) when
     empty."""
     if isinstance(values, (str, bytes, bytearray)):
@@ -137,12 +143,12 @@ def _int_array(
     return (ctype * len(arr)).from_buffer(arr), len(arr)
 
 
-def tokens(name: str, values: Any) -> Tuple[Optional[ctypes.Array], int]:
+def tokens(name: str, values: Any) -> Tuple[Optional[CArray], int]:
     """Token ids (uint32) from a list, array.array('I'), numpy array or tensor."""
     return _int_array(name, values, ctypes.c_uint32, "I", 32)
 
 
-def slots(name: str, values: Any) -> Tuple[Optional[ctypes.Array], int]:
+def slots(name: str, values: Any) -> Tuple[Optional[CArray], int]:
     """Device page or slot numbers (uint64)."""
     return _int_array(name, values, ctypes.c_uint64, "Q", 64)
 
@@ -155,7 +161,9 @@ def _bytes_of(name: str, value: Any) -> bytes:
     raise TypeError(f"{name}: expected bytes, got {type(value).__name__} {value!r}")
 
 
-def hashes(name: str, values: Union[BytesLike, Iterable[BytesLike]]) -> Tuple[Optional[ctypes.Array], int]:
+def hashes(
+    name: str, values: Union[BytesLike, Iterable[BytesLike]]
+) -> Tuple[Optional[CArray], int]:
     """Page hashes: one bytes-like of n * 32 bytes, or a sequence of 32-byte bytes-likes."""
     hb = _lib.HASH_BYTES
     if isinstance(values, (bytes, bytearray, memoryview)):
@@ -179,7 +187,7 @@ def hashes(name: str, values: Union[BytesLike, Iterable[BytesLike]]) -> Tuple[Op
     return (ctypes.c_uint8 * len(raw)).from_buffer_copy(raw), len(raw) // hb
 
 
-def split_hashes(raw: bytes) -> list:
+def split_hashes(raw: bytes) -> List[bytes]:
     hb = _lib.HASH_BYTES
     return [raw[i : i + hb] for i in range(0, len(raw), hb)]
 
@@ -208,8 +216,10 @@ def writable_buffer(name: str, out: Any) -> Tuple[Any, int]:
     try:
         mv = memoryview(out)
     except TypeError:
-        raise TypeError(f"{name}: expected a writable buffer (bytearray, memoryview, ...), got "
-                        f"{type(out).__name__}") from None
+        raise TypeError(
+            f"{name}: expected a writable buffer (bytearray, memoryview, ...), got "
+            f"{type(out).__name__}"
+        ) from None
     if mv.readonly:
         raise InvalidArgument(f"{name}: read-only buffer (pass a bytearray or writable memoryview)")
     if not mv.c_contiguous:

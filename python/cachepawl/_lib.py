@@ -244,9 +244,7 @@ def _open() -> Tuple[ctypes.CDLL, str]:
             f"It must be libcachepawl.so built for this machine. {_HOW_TO}"
         )
     raise ImportError(
-        "cachepawl: libcachepawl.so was not found (tried: "
-        + "; ".join(errors)
-        + f"). {_HOW_TO}"
+        "cachepawl: libcachepawl.so was not found (tried: " + "; ".join(errors) + f"). {_HOW_TO}"
     )
 
 

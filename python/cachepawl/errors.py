@@ -140,7 +140,7 @@ def status_name(code: int) -> str:
     if not -(2**31) <= code < 2**31:
         return "Unknown"
     name = _lib.lib.cachepawl_status_name(code)
-    return name.decode() if name else "Unknown"
+    return str(name.decode()) if name else "Unknown"
 
 
 def error_for(code: int, message: str) -> Error:
@@ -155,7 +155,7 @@ def error_for(code: int, message: str) -> Error:
 def last_error() -> str:
     """The calling thread's last error message of the library ("" when none)."""
     msg = _lib.lib.cachepawl_last_error()
-    return msg.decode("utf-8", errors="replace") if msg else ""
+    return str(msg.decode("utf-8", errors="replace")) if msg else ""
 
 
 def check(code: int) -> None:

@@ -60,7 +60,11 @@ class Fence(_lib.Owner):
         return bool(get(lib.cachepawl_fence_ready, ctypes.c_int32, self._h))
 
     def _wait(
-        self, what: str, timeout: Optional[float], wait: Callable[[int], int], ready: Callable[[], bool]
+        self,
+        what: str,
+        timeout: Optional[float],
+        wait: Callable[[int], int],
+        ready: Callable[[], bool],
     ) -> None:
         total = _convert.timeout_ms("timeout", timeout)
         deadline = None if total == _lib.WAIT_FOREVER else time.monotonic() + total / 1000.0
@@ -87,7 +91,7 @@ class Fence(_lib.Owner):
         self._wait(
             "fence",
             timeout,
-            lambda ms: lib.cachepawl_fence_wait(self._h, ms),
+            lambda ms: int(lib.cachepawl_fence_wait(self._h, ms)),
             lambda: self.ready,
         )
 
@@ -121,7 +125,7 @@ class Fence(_lib.Owner):
         self._wait(
             f"fence layer {i}",
             timeout,
-            lambda ms: lib.cachepawl_fence_wait_layer(self._h, i, ms),
+            lambda ms: int(lib.cachepawl_fence_wait_layer(self._h, i, ms)),
             lambda: self.layer_ready(i),
         )
 

@@ -144,7 +144,9 @@ class Layout(_lib.Owner):
 
     def layer_index(self, kind: KindLike, i: int) -> int:
         """The decoder position of the i-th attention (KV) or SSM (STATE) layer."""
-        return self._u32(lib.cachepawl_layout_layer_index, int(to_kind(kind)), _convert.size("i", i))
+        return self._u32(
+            lib.cachepawl_layout_layer_index, int(to_kind(kind)), _convert.size("i", i)
+        )
 
     def k_bytes_per_page(self, i: int) -> int:
         """Bytes of K (equally V) of attention layer i for one page."""

@@ -48,8 +48,12 @@ class Match(_lib.Owner):
         self.num_pages: int = get(lib.cachepawl_match_num_pages, size, handle)
         self.reusable_pages: int = get(lib.cachepawl_match_reusable_pages, size, handle)
         self.kv_only_pages: int = get(lib.cachepawl_match_kv_only_pages, size, handle)
-        self.checkpoint_hint_pages: int = get(lib.cachepawl_match_checkpoint_hint_pages, size, handle)
-        self.page_size_tokens: int = get(lib.cachepawl_match_page_size_tokens, ctypes.c_uint32, handle)
+        self.checkpoint_hint_pages: int = get(
+            lib.cachepawl_match_checkpoint_hint_pages, size, handle
+        )
+        self.page_size_tokens: int = get(
+            lib.cachepawl_match_page_size_tokens, ctypes.c_uint32, handle
+        )
         self.state_tier = Tier(get(lib.cachepawl_match_state_tier, ctypes.c_int32, handle))
         self._hashes: Optional[List[bytes]] = None
         self._tiers: Optional[List[Tier]] = None
@@ -74,7 +78,9 @@ class Match(_lib.Owner):
     def hashes(self) -> List[bytes]:
         """Every page hash of the lookup (num_pages of 32 bytes each)."""
         if self._hashes is None:
-            buf, n = _read_array(lib.cachepawl_match_hashes, self._h, ctypes.c_uint8, _lib.HASH_BYTES)
+            buf, n = _read_array(
+                lib.cachepawl_match_hashes, self._h, ctypes.c_uint8, _lib.HASH_BYTES
+            )
             self._hashes = _convert.split_hashes(bytes(buf)[: n * _lib.HASH_BYTES])
         return list(self._hashes)
 

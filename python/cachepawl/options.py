@@ -90,62 +90,107 @@ class Options(_lib.Owner):
                     raise InvalidArgument(f"{name}: '' (a data file path is needed)")
                 check(lib.cachepawl_options_add_disk_data_path(h, data_path))
         if disk_queue_depth is not None:
-            check(lib.cachepawl_options_set_disk_queue_depth(
-                h, _convert.u32("disk_queue_depth", disk_queue_depth)))
+            check(
+                lib.cachepawl_options_set_disk_queue_depth(
+                    h, _convert.u32("disk_queue_depth", disk_queue_depth)
+                )
+            )
         if write_policy is not None:
             check(lib.cachepawl_options_set_write_policy(h, _write_policy(write_policy)))
         if selective_min_hits is not None:
-            check(lib.cachepawl_options_set_selective_min_hits(
-                h, _convert.u32("selective_min_hits", selective_min_hits)))
+            check(
+                lib.cachepawl_options_set_selective_min_hits(
+                    h, _convert.u32("selective_min_hits", selective_min_hits)
+                )
+            )
         if wipe_on_layout_mismatch is not None:
             if not isinstance(wipe_on_layout_mismatch, bool):
-                raise TypeError(f"wipe_on_layout_mismatch: expected a bool, got {wipe_on_layout_mismatch!r}")
-            check(lib.cachepawl_options_set_wipe_on_layout_mismatch(h, int(wipe_on_layout_mismatch)))
+                raise TypeError(
+                    f"wipe_on_layout_mismatch: expected a bool, got {wipe_on_layout_mismatch!r}"
+                )
+            check(
+                lib.cachepawl_options_set_wipe_on_layout_mismatch(h, int(wipe_on_layout_mismatch))
+            )
         if cuda_device is not None:
-            check(lib.cachepawl_options_set_cuda_device(h, _convert.i32("cuda_device", cuda_device)))
+            check(
+                lib.cachepawl_options_set_cuda_device(h, _convert.i32("cuda_device", cuda_device))
+            )
         if device_pool_bytes is not None:
-            check(lib.cachepawl_options_set_device_pool_bytes(
-                h, _convert.u64("device_pool_bytes", device_pool_bytes)))
+            check(
+                lib.cachepawl_options_set_device_pool_bytes(
+                    h, _convert.u64("device_pool_bytes", device_pool_bytes)
+                )
+            )
         if load_stream_priority is not None or write_stream_priority is not None:
-            check(lib.cachepawl_options_set_stream_priorities(
-                h,
-                _convert.i32("load_stream_priority", load_stream_priority or 0),
-                _convert.i32("write_stream_priority", write_stream_priority or 0),
-            ))
+            check(
+                lib.cachepawl_options_set_stream_priorities(
+                    h,
+                    _convert.i32("load_stream_priority", load_stream_priority or 0),
+                    _convert.i32("write_stream_priority", write_stream_priority or 0),
+                )
+            )
         if staging_bytes is not None:
-            check(lib.cachepawl_options_set_staging_bytes(h, _convert.u64("staging_bytes", staging_bytes)))
+            check(
+                lib.cachepawl_options_set_staging_bytes(
+                    h, _convert.u64("staging_bytes", staging_bytes)
+                )
+            )
         if track_interval_pages is not None:
-            check(lib.cachepawl_options_set_track_interval_pages(
-                h, _convert.u32("track_interval_pages", track_interval_pages)))
+            check(
+                lib.cachepawl_options_set_track_interval_pages(
+                    h, _convert.u32("track_interval_pages", track_interval_pages)
+                )
+            )
 
-    def _set_layout(self, layout: Any, layout_json: Any, layout_file: Any,
-                    page_size_tokens: Optional[int]) -> None:
-        given = [n for n, v in (("layout", layout), ("layout_json", layout_json),
-                                ("layout_file", layout_file)) if v is not None]
+    def _set_layout(
+        self, layout: Any, layout_json: Any, layout_file: Any, page_size_tokens: Optional[int]
+    ) -> None:
+        given = [
+            n
+            for n, v in (
+                ("layout", layout),
+                ("layout_json", layout_json),
+                ("layout_file", layout_file),
+            )
+            if v is not None
+        ]
         if len(given) != 1:
             raise InvalidArgument(
                 f"layout: {'none' if not given else ' and '.join(given)} given (pass exactly "
-                f"one of layout= (a preset name or a Layout), layout_json=, layout_file=)")
+                f"one of layout= (a preset name or a Layout), layout_json=, layout_file=)"
+            )
         if page_size_tokens is not None and not isinstance(layout, str):
             raise InvalidArgument(
                 f"page_size_tokens: {page_size_tokens} (only with a preset name; a JSON layout "
-                f"or Layout carries its own page size)")
+                f"or Layout carries its own page size)"
+            )
         h = self._h
         if isinstance(layout, str):
             pst = 16 if page_size_tokens is None else page_size_tokens
-            check(lib.cachepawl_options_set_layout_preset(
-                h, _convert.text("layout", layout), _convert.u32("page_size_tokens", pst)))
+            check(
+                lib.cachepawl_options_set_layout_preset(
+                    h, _convert.text("layout", layout), _convert.u32("page_size_tokens", pst)
+                )
+            )
         elif isinstance(layout, Layout):
             check(lib.cachepawl_options_set_layout(h, layout._h))
         elif layout is not None:
-            raise TypeError(f"layout: expected a preset name (str) or a Layout, got {type(layout).__name__}")
+            raise TypeError(
+                f"layout: expected a preset name (str) or a Layout, got {type(layout).__name__}"
+            )
         elif layout_json is not None:
             if not isinstance(layout_json, (str, bytes, bytearray)):
-                raise TypeError(f"layout_json: expected str or bytes, got {type(layout_json).__name__}")
+                raise TypeError(
+                    f"layout_json: expected str or bytes, got {type(layout_json).__name__}"
+                )
             b = layout_json.encode("utf-8") if isinstance(layout_json, str) else bytes(layout_json)
             check(lib.cachepawl_options_set_layout_json_string(h, b or None, len(b)))
         else:
-            check(lib.cachepawl_options_set_layout_json_file(h, _convert.path("layout_file", layout_file)))
+            check(
+                lib.cachepawl_options_set_layout_json_file(
+                    h, _convert.path("layout_file", layout_file)
+                )
+            )
 
     def validate(self) -> None:
         """The checks Store(...) makes on the options alone; raises InvalidArgument."""

@@ -67,24 +67,39 @@ class DevicePool(_lib.Owner):
     def _set_layer(self, fn: Any, i: int, *named: Tuple[str, int]) -> "DevicePool":
         """fn(pool, i, base, stride, base, stride) with each (name, value) range-checked."""
         (b1, v1), (s1, w1), (b2, v2), (s2, w2) = named
-        check(fn(self._h, _convert.size("i", i), _ptr(b1, v1), _convert.u64(s1, w1),
-                 _ptr(b2, v2), _convert.u64(s2, w2)))
+        check(
+            fn(
+                self._h,
+                _convert.size("i", i),
+                _ptr(b1, v1),
+                _convert.u64(s1, w1),
+                _ptr(b2, v2),
+                _convert.u64(s2, w2),
+            )
+        )
         return self
 
     def set_kv_layer(
         self, i: int, k_base: int, k_page_stride: int, v_base: int, v_page_stride: int
     ) -> "DevicePool":
         """Attention layer i with K and V separate: page p's K at k_base + p * k_page_stride."""
-        return self._set_layer(lib.cachepawl_pool_set_kv_layer, i, ("k_base", k_base),
-                               ("k_page_stride", k_page_stride), ("v_base", v_base),
-                               ("v_page_stride", v_page_stride))
+        return self._set_layer(
+            lib.cachepawl_pool_set_kv_layer,
+            i,
+            ("k_base", k_base),
+            ("k_page_stride", k_page_stride),
+            ("v_base", v_base),
+            ("v_page_stride", v_page_stride),
+        )
 
     def set_kv_layer_interleaved(self, i: int, base: int, page_stride: int) -> "DevicePool":
         """Attention layer i with K and V interleaved per page ([num_pages, 2, page, heads,
         dim]): V = K + K bytes per page."""
         check(
             lib.cachepawl_pool_set_kv_layer_interleaved(
-                self._h, _convert.size("i", i), _ptr("base", base),
+                self._h,
+                _convert.size("i", i),
+                _ptr("base", base),
                 _convert.u64("page_stride", page_stride),
             )
         )
@@ -95,9 +110,14 @@ class DevicePool(_lib.Owner):
     ) -> "DevicePool":
         """SSM layer i: slot s's conv state at conv_base + s * conv_slot_stride, its SSM state
         at ssm_base + s * ssm_slot_stride."""
-        return self._set_layer(lib.cachepawl_pool_set_ssm_layer, i, ("conv_base", conv_base),
-                               ("conv_slot_stride", conv_slot_stride), ("ssm_base", ssm_base),
-                               ("ssm_slot_stride", ssm_slot_stride))
+        return self._set_layer(
+            lib.cachepawl_pool_set_ssm_layer,
+            i,
+            ("conv_base", conv_base),
+            ("conv_slot_stride", conv_slot_stride),
+            ("ssm_base", ssm_base),
+            ("ssm_slot_stride", ssm_slot_stride),
+        )
 
     def set_block_contiguous(
         self, kv_base: int, page_stride: int = 0, state_base: int = 0, state_stride: int = 0

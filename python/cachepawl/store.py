@@ -2,10 +2,11 @@
 
 Thread safety: every Store method may be called from several threads at once (like the C++
 Store); the calls release the GIL while the library works. Objects a store returns (Match,
-Lock, Fence, Prefetch) stay valid after it is closed: calls that need the store then raise
-FailedPrecondition. ``close()`` drains what is in flight (every fence fires) and is
-idempotent; the store's memory is released when the Store object and everything it returned
-are garbage-collected.
+Lock, Fence, Prefetch) stay valid after it is closed (their own calls still answer; calls
+that need the open store raise FailedPrecondition). ``close()`` drains what is in flight
+(every fence fires) and is idempotent. The handle is freed (closing the store if still open)
+when the Store object is garbage-collected, which a Lock prevents while it exists (it refers
+to its store); matches, fences and prefetches do not keep the store.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _convert, _lib, torch_pool
-from .errors import check, get
+from .errors import InvalidArgument, check, get
 from .fence import Fence, Prefetch
 from .layout import KindLike, Layout, to_kind
 from .match import Lock, Match
@@ -29,7 +30,13 @@ Hashes = Union[bytes, Sequence[bytes]]
 
 
 def _state_slot(slot: Optional[int]) -> int:
-    return _lib.NO_SLOT if slot is None else _convert.u64("state_slot", slot)
+    """A state slot argument; None is CACHEPAWL_NO_SLOT (which a number may not spell)."""
+    if slot is None:
+        return _lib.NO_SLOT
+    v = _convert.u64("state_slot", slot)
+    if v == _lib.NO_SLOT:
+        raise InvalidArgument(f"state_slot: {v} (CACHEPAWL_NO_SLOT; pass None for no state)")
+    return v
 
 
 class Store(_lib.Owner):
@@ -105,12 +112,19 @@ class Store(_lib.Owner):
         ns, ns_len = _convert.namespace(namespace)
         arr, n = _convert.tokens("tokens", tokens)
         count = ctypes.c_size_t()
-        check(lib.cachepawl_store_hash_tokens(self._h, ns, ns_len, arr, n, None, 0, ctypes.byref(count)))
+        check(
+            lib.cachepawl_store_hash_tokens(
+                self._h, ns, ns_len, arr, n, None, 0, ctypes.byref(count)
+            )
+        )
         if count.value == 0:
             return []
         out = (ctypes.c_uint8 * (count.value * _lib.HASH_BYTES))()
-        check(lib.cachepawl_store_hash_tokens(self._h, ns, ns_len, arr, n, out, count.value,
-                                              ctypes.byref(count)))
+        check(
+            lib.cachepawl_store_hash_tokens(
+                self._h, ns, ns_len, arr, n, out, count.value, ctypes.byref(count)
+            )
+        )
         return _convert.split_hashes(bytes(out))
 
     def lookup(self, tokens: Tokens, namespace: Union[str, bytes] = "") -> Match:
@@ -161,10 +175,18 @@ class Store(_lib.Owner):
         if not isinstance(per_layer_fences, bool):
             raise TypeError(f"per_layer_fences: expected a bool, got {per_layer_fences!r}")
         h = _lib.FenceP()
-        check(lib.cachepawl_store_load(
-            self._h, match._h, pages, n, _state_slot(state_slot),
-            _convert.size("first_page", first_page),
-            _lib.LOAD_PER_LAYER_FENCES if per_layer_fences else 0, ctypes.byref(h)))
+        check(
+            lib.cachepawl_store_load(
+                self._h,
+                match._h,
+                pages,
+                n,
+                _state_slot(state_slot),
+                _convert.size("first_page", first_page),
+                _lib.LOAD_PER_LAYER_FENCES if per_layer_fences else 0,
+                ctypes.byref(h),
+            )
+        )
         return Fence(h)
 
     def save(
@@ -185,10 +207,21 @@ class Store(_lib.Owner):
         arr, n = _convert.tokens("tokens", tokens)
         pages, np_ = _convert.slots("device_pages", device_pages)
         h = _lib.FenceP()
-        check(lib.cachepawl_store_save(
-            self._h, ns, ns_len, arr, n, _convert.size("first_page", first_page), pages, np_,
-            _state_slot(state_slot), _convert.u64("state_depth_tokens", state_depth_tokens),
-            ctypes.byref(h)))
+        check(
+            lib.cachepawl_store_save(
+                self._h,
+                ns,
+                ns_len,
+                arr,
+                n,
+                _convert.size("first_page", first_page),
+                pages,
+                np_,
+                _state_slot(state_slot),
+                _convert.u64("state_depth_tokens", state_depth_tokens),
+                ctypes.byref(h),
+            )
+        )
         return Fence(h)
 
     def save_hashes(
@@ -204,10 +237,19 @@ class Store(_lib.Owner):
         arr, n = _convert.hashes("hashes", hashes)
         pages, np_ = _convert.slots("device_pages", device_pages)
         h = _lib.FenceP()
-        check(lib.cachepawl_store_save_hashes(
-            self._h, arr, n, _convert.size("first_page", first_page), pages, np_,
-            _state_slot(state_slot), _convert.u64("state_depth_tokens", state_depth_tokens),
-            ctypes.byref(h)))
+        check(
+            lib.cachepawl_store_save_hashes(
+                self._h,
+                arr,
+                n,
+                _convert.size("first_page", first_page),
+                pages,
+                np_,
+                _state_slot(state_slot),
+                _convert.u64("state_depth_tokens", state_depth_tokens),
+                ctypes.byref(h),
+            )
+        )
         return Fence(h)
 
     def prefetch(self, match: Match) -> Prefetch:
@@ -241,9 +283,17 @@ class Store(_lib.Owner):
     ) -> None:
         """Registers the engine's PyTorch KV and state tensors as the device pool (see
         cachepawl.torch_pool for the forms and checks). The store keeps the tensors alive."""
-        self.register_device_pool(torch_pool.describe(
-            self.layout, kv=kv, ssm=ssm, kv_blocks=kv_blocks, state_blocks=state_blocks,
-            num_pages=num_pages, num_state_slots=num_state_slots))
+        self.register_device_pool(
+            torch_pool.describe(
+                self.layout,
+                kv=kv,
+                ssm=ssm,
+                kv_blocks=kv_blocks,
+                state_blocks=state_blocks,
+                num_pages=num_pages,
+                num_state_slots=num_state_slots,
+            )
+        )
 
     def allocate_device_slot(self, kind: KindLike) -> int:
         """Store-owned pool only: a free KV page index or state slot index (NoSpace when full)."""
@@ -252,14 +302,21 @@ class Store(_lib.Owner):
 
     def free_device_slot(self, kind: KindLike, slot: int) -> None:
         """Store-owned pool only: gives a slot back."""
-        check(lib.cachepawl_store_free_device_slot(self._h, int(to_kind(kind)), _convert.u64("slot", slot)))
+        check(
+            lib.cachepawl_store_free_device_slot(
+                self._h, int(to_kind(kind)), _convert.u64("slot", slot)
+            )
+        )
 
     def write_device_record(self, kind: KindLike, slot: int, record: Any) -> None:
         """Store-owned pool only: copies one record (exactly record_bytes(kind) bytes, page-first
         order) from `record` (bytes, bytearray, memoryview, ...) into the slot."""
         ptr, n = _convert.readable_buffer("record", record)
-        check(lib.cachepawl_store_write_device_record(
-            self._h, int(to_kind(kind)), _convert.u64("slot", slot), ptr, n))
+        check(
+            lib.cachepawl_store_write_device_record(
+                self._h, int(to_kind(kind)), _convert.u64("slot", slot), ptr, n
+            )
+        )
 
     def read_device_record(self, kind: KindLike, slot: int, out: Any = None) -> Any:
         """Store-owned pool only: the slot's record, into `out` (a writable buffer of exactly
@@ -268,7 +325,11 @@ class Store(_lib.Owner):
         if out is None:
             out = bytearray(self.layout.record_bytes(k))
         ptr, n = _convert.writable_buffer("out", out)
-        check(lib.cachepawl_store_read_device_record(self._h, int(k), _convert.u64("slot", slot), ptr, n))
+        check(
+            lib.cachepawl_store_read_device_record(
+                self._h, int(k), _convert.u64("slot", slot), ptr, n
+            )
+        )
         return out
 
     # --- stats -------------------------------------------------------------------------------

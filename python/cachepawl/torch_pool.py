@@ -70,17 +70,22 @@ def is_tensor(x: Any) -> bool:
 def view_of(name: str, t: Any) -> TensorView:
     """A TensorView of a torch tensor (or a TensorView, renamed)."""
     if isinstance(t, TensorView):
-        return TensorView(name, t.ptr, t.shape, t.strides, t.itemsize, t.dtype, t.device,
-                          t.device_name)
+        return TensorView(
+            name, t.ptr, t.shape, t.strides, t.itemsize, t.dtype, t.device, t.device_name
+        )
     if not is_tensor(t):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__module__}.{type(t).__name__}")
+        raise TypeError(
+            f"{name}: expected a torch.Tensor, got {type(t).__module__}.{type(t).__name__}"
+        )
     dev = t.device
     if dev.type == "cpu":
         device = -1
     elif dev.type == "cuda":
         device = int(dev.index) if dev.index is not None else 0
     else:
-        raise InvalidArgument(f"{name}: device {dev} (expected a CUDA tensor, or a CPU tensor in CPU mode)")
+        raise InvalidArgument(
+            f"{name}: device {dev} (expected a CUDA tensor, or a CPU tensor in CPU mode)"
+        )
     dtype = str(t.dtype)
     return TensorView(
         name=name,
@@ -88,7 +93,7 @@ def view_of(name: str, t: Any) -> TensorView:
         shape=tuple(int(s) for s in t.shape),
         strides=tuple(int(s) for s in t.stride()),
         itemsize=int(t.element_size()),
-        dtype=dtype[len("torch."):] if dtype.startswith("torch.") else dtype,
+        dtype=dtype[len("torch.") :] if dtype.startswith("torch.") else dtype,
         device=device,
         device_name=str(dev),
     )
@@ -110,8 +115,15 @@ class _Checker:
         self.counts: Dict[str, Tuple[int, str]] = {}  # unit -> (dim 0, tensor that set it)
         self.owners: List[Any] = []
 
-    def slots(self, name: str, t: Any, unit: str, slot_bytes: int, dtypes: Optional[FrozenSet[str]],
-              expect: str) -> Tuple[int, int]:
+    def slots(
+        self,
+        name: str,
+        t: Any,
+        unit: str,
+        slot_bytes: int,
+        dtypes: Optional[FrozenSet[str]],
+        expect: str,
+    ) -> Tuple[int, int]:
         """(base address, byte stride of dim 0) of a [num_slots, ...] tensor whose per-slot
         block must be `slot_bytes` contiguous bytes of one of `dtypes` (None: any)."""
         v = view_of(name, t)
@@ -120,9 +132,12 @@ class _Checker:
             self.device, self.device_from = v.device, f"{name} ({v.device_name})"
         elif v.device != self.device:
             raise InvalidArgument(
-                f"{name}: device {v.device_name} (expected the device of {self.device_from})")
+                f"{name}: device {v.device_name} (expected the device of {self.device_from})"
+            )
         if dtypes is not None and v.dtype not in dtypes:
-            raise InvalidArgument(f"{name}: dtype {v.dtype} (expected {' or '.join(sorted(dtypes))})")
+            raise InvalidArgument(
+                f"{name}: dtype {v.dtype} (expected {' or '.join(sorted(dtypes))})"
+            )
         if len(v.shape) < 1:
             raise InvalidArgument(f"{name}: a 0-d tensor (expected [num_{unit}s, ...])")
         inner_shape, inner_strides = v.shape[1:], v.strides[1:]
@@ -132,19 +147,22 @@ class _Checker:
                 raise InvalidArgument(
                     f"{name}: strides {v.strides} for shape {v.shape} (each {unit}'s block "
                     f"[1:] must be contiguous; dim {dim + 1} has stride {inner_strides[dim]}, "
-                    f"expected {expected})")
+                    f"expected {expected})"
+                )
             expected *= inner_shape[dim]
         got = _prod(inner_shape) * v.itemsize
         if got != slot_bytes:
             raise InvalidArgument(
                 f"{name}: {got} bytes per {unit} (shape {v.shape}, {v.dtype}); the layout "
-                f"needs {slot_bytes} ({expect})")
+                f"needs {slot_bytes} ({expect})"
+            )
         n = v.shape[0]
         stride = v.strides[0] * v.itemsize
         if n > 1 and stride < slot_bytes:
             raise InvalidArgument(
                 f"{name}: dim 0 stride {v.strides[0]} ({stride} bytes) is less than the "
-                f"{slot_bytes} bytes of one {unit}: {unit}s would overlap")
+                f"{slot_bytes} bytes of one {unit}: {unit}s would overlap"
+            )
         if n >= 1 and v.ptr == 0:
             raise InvalidArgument(f"{name}: data_ptr() is 0")
         prev = self.counts.get(unit)
@@ -152,7 +170,8 @@ class _Checker:
             self.counts[unit] = (n, name)
         elif prev[0] != n:
             raise InvalidArgument(
-                f"{name}: {n} {unit}s in dim 0 (expected {prev[0]}, like {prev[1]})")
+                f"{name}: {n} {unit}s in dim 0 (expected {prev[0]}, like {prev[1]})"
+            )
         return v.ptr, max(stride, slot_bytes) if n <= 1 else stride
 
     def count(self, unit: str, requested: Optional[int], what: str) -> int:
@@ -164,15 +183,88 @@ class _Checker:
         return requested
 
 
-def _layers(name: str, items: Optional[Sequence[Any]], n: int, what: str, model: str) -> Sequence[Any]:
+def _layers(
+    name: str, items: Optional[Sequence[Any]], n: int, what: str, model: str
+) -> Sequence[Any]:
     items = list(items or [])
     if len(items) != n:
-        raise InvalidArgument(f"{name}: {len(items)} entries (layout '{model}' has {n} {what} layers)")
+        raise InvalidArgument(
+            f"{name}: {len(items)} entries (layout '{model}' has {n} {what} layers)"
+        )
     return items
 
 
-def _kind_attrs(layout_dict: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
-    return list(layout_dict["attention_layers"]), list(layout_dict["ssm_layers"])
+# A DevicePool setter to call once the slot counts are known: (method name, arguments).
+Setter = Tuple[str, Tuple[int, ...]]
+
+
+def _block_setters(
+    c: _Checker, layout: Layout, d: Dict[str, Any], kv_blocks: Any, state_blocks: Any
+) -> List[Setter]:
+    model = d["model"]
+    kv_base = kv_stride = st_base = st_stride = 0
+    if kv_blocks is not None:
+        what = "one KV record: every attention layer's K and V"
+        kv_base, kv_stride = c.slots(
+            "kv_blocks", kv_blocks, "page", layout.kv_page_bytes, None, what
+        )
+    elif d["attention_layers"]:
+        raise InvalidArgument(f"kv_blocks: missing (layout '{model}' has attention layers)")
+    if state_blocks is not None:
+        what = "one state record: every SSM layer's conv and SSM state"
+        st_base, st_stride = c.slots(
+            "state_blocks", state_blocks, "slot", layout.state_bytes, None, what
+        )
+    elif d["ssm_layers"]:
+        raise InvalidArgument(f"state_blocks: missing (layout '{model}' has SSM layers)")
+    return [("set_block_contiguous", (kv_base, kv_stride, st_base, st_stride))]
+
+
+def _kv_setters(c: _Checker, layout: Layout, d: Dict[str, Any], kv: Any) -> List[Setter]:
+    setters: List[Setter] = []
+    attention = d["attention_layers"]
+    for a, entry in enumerate(_layers("kv", kv, len(attention), "attention", d["model"])):
+        spec = attention[a]
+        kb = layout.k_bytes_per_page(a)
+        dtypes = _TORCH_DTYPES.get(spec["dtype"])
+        shape = (
+            f"[page_size {d['page_size_tokens']}, kv_heads {spec['num_kv_heads']}, "
+            f"head_dim {spec['head_dim']}] of {spec['dtype']}"
+        )
+        if not isinstance(entry, (tuple, list)):
+            what = "K and V interleaved, [2] + " + shape
+            bp, bs = c.slots(f"kv[{a}]", entry, "page", 2 * kb, dtypes, what)
+            setters.append(("set_kv_layer_interleaved", (a, bp, bs)))
+            continue
+        if len(entry) != 2:
+            raise InvalidArgument(
+                f"kv[{a}]: {len(entry)} tensors (expected (K, V) or one interleaved tensor)"
+            )
+        kp, ks = c.slots(f"kv[{a}][0]", entry[0], "page", kb, dtypes, "K " + shape)
+        vp, vs = c.slots(f"kv[{a}][1]", entry[1], "page", kb, dtypes, "V " + shape)
+        setters.append(("set_kv_layer", (a, kp, ks, vp, vs)))
+    return setters
+
+
+def _ssm_setters(c: _Checker, layout: Layout, d: Dict[str, Any], ssm: Any) -> List[Setter]:
+    setters: List[Setter] = []
+    ssm_layers = d["ssm_layers"]
+    for s, entry in enumerate(_layers("ssm", ssm, len(ssm_layers), "SSM", d["model"])):
+        spec = ssm_layers[s]
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+            raise InvalidArgument(f"ssm[{s}]: expected a (conv, ssm) pair of tensors")
+        parts = []
+        for j, (part, nbytes) in enumerate(
+            (("conv", layout.conv_state_bytes(s)), ("ssm", layout.ssm_state_bytes(s)))
+        ):
+            dtype = spec[f"{part}_dtype"]
+            what = f"{part if part == 'conv' else 'SSM'} state {spec[f'{part}_shape']} of {dtype}"
+            parts.append(
+                c.slots(f"ssm[{s}][{j}]", entry[j], "slot", nbytes, _TORCH_DTYPES.get(dtype), what)
+            )
+        (cp, cs), (sp, ss) = parts
+        setters.append(("set_ssm_layer", (s, cp, cs, sp, ss)))
+    return setters
 
 
 def describe(
@@ -190,59 +282,22 @@ def describe(
     pool's device is the tensors' (-1 for CPU tensors). The returned pool's ``owners`` lists
     the tensors, which the store keeps alive once registered."""
     d = layout.as_dict()
-    attention, ssm_layers = _kind_attrs(d)
-    model = d["model"]
     c = _Checker()
-    block = kv_blocks is not None or state_blocks is not None
-    if block and (kv is not None or ssm is not None):
-        raise InvalidArgument("kv_blocks/state_blocks: exclusive with kv/ssm (a pool is either "
-                              "per-layer or block-contiguous)")
-    setters: List[Any] = []
-    if block:
-        kv_base = kv_stride = st_base = st_stride = 0
-        if kv_blocks is not None:
-            kv_base, kv_stride = c.slots("kv_blocks", kv_blocks, "page", layout.kv_page_bytes,
-                                         None, "one KV record: every attention layer's K and V")
-        elif attention:
-            raise InvalidArgument(f"kv_blocks: missing (layout '{model}' has attention layers)")
-        if state_blocks is not None:
-            st_base, st_stride = c.slots("state_blocks", state_blocks, "slot", layout.state_bytes,
-                                         None, "one state record: every SSM layer's conv and SSM state")
-        elif ssm_layers:
-            raise InvalidArgument(f"state_blocks: missing (layout '{model}' has SSM layers)")
-        setters.append(lambda p: p.set_block_contiguous(kv_base, kv_stride, st_base, st_stride))
+    if kv_blocks is not None or state_blocks is not None:
+        if kv is not None or ssm is not None:
+            raise InvalidArgument(
+                "kv_blocks/state_blocks: exclusive with kv/ssm (a pool is either "
+                "per-layer or block-contiguous)"
+            )
+        setters = _block_setters(c, layout, d, kv_blocks, state_blocks)
     else:
-        for a, entry in enumerate(_layers("kv", kv, len(attention), "attention", model)):
-            spec = attention[a]
-            kb = layout.k_bytes_per_page(a)
-            dtypes = _TORCH_DTYPES.get(spec["dtype"])
-            shape = f"[page_size {d['page_size_tokens']}, kv_heads {spec['num_kv_heads']}, head_dim {spec['head_dim']}] of {spec['dtype']}"
-            if isinstance(entry, (tuple, list)):
-                if len(entry) != 2:
-                    raise InvalidArgument(f"kv[{a}]: {len(entry)} tensors (expected (K, V) or one interleaved tensor)")
-                kp, ks = c.slots(f"kv[{a}][0]", entry[0], "page", kb, dtypes, "K " + shape)
-                vp, vs = c.slots(f"kv[{a}][1]", entry[1], "page", kb, dtypes, "V " + shape)
-                setters.append(lambda p, a=a, kp=kp, ks=ks, vp=vp, vs=vs: p.set_kv_layer(a, kp, ks, vp, vs))
-            else:
-                bp, bs = c.slots(f"kv[{a}]", entry, "page", 2 * kb, dtypes, "K and V interleaved, [2] + " + shape)
-                setters.append(lambda p, a=a, bp=bp, bs=bs: p.set_kv_layer_interleaved(a, bp, bs))
-        for s, entry in enumerate(_layers("ssm", ssm, len(ssm_layers), "SSM", model)):
-            spec = ssm_layers[s]
-            if not isinstance(entry, (tuple, list)) or len(entry) != 2:
-                raise InvalidArgument(f"ssm[{s}]: expected a (conv, ssm) pair of tensors")
-            cp, cs = c.slots(f"ssm[{s}][0]", entry[0], "slot", layout.conv_state_bytes(s),
-                             _TORCH_DTYPES.get(spec["conv_dtype"]),
-                             f"conv state {spec['conv_shape']} of {spec['conv_dtype']}")
-            sp, ss = c.slots(f"ssm[{s}][1]", entry[1], "slot", layout.ssm_state_bytes(s),
-                             _TORCH_DTYPES.get(spec["ssm_dtype"]),
-                             f"SSM state {spec['ssm_shape']} of {spec['ssm_dtype']}")
-            setters.append(lambda p, s=s, cp=cp, cs=cs, sp=sp, ss=ss: p.set_ssm_layer(s, cp, cs, sp, ss))
+        setters = _kv_setters(c, layout, d, kv) + _ssm_setters(c, layout, d, ssm)
     pool = DevicePool(
         num_pages=c.count("page", num_pages, "num_pages"),
         num_state_slots=c.count("slot", num_state_slots, "num_state_slots"),
         device=-1 if c.device is None else c.device,
     )
-    for set_one in setters:
-        set_one(pool)
+    for method, args in setters:
+        getattr(pool, method)(*args)
     pool.owners = c.owners
     return pool

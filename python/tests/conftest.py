@@ -49,7 +49,11 @@ def pytest_runtest_logreport(report: Any) -> None:
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     """Under CTest (CACHEPAWL_PYTEST_REQUIRE_PASS=1) a run in which no test passed fails:
     pytest itself exits 5 only when nothing was collected, not when everything skipped."""
-    if os.environ.get("CACHEPAWL_PYTEST_REQUIRE_PASS") == "1" and session.exitstatus == 0 and _passed == 0:
+    if (
+        os.environ.get("CACHEPAWL_PYTEST_REQUIRE_PASS") == "1"
+        and session.exitstatus == 0
+        and _passed == 0
+    ):
         print("\ncachepawl: no test passed (CACHEPAWL_PYTEST_REQUIRE_PASS=1)", file=sys.stderr)
         session.exitstatus = 1
 
@@ -94,7 +98,8 @@ def library_env() -> Dict[str, str]:
     """The environment for a child Python that imports cachepawl from this tree."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__file__).resolve().parents[1])] + [p for p in [env.get("PYTHONPATH")] if p])
+        [str(Path(__file__).resolve().parents[1])] + [p for p in [env.get("PYTHONPATH")] if p]
+    )
     env["CACHEPAWL_LIBRARY"] = cachepawl.library_path
     return env
 
@@ -102,7 +107,9 @@ def library_env() -> Dict[str, str]:
 # --- helpers: records in a store-owned pool, saved and loaded back -------------------------
 
 
-def fill(store: cachepawl.Store, n_pages: int, seed: int) -> Tuple[List[int], int, List[bytes], bytes]:
+def fill(
+    store: cachepawl.Store, n_pages: int, seed: int
+) -> Tuple[List[int], int, List[bytes], bytes]:
     """Allocates n_pages KV slots and one state slot and writes random records into them."""
     pages = [store.allocate_device_slot(Kind.KV) for _ in range(n_pages)]
     kv = [record(KV_BYTES, seed * 1000 + i) for i in range(n_pages)]
@@ -114,15 +121,19 @@ def fill(store: cachepawl.Store, n_pages: int, seed: int) -> Tuple[List[int], in
     return pages, slot, kv, state
 
 
-def save_all(store: cachepawl.Store, toks: List[int], namespace: str = "", seed: int = 1) -> Tuple[List[bytes], bytes]:
+def save_all(
+    store: cachepawl.Store, toks: List[int], namespace: str = "", seed: int = 1
+) -> Tuple[List[bytes], bytes]:
     pages, slot, kv, state = fill(store, len(toks) // PAGE, seed)
-    store.save(toks, pages, namespace=namespace, state_slot=slot,
-               state_depth_tokens=len(toks)).wait(timeout=30)
+    store.save(
+        toks, pages, namespace=namespace, state_slot=slot, state_depth_tokens=len(toks)
+    ).wait(timeout=30)
     return kv, state
 
 
-def load_and_compare(store: cachepawl.Store, match: cachepawl.Match, kv: List[bytes], state: bytes,
-                     **load_kw: Any) -> cachepawl.Fence:
+def load_and_compare(
+    store: cachepawl.Store, match: cachepawl.Match, kv: List[bytes], state: bytes, **load_kw: Any
+) -> cachepawl.Fence:
     n = match.reusable_pages
     dst = [store.allocate_device_slot(Kind.KV) for _ in range(n)]
     dst_slot = store.allocate_device_slot(Kind.STATE)

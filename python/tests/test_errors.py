@@ -25,14 +25,30 @@ def test_error_classes() -> None:
     assert issubclass(cachepawl.NotFound, LookupError)
     e = cachepawl.NoSpace("tier full")
     assert (e.code, e.status_name, e.message, str(e)) == (5, "NoSpace", "tier full", "tier full")
-    codes = {cls.code for cls in (cachepawl.InvalidArgument, cachepawl.NotFound, cachepawl.Corruption,
-                                  cachepawl.IoError, cachepawl.NoSpace, cachepawl.Busy,
-                                  cachepawl.Unavailable, cachepawl.FailedPrecondition,
-                                  cachepawl.TimedOut, cachepawl.Aborted, cachepawl.Internal,
-                                  cachepawl.Incompatible, cachepawl.OutOfMemory)}
+    codes = {
+        cls.code
+        for cls in (
+            cachepawl.InvalidArgument,
+            cachepawl.NotFound,
+            cachepawl.Corruption,
+            cachepawl.IoError,
+            cachepawl.NoSpace,
+            cachepawl.Busy,
+            cachepawl.Unavailable,
+            cachepawl.FailedPrecondition,
+            cachepawl.TimedOut,
+            cachepawl.Aborted,
+            cachepawl.Internal,
+            cachepawl.Incompatible,
+            cachepawl.OutOfMemory,
+        )
+    }
     assert codes == set(range(1, 14))
     for cls in (cachepawl.Busy, cachepawl.Aborted, cachepawl.OutOfMemory, cachepawl.IoError):
-        assert cls("x").status_name == {6: "Busy", 10: "Aborted", 13: "OutOfMemory", 4: "IOError"}[cls.code]
+        assert (
+            cls("x").status_name
+            == {6: "Busy", 10: "Aborted", 13: "OutOfMemory", 4: "IOError"}[cls.code]
+        )
     from cachepawl.errors import error_for
 
     unknown = error_for(99, "odd")
@@ -176,6 +192,8 @@ def test_bad_saves(store: cachepawl.Store) -> None:
         store.save(toks, [-3, 1])
     with pytest.raises(cachepawl.InvalidArgument, match="state_slot: -1"):
         store.save(toks, pages, state_slot=-1)
+    with pytest.raises(cachepawl.InvalidArgument, match="NO_SLOT"):
+        store.save(toks, pages, state_slot=2**64 - 1)
     with pytest.raises(cachepawl.InvalidArgument, match="state_depth_tokens: -4"):
         store.save(toks, pages, state_slot=slot, state_depth_tokens=-4)
 

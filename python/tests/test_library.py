@@ -18,15 +18,23 @@ import cachepawl
 from conftest import library_env
 
 
-def import_in_child(library: Optional[str], extra_env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+def import_in_child(
+    library: Optional[str], extra_env: Optional[Dict[str, str]] = None
+) -> subprocess.CompletedProcess:
     env = library_env()
     if library is None:
         env.pop("CACHEPAWL_LIBRARY", None)
     else:
         env["CACHEPAWL_LIBRARY"] = library
     env.update(extra_env or {})
-    return subprocess.run([sys.executable, "-c", "import cachepawl; print(cachepawl.library_path)"],
-                          env=env, capture_output=True, text=True, timeout=60, cwd="/")
+    return subprocess.run(
+        [sys.executable, "-c", "import cachepawl; print(cachepawl.library_path)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
 
 
 def test_versions() -> None:
@@ -44,13 +52,23 @@ def _ctype_of(c_type: str) -> object:
     if c_type == "constchar*":
         return ctypes.c_char_p  # strings passed in, and static strings the library owns
     c_type = c_type.replace("const", "")
-    scalars = {"void": None, "uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64,
-               "size_t": ctypes.c_size_t, "int32_t": ctypes.c_int32, "uint8_t": ctypes.c_uint8,
-               "cachepawl_status": ctypes.c_int32, "cachepawl_kind": ctypes.c_int32,
-               "cachepawl_tier": ctypes.c_int32, "cachepawl_write_policy": ctypes.c_int32,
-               "cachepawl_fence_callback": _lib.FENCE_CALLBACK}
-    handles = {f"cachepawl_{n}*": getattr(_lib, f"{n.capitalize()}P") for n in
-               ("options", "layout", "store", "pool", "match", "lock", "fence", "prefetch")}
+    scalars = {
+        "void": None,
+        "uint32_t": ctypes.c_uint32,
+        "uint64_t": ctypes.c_uint64,
+        "size_t": ctypes.c_size_t,
+        "int32_t": ctypes.c_int32,
+        "uint8_t": ctypes.c_uint8,
+        "cachepawl_status": ctypes.c_int32,
+        "cachepawl_kind": ctypes.c_int32,
+        "cachepawl_tier": ctypes.c_int32,
+        "cachepawl_write_policy": ctypes.c_int32,
+        "cachepawl_fence_callback": _lib.FENCE_CALLBACK,
+    }
+    handles = {
+        f"cachepawl_{n}*": getattr(_lib, f"{n.capitalize()}P")
+        for n in ("options", "layout", "store", "pool", "match", "lock", "fence", "prefetch")
+    }
     if c_type in ("void*", "char*"):  # char*: strings the caller frees, kept as addresses
         return ctypes.c_void_p
     if c_type == "char**":
@@ -78,13 +96,16 @@ def test_every_prototype_declared() -> None:
     table = {name: (restype, list(argtypes)) for name, restype, argtypes in _lib._PROTOTYPES}
     seen = set()
     for ret, name, params in re.findall(
-            r"CACHEPAWL_API\s+([^;(]*?)\s*\b(cachepawl_\w+)\s*\(([^)]*)\)", text):
+        r"CACHEPAWL_API\s+([^;(]*?)\s*\b(cachepawl_\w+)\s*\(([^)]*)\)", text
+    ):
         seen.add(name)
         restype, argtypes = table[name]
         ret = ret.replace(" ", "")
         assert restype is _ctype_of(ret), name
         params = [p.strip() for p in params.split(",") if p.strip() not in ("", "void")]
-        expected = [_ctype_of(re.match(r"(.*?)\w+$", p, re.S).group(1).replace(" ", "")) for p in params]
+        expected = [
+            _ctype_of(re.match(r"(.*?)\w+$", p, re.S).group(1).replace(" ", "")) for p in params
+        ]
         assert argtypes == expected, name
         fn = getattr(_lib.lib, name)
         assert fn.argtypes == argtypes and fn.restype is restype, name
@@ -101,8 +122,18 @@ def test_missing_library_file() -> None:
 
 def test_not_a_cachepawl_library() -> None:
     libc = ctypes.util.find_library("c")
-    path = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6",
-                             "/lib64/libc.so.6") if os.path.exists(p)), None)
+    path = next(
+        (
+            p
+            for p in (
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/libc.so.6",
+            )
+            if os.path.exists(p)
+        ),
+        None,
+    )
     if path is None:
         pytest.skip(f"no libc file to load (find_library: {libc})")
     r = import_in_child(path)
@@ -145,14 +176,21 @@ def test_library_not_found_anywhere(tmp_path: Path) -> None:
 def test_found_through_ld_library_path() -> None:
     folder = os.path.dirname(os.path.abspath(cachepawl.library_path))
     r = import_in_child(None, {"LD_LIBRARY_PATH": folder})
-    if not any(os.path.exists(os.path.join(folder, n)) for n in ("libcachepawl.so.0", "libcachepawl.so")):
+    if not any(
+        os.path.exists(os.path.join(folder, n)) for n in ("libcachepawl.so.0", "libcachepawl.so")
+    ):
         pytest.skip("the library file has another name")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().startswith("libcachepawl.so") or r.stdout.strip().startswith(folder)
 
 
 def test_import_does_not_import_torch() -> None:
-    r = subprocess.run([sys.executable, "-c", "import sys, cachepawl; print('torch' in sys.modules)"],
-                       env=library_env(), capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", "import sys, cachepawl; print('torch' in sys.modules)"],
+        env=library_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"

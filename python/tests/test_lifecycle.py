@@ -41,8 +41,9 @@ def settle(fences: List[cachepawl.Fence]) -> Dict[str, int]:
     return outcomes
 
 
-def test_close_with_saves_and_loads_in_flight(make_store: Callable[..., cachepawl.Store],
-                                              disk_options: Dict[str, Any]) -> None:
+def test_close_with_saves_and_loads_in_flight(
+    make_store: Callable[..., cachepawl.Store], disk_options: Dict[str, Any]
+) -> None:
     s = make_store(**disk_options)
     toks = tokens(2 * PAGE)
     save_all(s, toks)
@@ -57,8 +58,9 @@ def test_close_with_saves_and_loads_in_flight(make_store: Callable[..., cachepaw
     assert set(outcomes) <= {"ok", "Aborted", "FailedPrecondition", "NoSpace"}, outcomes
 
 
-def reopened_with_disk_prefix(make_store: Callable[..., cachepawl.Store],
-                              disk_options: Dict[str, Any]) -> Tuple[cachepawl.Store, cachepawl.Match]:
+def reopened_with_disk_prefix(
+    make_store: Callable[..., cachepawl.Store], disk_options: Dict[str, Any]
+) -> Tuple[cachepawl.Store, cachepawl.Match]:
     """A store reopened over a disk tier holding one 3-page prefix, and its (disk) match."""
     first = make_store(**disk_options)
     toks = tokens(3 * PAGE)
@@ -68,8 +70,9 @@ def reopened_with_disk_prefix(make_store: Callable[..., cachepawl.Store],
     return s, s.lookup(toks)
 
 
-def test_close_with_prefetch_in_flight(make_store: Callable[..., cachepawl.Store],
-                                       disk_options: Dict[str, Any]) -> None:
+def test_close_with_prefetch_in_flight(
+    make_store: Callable[..., cachepawl.Store], disk_options: Dict[str, Any]
+) -> None:
     s, m = reopened_with_disk_prefix(make_store, disk_options)
     pf = s.prefetch(m)
     fence = pf.fence
@@ -79,8 +82,9 @@ def test_close_with_prefetch_in_flight(make_store: Callable[..., cachepawl.Store
     pf.cancel()  # after close: still answers
 
 
-def test_cancel_prefetch(make_store: Callable[..., cachepawl.Store],
-                         disk_options: Dict[str, Any]) -> None:
+def test_cancel_prefetch(
+    make_store: Callable[..., cachepawl.Store], disk_options: Dict[str, Any]
+) -> None:
     s, m = reopened_with_disk_prefix(make_store, disk_options)
     with pytest.raises(RuntimeError):
         with s.prefetch(m) as pf:
@@ -171,8 +175,9 @@ print("child done", flush=True)
 @pytest.mark.parametrize("ending", ["pass", "s.close()", "del s", "import os; os._exit(0)"])
 def test_process_exits_with_store_open(ending: str) -> None:
     code = textwrap.dedent(CHILD).format(tests=str(Path(__file__).parent), ending=ending)
-    r = subprocess.run([sys.executable, "-c", code], env=library_env(), capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=library_env(), capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     if "_exit" not in ending:
         assert "child done" in r.stdout

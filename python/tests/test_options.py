@@ -91,7 +91,7 @@ def test_layout_choices(tmp_path: Path) -> None:
     with pytest.raises(cachepawl.InvalidArgument, match="page_size_tokens"):
         cachepawl.Store(layout_json=TINY_LAYOUT_JSON, page_size_tokens=16, **base)
     with pytest.raises(cachepawl.InvalidArgument, match="line|column|num_layers"):
-        cachepawl.Store(layout_json="{\"model\": ", **base)
+        cachepawl.Store(layout_json='{"model": ', **base)
     with pytest.raises(cachepawl.InvalidArgument):
         cachepawl.Store(layout_json="", **base)
     with pytest.raises(cachepawl.NotFound, match="layout file"):
@@ -102,8 +102,12 @@ def test_layout_choices(tmp_path: Path) -> None:
     f = tmp_path / "tiny.json"
     f.write_text(TINY_LAYOUT_JSON)
     tiny = cachepawl.Layout.from_json(TINY_LAYOUT_JSON)
-    for kw in ({"layout_file": f}, {"layout_file": str(f)}, {"layout": tiny},
-               {"layout_json": TINY_LAYOUT_JSON.encode()}):
+    for kw in (
+        {"layout_file": f},
+        {"layout_file": str(f)},
+        {"layout": tiny},
+        {"layout_json": TINY_LAYOUT_JSON.encode()},
+    ):
         with cachepawl.Store(**base, **kw) as s:
             assert s.layout == tiny
     big = dict(base, host_bytes=64 << 20, device_pool_bytes=0)
@@ -113,19 +117,30 @@ def test_layout_choices(tmp_path: Path) -> None:
 
 def test_write_policies(make_store: Callable[..., cachepawl.Store], tmp_path: Path) -> None:
     for i, policy in enumerate(["through", "selective", "back", "write_back", "WRITE-THROUGH"]):
-        make_store(disk_dir=str(tmp_path / str(i)), disk_bytes=16 << 20, write_policy=policy,
-                   selective_min_hits=3, disk_queue_depth=8, wipe_on_layout_mismatch=False,
-                   staging_bytes=1 << 20, load_stream_priority=0, write_stream_priority=-1,
-                   track_interval_pages=2)
+        make_store(
+            disk_dir=str(tmp_path / str(i)),
+            disk_bytes=16 << 20,
+            write_policy=policy,
+            selective_min_hits=3,
+            disk_queue_depth=8,
+            wipe_on_layout_mismatch=False,
+            staging_bytes=1 << 20,
+            load_stream_priority=0,
+            write_stream_priority=-1,
+            track_interval_pages=2,
+        )
 
 
-def test_incompatible_disk_layout(make_store: Callable[..., cachepawl.Store], disk_options: Dict[str, Any]) -> None:
+def test_incompatible_disk_layout(
+    make_store: Callable[..., cachepawl.Store], disk_options: Dict[str, Any]
+) -> None:
     make_store(**disk_options).close()
     other = {k: v for k, v in BASE_OPTIONS.items() if k != "layout_json"}
     with pytest.raises(cachepawl.Incompatible):
         cachepawl.Store("llama-3.1-8b", page_size_tokens=4, **other, **disk_options)
-    s = cachepawl.Store("llama-3.1-8b", page_size_tokens=4, wipe_on_layout_mismatch=True,
-                        **other, **disk_options)
+    s = cachepawl.Store(
+        "llama-3.1-8b", page_size_tokens=4, wipe_on_layout_mismatch=True, **other, **disk_options
+    )
     s.close()
 
 
@@ -159,4 +174,6 @@ def test_layout_api() -> None:
     with pytest.raises(cachepawl.InvalidArgument, match="page_size_tokens"):
         cachepawl.Layout.from_preset("jamba-v0.1", 0)
     with pytest.raises(cachepawl.InvalidArgument, match="num_kv_heads"):
-        cachepawl.Layout.from_json(TINY_LAYOUT_JSON.replace('"num_kv_heads": 2', '"num_kv_heads": 0', 1))
+        cachepawl.Layout.from_json(
+            TINY_LAYOUT_JSON.replace('"num_kv_heads": 2', '"num_kv_heads": 0', 1)
+        )

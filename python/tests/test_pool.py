@@ -39,7 +39,9 @@ class Engine:
     def pool(self) -> DevicePool:
         p = DevicePool(PAGES, SLOTS, device=-1)
         if self.form == "block":
-            p.set_block_contiguous(buffer_address(self.block), 0, buffer_address(self.state_block), 0)
+            p.set_block_contiguous(
+                buffer_address(self.block), 0, buffer_address(self.state_block), 0
+            )
         else:
             for a, bufs in enumerate(self.kv):
                 if self.form == "separate":
@@ -53,38 +55,51 @@ class Engine:
 
     def views(self) -> Dict[str, Any]:
         """The same memory as TensorViews (what torch_pool reads from tensors)."""
-        def view(name: str, buf: bytearray, shape: Tuple[int, ...], itemsize: int, dtype: str) -> TensorView:
+
+        def view(
+            name: str, buf: bytearray, shape: Tuple[int, ...], itemsize: int, dtype: str
+        ) -> TensorView:
             strides, n = [], 1
             for d in reversed(shape):
                 strides.insert(0, n)
                 n *= d
-            return TensorView(name, buffer_address(buf), shape, tuple(strides), itemsize, dtype, -1, "cpu")
+            return TensorView(
+                name, buffer_address(buf), shape, tuple(strides), itemsize, dtype, -1, "cpu"
+            )
 
         if self.form == "block":
-            return dict(kv_blocks=view("", self.block, (PAGES, KV_BYTES), 1, "uint8"),
-                        state_blocks=view("", self.state_block, (SLOTS, STATE_BYTES), 1, "uint8"))
+            return dict(
+                kv_blocks=view("", self.block, (PAGES, KV_BYTES), 1, "uint8"),
+                state_blocks=view("", self.state_block, (SLOTS, STATE_BYTES), 1, "uint8"),
+            )
         if self.form == "separate":
-            kv: List[Any] = [tuple(view("", b, (PAGES, 4, 2, 16), 2, "bfloat16") for b in layer)
-                             for layer in self.kv]
+            kv: List[Any] = [
+                tuple(view("", b, (PAGES, 4, 2, 16), 2, "bfloat16") for b in layer)
+                for layer in self.kv
+            ]
         else:
             kv = [view("", layer[0], (PAGES, 2, 4, 2, 16), 2, "bfloat16") for layer in self.kv]
-        ssm = [(view("", c, (SLOTS, 8, 3), 2, "bfloat16"), view("", s, (SLOTS, 2, 4, 8), 4, "float32"))
-               for c, s in self.ssm]
+        ssm = [
+            (view("", c, (SLOTS, 8, 3), 2, "bfloat16"), view("", s, (SLOTS, 2, 4, 8), 4, "float32"))
+            for c, s in self.ssm
+        ]
         return dict(kv=kv, ssm=ssm)
 
     def page(self, p: int) -> bytes:
         """Page p's bytes in every layer (whatever the form)."""
         if self.form == "block":
-            return bytes(self.block[p * KV_BYTES:(p + 1) * KV_BYTES])
+            return bytes(self.block[p * KV_BYTES : (p + 1) * KV_BYTES])
         if self.form == "separate":
-            return b"".join(bytes(b[p * K:(p + 1) * K]) for layer in self.kv for b in layer)
-        return b"".join(bytes(layer[0][p * 2 * K:(p + 1) * 2 * K]) for layer in self.kv)
+            return b"".join(bytes(b[p * K : (p + 1) * K]) for layer in self.kv for b in layer)
+        return b"".join(bytes(layer[0][p * 2 * K : (p + 1) * 2 * K]) for layer in self.kv)
 
     def state(self, s: int) -> bytes:
         if self.form == "block":
-            return bytes(self.state_block[s * STATE_BYTES:(s + 1) * STATE_BYTES])
-        return b"".join(bytes(c[s * CONV:(s + 1) * CONV]) + bytes(m[s * SSM:(s + 1) * SSM])
-                        for c, m in self.ssm)
+            return bytes(self.state_block[s * STATE_BYTES : (s + 1) * STATE_BYTES])
+        return b"".join(
+            bytes(c[s * CONV : (s + 1) * CONV]) + bytes(m[s * SSM : (s + 1) * SSM])
+            for c, m in self.ssm
+        )
 
 
 def engine_store(make_store: Callable[..., cachepawl.Store]) -> cachepawl.Store:
@@ -162,56 +177,107 @@ def test_device_pool_errors(make_store: Callable[..., cachepawl.Store]) -> None:
         buffer_address(b"abc")
 
 
-def view(name: str = "t", shape: Tuple[int, ...] = (PAGES, 4, 2, 16), strides: Any = None,
-         itemsize: int = 2, dtype: str = "bfloat16", device: int = -1, ptr: int = 4096) -> TensorView:
+def view(
+    name: str = "t",
+    shape: Tuple[int, ...] = (PAGES, 4, 2, 16),
+    strides: Any = None,
+    itemsize: int = 2,
+    dtype: str = "bfloat16",
+    device: int = -1,
+    ptr: int = 4096,
+) -> TensorView:
     if strides is None:
         strides, n = [], 1
         for d in reversed(shape):
             strides.insert(0, n)
             n *= d
-    return TensorView(name, ptr, tuple(shape), tuple(strides), itemsize, dtype, device,
-                      "cpu" if device < 0 else f"cuda:{device}")
+    return TensorView(
+        name,
+        ptr,
+        tuple(shape),
+        tuple(strides),
+        itemsize,
+        dtype,
+        device,
+        "cpu" if device < 0 else f"cuda:{device}",
+    )
 
 
 def test_tensor_checks_name_the_tensor() -> None:
     layout = cachepawl.Layout.from_json(BASE_OPTIONS["layout_json"])
     ok_kv = [(view(), view()), (view(), view())]
-    ok_ssm = [(view(shape=(SLOTS, 8, 3)), view(shape=(SLOTS, 2, 4, 8), itemsize=4, dtype="float32"))] * 2
+    ok_ssm = [
+        (view(shape=(SLOTS, 8, 3)), view(shape=(SLOTS, 2, 4, 8), itemsize=4, dtype="float32"))
+    ] * 2
     pool = describe(layout, kv=ok_kv, ssm=ok_ssm)
     assert (pool.num_pages, pool.num_state_slots, pool.device) == (PAGES, SLOTS, -1)
     assert describe(layout, kv=ok_kv, ssm=ok_ssm, num_pages=3).num_pages == 3
     cases = [
-        (dict(kv=[(view(dtype="float16"), view())] + ok_kv[1:], ssm=ok_ssm),
-         r"kv\[0\]\[0\]: dtype float16 \(expected bfloat16\)"),
-        (dict(kv=[(view(), view(shape=(PAGES, 4, 2, 8)))] + ok_kv[1:], ssm=ok_ssm),
-         r"kv\[0\]\[1\]: 128 bytes per page .* needs 256 \(V \[page_size 4, kv_heads 2, head_dim 16\] of bf16\)"),
-        (dict(kv=[(view(), view(strides=(512, 64, 16, 1)))] + ok_kv[1:], ssm=ok_ssm),
-         r"kv\[0\]\[1\]: strides .* dim 1 has stride 64, expected 32"),
-        (dict(kv=[(view(strides=(0, 32, 16, 1)), view())] + ok_kv[1:], ssm=ok_ssm),
-         r"kv\[0\]\[0\]: dim 0 stride 0 .* would overlap"),
-        (dict(kv=[(view(), view(device=0))] + ok_kv[1:], ssm=ok_ssm),
-         r"kv\[0\]\[1\]: device cuda:0 \(expected the device of kv\[0\]\[0\] \(cpu\)\)"),
-        (dict(kv=[(view(), view(shape=(PAGES - 1, 4, 2, 16)))] + ok_kv[1:], ssm=ok_ssm),
-         r"kv\[0\]\[1\]: 7 pages in dim 0 \(expected 8, like kv\[0\]\[0\]\)"),
-        (dict(kv=ok_kv[:1], ssm=ok_ssm), r"kv: 1 entries \(layout 'test/tiny-hybrid' has 2 attention layers\)"),
+        (
+            dict(kv=[(view(dtype="float16"), view())] + ok_kv[1:], ssm=ok_ssm),
+            r"kv\[0\]\[0\]: dtype float16 \(expected bfloat16\)",
+        ),
+        (
+            dict(kv=[(view(), view(shape=(PAGES, 4, 2, 8)))] + ok_kv[1:], ssm=ok_ssm),
+            r"kv\[0\]\[1\]: 128 bytes per page .* needs 256 \(V \[page_size 4, kv_heads 2, head_dim 16\] of bf16\)",
+        ),
+        (
+            dict(kv=[(view(), view(strides=(512, 64, 16, 1)))] + ok_kv[1:], ssm=ok_ssm),
+            r"kv\[0\]\[1\]: strides .* dim 1 has stride 64, expected 32",
+        ),
+        (
+            dict(kv=[(view(strides=(0, 32, 16, 1)), view())] + ok_kv[1:], ssm=ok_ssm),
+            r"kv\[0\]\[0\]: dim 0 stride 0 .* would overlap",
+        ),
+        (
+            dict(kv=[(view(), view(device=0))] + ok_kv[1:], ssm=ok_ssm),
+            r"kv\[0\]\[1\]: device cuda:0 \(expected the device of kv\[0\]\[0\] \(cpu\)\)",
+        ),
+        (
+            dict(kv=[(view(), view(shape=(PAGES - 1, 4, 2, 16)))] + ok_kv[1:], ssm=ok_ssm),
+            r"kv\[0\]\[1\]: 7 pages in dim 0 \(expected 8, like kv\[0\]\[0\]\)",
+        ),
+        (
+            dict(kv=ok_kv[:1], ssm=ok_ssm),
+            r"kv: 1 entries \(layout 'test/tiny-hybrid' has 2 attention layers\)",
+        ),
         (dict(kv=ok_kv, ssm=None), r"ssm: 0 entries"),
         (dict(kv=[(view(),)] + ok_kv[1:], ssm=ok_ssm), r"kv\[0\]: 1 tensors"),
         (dict(kv=ok_kv, ssm=[view()] * 2), r"ssm\[0\]: expected a \(conv, ssm\) pair"),
-        (dict(kv=ok_kv, ssm=[(ok_ssm[0][0], view(shape=(SLOTS, 2, 4, 8), itemsize=2, dtype="bfloat16"))] * 2),
-         r"ssm\[0\]\[1\]: dtype bfloat16 \(expected float32\)"),
-        (dict(kv=[view(), view()], ssm=ok_ssm), r"kv\[0\]: 256 bytes per page .* needs 512 \(K and V interleaved"),
+        (
+            dict(
+                kv=ok_kv,
+                ssm=[(ok_ssm[0][0], view(shape=(SLOTS, 2, 4, 8), itemsize=2, dtype="bfloat16"))]
+                * 2,
+            ),
+            r"ssm\[0\]\[1\]: dtype bfloat16 \(expected float32\)",
+        ),
+        (
+            dict(kv=[view(), view()], ssm=ok_ssm),
+            r"kv\[0\]: 256 bytes per page .* needs 512 \(K and V interleaved",
+        ),
         (dict(kv=ok_kv, ssm=ok_ssm, kv_blocks=view()), r"exclusive"),
-        (dict(kv_blocks=view(shape=(PAGES, KV_BYTES), itemsize=1, dtype="uint8")), r"state_blocks: missing"),
+        (
+            dict(kv_blocks=view(shape=(PAGES, KV_BYTES), itemsize=1, dtype="uint8")),
+            r"state_blocks: missing",
+        ),
         (dict(kv=ok_kv, ssm=ok_ssm, num_pages=PAGES + 1), r"num_pages: 9 \(the tensors hold 8"),
-        (dict(kv=ok_kv, ssm=[(view(shape=(SLOTS, 8, 3), ptr=0), ok_ssm[0][1])] * 2), r"ssm\[0\]\[0\]: data_ptr\(\) is 0"),
+        (
+            dict(kv=ok_kv, ssm=[(view(shape=(SLOTS, 8, 3), ptr=0), ok_ssm[0][1])] * 2),
+            r"ssm\[0\]\[0\]: data_ptr\(\) is 0",
+        ),
     ]
     for kwargs, pattern in cases:
         with pytest.raises(cachepawl.InvalidArgument, match=pattern):
             describe(layout, **kwargs)
-    with pytest.raises(TypeError, match=r"kv\[0\]\[0\]: expected a torch.Tensor, got builtins.bytearray"):
+    with pytest.raises(
+        TypeError, match=r"kv\[0\]\[0\]: expected a torch.Tensor, got builtins.bytearray"
+    ):
         describe(layout, kv=[(bytearray(10), view())] + ok_kv[1:], ssm=ok_ssm)
     # fp8 layers also take raw bytes.
-    fp8 = cachepawl.Layout.from_json(BASE_OPTIONS["layout_json"].replace('"dtype": "bf16"', '"dtype": "fp8_e4m3"'))
+    fp8 = cachepawl.Layout.from_json(
+        BASE_OPTIONS["layout_json"].replace('"dtype": "bf16"', '"dtype": "fp8_e4m3"')
+    )
     byte_kv = [(view(shape=(PAGES, 128), itemsize=1, dtype="uint8"),) * 2] * 2
     assert describe(fp8, kv=byte_kv, ssm=ok_ssm).num_pages == PAGES
     with pytest.raises(cachepawl.InvalidArgument, match="dtype bfloat16"):

@@ -20,15 +20,18 @@ def engine_tensors(device: str) -> Dict[str, Any]:
     """vLLM-style layer tensors: KV [2, num_blocks, page, heads, dim] per attention layer, conv
     and SSM state [num_slots, ...] per SSM layer."""
     g = torch.Generator().manual_seed(7)
-    kv = [torch.randn(2, PAGES, 4, 2, 16, generator=g).to(torch.bfloat16).to(device) for _ in range(2)]
+    kv = [
+        torch.randn(2, PAGES, 4, 2, 16, generator=g).to(torch.bfloat16).to(device) for _ in range(2)
+    ]
     conv = [torch.randn(SLOTS, 8, 3, generator=g).to(torch.bfloat16).to(device) for _ in range(2)]
     ssm = [torch.randn(SLOTS, 2, 4, 8, generator=g).to(device) for _ in range(2)]
     return dict(kv=kv, conv=conv, ssm=ssm)
 
 
 def round_trip(store: cachepawl.Store, t: Dict[str, Any]) -> None:
-    store.register_tensors(kv=[(layer[0], layer[1]) for layer in t["kv"]],
-                           ssm=list(zip(t["conv"], t["ssm"])))
+    store.register_tensors(
+        kv=[(layer[0], layer[1]) for layer in t["kv"]], ssm=list(zip(t["conv"], t["ssm"]))
+    )
     toks = tokens(3 * PAGE)
     fence = store.save(toks, [0, 1, 2], state_slot=1, state_depth_tokens=3 * PAGE)
     fence.wait(timeout=30)
@@ -65,10 +68,14 @@ def test_tensor_errors(make_store: Callable[..., cachepawl.Store]) -> None:
     t = engine_tensors("cpu")
     kv = [(layer[0], layer[1]) for layer in t["kv"]]
     ssm = list(zip(t["conv"], t["ssm"]))
-    with pytest.raises(cachepawl.InvalidArgument, match=r"kv\[1\]\[0\]: dtype float32 \(expected bfloat16\)"):
+    with pytest.raises(
+        cachepawl.InvalidArgument, match=r"kv\[1\]\[0\]: dtype float32 \(expected bfloat16\)"
+    ):
         store.register_tensors(kv=[kv[0], (kv[1][0].float(), kv[1][1])], ssm=ssm)
     with pytest.raises(cachepawl.InvalidArgument, match=r"kv\[0\]\[1\]: strides"):
         store.register_tensors(kv=[(kv[0][0], kv[0][1].transpose(2, 3)), kv[1]], ssm=ssm)
     with pytest.raises(cachepawl.InvalidArgument, match=r"ssm\[0\]\[1\]: dim 0 stride 0"):
-        store.register_tensors(kv=kv, ssm=[(ssm[0][0], ssm[0][1][:1].expand(SLOTS, 2, 4, 8)), ssm[1]])
+        store.register_tensors(
+            kv=kv, ssm=[(ssm[0][0], ssm[0][1][:1].expand(SLOTS, 2, 4, 8)), ssm[1]]
+        )
     store.register_tensors(kv=kv, ssm=ssm)  # the right tensors still register
