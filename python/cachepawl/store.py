@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import json
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _convert, _lib, torch_pool
 from .errors import InvalidArgument, check, get
@@ -174,20 +174,16 @@ class Store(_lib.Owner):
         pages, n = _convert.slots("device_pages", device_pages)
         if not isinstance(per_layer_fences, bool):
             raise TypeError(f"per_layer_fences: expected a bool, got {per_layer_fences!r}")
-        h = _lib.FenceP()
-        check(
-            lib.cachepawl_store_load(
-                self._h,
-                match._h,
-                pages,
-                n,
-                _state_slot(state_slot),
-                _convert.size("first_page", first_page),
-                _lib.LOAD_PER_LAYER_FENCES if per_layer_fences else 0,
-                ctypes.byref(h),
-            )
+        return _new_fence(
+            lib.cachepawl_store_load,
+            self._h,
+            match._h,
+            pages,
+            n,
+            _state_slot(state_slot),
+            _convert.size("first_page", first_page),
+            _lib.LOAD_PER_LAYER_FENCES if per_layer_fences else 0,
         )
-        return Fence(h)
 
     def save(
         self,
@@ -205,24 +201,8 @@ class Store(_lib.Owner):
         only refreshed. The device slots may be reused once the fence fired."""
         ns, ns_len = _convert.namespace(namespace)
         arr, n = _convert.tokens("tokens", tokens)
-        pages, np_ = _convert.slots("device_pages", device_pages)
-        h = _lib.FenceP()
-        check(
-            lib.cachepawl_store_save(
-                self._h,
-                ns,
-                ns_len,
-                arr,
-                n,
-                _convert.size("first_page", first_page),
-                pages,
-                np_,
-                _state_slot(state_slot),
-                _convert.u64("state_depth_tokens", state_depth_tokens),
-                ctypes.byref(h),
-            )
-        )
-        return Fence(h)
+        tail = _save_args(first_page, device_pages, state_slot, state_depth_tokens)
+        return _new_fence(lib.cachepawl_store_save, self._h, ns, ns_len, arr, n, *tail)
 
     def save_hashes(
         self,
@@ -235,22 +215,8 @@ class Store(_lib.Owner):
     ) -> Fence:
         """:meth:`save` with engine-computed page hashes instead of tokens."""
         arr, n = _convert.hashes("hashes", hashes)
-        pages, np_ = _convert.slots("device_pages", device_pages)
-        h = _lib.FenceP()
-        check(
-            lib.cachepawl_store_save_hashes(
-                self._h,
-                arr,
-                n,
-                _convert.size("first_page", first_page),
-                pages,
-                np_,
-                _state_slot(state_slot),
-                _convert.u64("state_depth_tokens", state_depth_tokens),
-                ctypes.byref(h),
-            )
-        )
-        return Fence(h)
+        tail = _save_args(first_page, device_pages, state_slot, state_depth_tokens)
+        return _new_fence(lib.cachepawl_store_save_hashes, self._h, arr, n, *tail)
 
     def prefetch(self, match: Match) -> Prefetch:
         """Brings the disk-resident pages and state of `match` into host memory ahead of a
@@ -350,6 +316,22 @@ class Store(_lib.Owner):
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("gpu" if self.gpu_mode else "cpu mode")
         return f"<cachepawl.Store {self.layout.model!r} {state}>"
+
+
+def _save_args(
+    first_page: int, device_pages: Sequence[int], state_slot: Optional[int], depth: int
+) -> Tuple[Any, ...]:
+    """The arguments cachepawl_store_save and _save_hashes share, after the pages' names."""
+    pages, n = _convert.slots("device_pages", device_pages)
+    first = _convert.size("first_page", first_page)
+    return first, pages, n, _state_slot(state_slot), _convert.u64("state_depth_tokens", depth)
+
+
+def _new_fence(fn: Any, *args: Any) -> Fence:
+    """Calls a C function whose last parameter is a cachepawl_fence** and wraps the fence."""
+    h = _lib.FenceP()
+    check(fn(*args, ctypes.byref(h)))
+    return Fence(h)
 
 
 def _check_match(match: Any) -> None:

@@ -201,23 +201,20 @@ Setter = Tuple[str, Tuple[int, ...]]
 def _block_setters(
     c: _Checker, layout: Layout, d: Dict[str, Any], kv_blocks: Any, state_blocks: Any
 ) -> List[Setter]:
-    model = d["model"]
-    kv_base = kv_stride = st_base = st_stride = 0
-    if kv_blocks is not None:
-        what = "one KV record: every attention layer's K and V"
-        kv_base, kv_stride = c.slots(
-            "kv_blocks", kv_blocks, "page", layout.kv_page_bytes, None, what
-        )
-    elif d["attention_layers"]:
-        raise InvalidArgument(f"kv_blocks: missing (layout '{model}' has attention layers)")
-    if state_blocks is not None:
-        what = "one state record: every SSM layer's conv and SSM state"
-        st_base, st_stride = c.slots(
-            "state_blocks", state_blocks, "slot", layout.state_bytes, None, what
-        )
-    elif d["ssm_layers"]:
-        raise InvalidArgument(f"state_blocks: missing (layout '{model}' has SSM layers)")
-    return [("set_block_contiguous", (kv_base, kv_stride, st_base, st_stride))]
+    args: List[int] = []
+    for name, t, unit, nbytes, layers, what in (
+        ("kv_blocks", kv_blocks, "page", layout.kv_page_bytes, "attention",
+         "one KV record: every attention layer's K and V"),
+        ("state_blocks", state_blocks, "slot", layout.state_bytes, "ssm",
+         "one state record: every SSM layer's conv and SSM state"),
+    ):  # fmt: skip
+        if t is not None:
+            args += c.slots(name, t, unit, nbytes, None, what)
+        elif d[f"{layers}_layers"]:
+            raise InvalidArgument(f"{name}: missing (layout '{d['model']}' has {layers} layers)")
+        else:
+            args += (0, 0)
+    return [("set_block_contiguous", tuple(args))]
 
 
 def _kv_setters(c: _Checker, layout: Layout, d: Dict[str, Any], kv: Any) -> List[Setter]:
