@@ -63,6 +63,19 @@ def test_cuda_tensors() -> None:
         round_trip(store, engine_tensors("cuda:0"))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_stream_wait_takes_torch_streams(make_store: Callable[..., cachepawl.Store]) -> None:
+    store = make_store()
+    page = store.allocate_device_slot("kv")
+    fence = store.save(tokens(PAGE), [page])
+    fence.wait(timeout=30)
+    # A fired fence answers a stream wait at once, in CPU mode too (the stream's handle is read
+    # from .cuda_stream; the default stream's handle 0 waits on the CPU).
+    fence.stream_wait(torch.cuda.Stream())
+    fence.stream_wait(torch.cuda.current_stream())
+    fence.stream_wait(torch.cuda.Stream().cuda_stream)
+
+
 def test_tensor_errors(make_store: Callable[..., cachepawl.Store]) -> None:
     store = make_store(device_pool_bytes=0)
     t = engine_tensors("cpu")
