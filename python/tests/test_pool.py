@@ -282,3 +282,78 @@ def test_tensor_checks_name_the_tensor() -> None:
     assert describe(fp8, kv=byte_kv, ssm=ok_ssm).num_pages == PAGES
     with pytest.raises(cachepawl.InvalidArgument, match="dtype bfloat16"):
         describe(fp8, kv=ok_kv, ssm=ok_ssm)
+
+
+class FakeDevice:
+    def __init__(self, type_: str, index: Any = None) -> None:
+        self.type, self.index = type_, index
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+class FakeTensor:
+    """What torch_pool reads of a torch.Tensor (data_ptr, shape, stride, element_size, dtype,
+    device), over a host buffer: the duck-typed path runs without torch installed."""
+
+    __module__ = "torch"  # torch_pool recognises tensors by their type's module
+
+    def __init__(self, v: TensorView, device: FakeDevice = FakeDevice("cpu")) -> None:
+        self._v, self.device = v, device
+        self.shape = v.shape
+        self.dtype = f"torch.{v.dtype}"
+
+    def data_ptr(self) -> int:
+        return self._v.ptr
+
+    def stride(self) -> Tuple[int, ...]:
+        return self._v.strides
+
+    def element_size(self) -> int:
+        return self._v.itemsize
+
+
+def fake(views: Any) -> Any:
+    if isinstance(views, TensorView):
+        return FakeTensor(views)
+    if isinstance(views, tuple):
+        return tuple(fake(v) for v in views)
+    if isinstance(views, list):
+        return [fake(v) for v in views]
+    return {k: fake(v) for k, v in views.items()}
+
+
+@pytest.mark.parametrize("form", ["separate", "interleaved", "block"])
+def test_duck_typed_tensors_round_trip(
+    make_store: Callable[..., cachepawl.Store], form: str
+) -> None:
+    store = engine_store(make_store)
+    engine = Engine(form)
+    tensors = fake(engine.views())
+    store.register_tensors(**tensors)
+    leaves = [t for v in tensors.values() for t in (v if isinstance(v, list) else [v])]
+    leaves = [x for t in leaves for x in (t if isinstance(t, tuple) else (t,))]
+    assert all(any(x is o for o in store._pool_owners) for x in leaves)  # kept alive
+    round_trip(store, engine)
+
+
+def test_duck_typed_tensor_devices() -> None:
+    layout = cachepawl.Layout.from_json(BASE_OPTIONS["layout_json"])
+    engine = Engine("separate")
+    t = fake(engine.views())
+    k0 = t["kv"][0][0]
+    on_gpu = FakeTensor(k0._v, FakeDevice("cuda", 1))
+    with pytest.raises(
+        cachepawl.InvalidArgument, match=r"kv\[0\]\[1\]: device cuda:1 .* kv\[0\]\[0\] \(cpu\)"
+    ):
+        describe(layout, kv=[(k0, on_gpu)] + t["kv"][1:], ssm=t["ssm"])
+    with pytest.raises(cachepawl.InvalidArgument, match=r"kv\[0\]\[0\]: device xla:0"):
+        describe(
+            layout, kv=[(FakeTensor(k0._v, FakeDevice("xla", 0)), k0)] + t["kv"][1:], ssm=t["ssm"]
+        )
+    all_gpu = describe(
+        layout,
+        kv=[tuple(FakeTensor(x._v, FakeDevice("cuda")) for x in layer) for layer in t["kv"]],
+        ssm=[tuple(FakeTensor(x._v, FakeDevice("cuda")) for x in layer) for layer in t["ssm"]],
+    )
+    assert all_gpu.device == 0  # "cuda" without an index is device 0
