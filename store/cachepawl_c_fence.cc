@@ -25,6 +25,19 @@ Status NewFence(StatusOr<Fence> f, cachepawl_fence** out) {
   return Status::OK();
 }
 
+// The part of a save that does not depend on how the pages are named (tokens or hashes).
+Status Save(Store& s, SaveRequest& req, size_t first_page, const uint64_t* device_pages,
+            size_t num_device_pages, uint64_t device_state_slot, uint64_t state_depth_tokens,
+            cachepawl_fence** out) {
+  CACHEPAWL_RETURN_IF_ERROR(
+      NeedSpan(device_pages, num_device_pages, "device_pages", "num_device_pages"));
+  req.first_page = first_page;
+  req.device_pages = {device_pages, num_device_pages};
+  req.device_state_slot = Slot(device_state_slot);
+  req.state_depth_tokens = state_depth_tokens;
+  return NewFence(s.Save(req), out);
+}
+
 // Waits for `ready()` in chunks of at most a day; `wait(chunk)` blocks for one chunk.
 // Returns true when ready.
 template <typename Ready, typename Wait>
@@ -97,16 +110,11 @@ cachepawl_status cachepawl_store_save(cachepawl_store* store, const char* ns, si
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
     CACHEPAWL_RETURN_IF_ERROR(NeedSpan(ns, ns_len, "ns", "ns_len"));
     CACHEPAWL_RETURN_IF_ERROR(NeedSpan(tokens, num_tokens, "tokens", "num_tokens"));
-    CACHEPAWL_RETURN_IF_ERROR(
-        NeedSpan(device_pages, num_device_pages, "device_pages", "num_device_pages"));
     SaveRequest req;
     if (ns != nullptr) req.ns = std::string_view(ns, ns_len);
     req.tokens = {tokens, num_tokens};
-    req.first_page = first_page;
-    req.device_pages = {device_pages, num_device_pages};
-    req.device_state_slot = Slot(device_state_slot);
-    req.state_depth_tokens = state_depth_tokens;
-    return NewFence(s.Save(req), out);
+    return Save(s, req, first_page, device_pages, num_device_pages, device_state_slot,
+                state_depth_tokens, out);
   });
 }
 
@@ -119,16 +127,11 @@ cachepawl_status cachepawl_store_save_hashes(cachepawl_store* store, const uint8
   return StoreCall("cachepawl_store_save_hashes", store, [&](Store& s) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
     CACHEPAWL_RETURN_IF_ERROR(NeedSpan(hashes, num_hashes, "hashes", "num_hashes"));
-    CACHEPAWL_RETURN_IF_ERROR(
-        NeedSpan(device_pages, num_device_pages, "device_pages", "num_device_pages"));
     const std::vector<PageHash> h = HashesFromBytes(hashes, num_hashes);
     SaveRequest req;
     req.hashes = h;
-    req.first_page = first_page;
-    req.device_pages = {device_pages, num_device_pages};
-    req.device_state_slot = Slot(device_state_slot);
-    req.state_depth_tokens = state_depth_tokens;
-    return NewFence(s.Save(req), out);
+    return Save(s, req, first_page, device_pages, num_device_pages, device_state_slot,
+                state_depth_tokens, out);
   });
 }
 
