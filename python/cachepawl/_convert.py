@@ -58,13 +58,16 @@ def i32(name: str, value: Any) -> int:
 
 
 def timeout_ms(name: str, timeout: Optional[float]) -> int:
-    """Seconds (None: forever) as the milliseconds of cachepawl_fence_wait, rounded up."""
+    """Seconds (None or inf: forever) as the milliseconds of cachepawl_fence_wait, rounded
+    up."""
     if timeout is None:
         return _lib.WAIT_FOREVER
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise TypeError(f"{name}: expected seconds (int or float) or None, got {timeout!r}")
     if timeout != timeout or timeout < 0:  # NaN or negative
         raise InvalidArgument(f"{name}: {timeout} (must be >= 0 seconds, or None to wait forever)")
+    if timeout == float("inf"):
+        return _lib.WAIT_FOREVER
     ms = int(-(-timeout * 1000 // 1))  # ceil
     return min(ms, _lib.WAIT_FOREVER - 1)
 

@@ -274,6 +274,8 @@ def test_fence_arguments(store: cachepawl.Store) -> None:
     f.wait(timeout=10)
     assert f.ready and f.error is None and f.num_layers == 0
     f.wait(timeout=0)  # fired: returns at once
+    f.wait(timeout=float("inf"))
+    f.wait(timeout=1e30)
     with pytest.raises(cachepawl.InvalidArgument, match="timeout"):
         f.wait(timeout=-1)
     with pytest.raises(cachepawl.InvalidArgument, match="timeout"):
@@ -298,3 +300,25 @@ def test_fence_arguments(store: cachepawl.Store) -> None:
         f.stream_wait("stream")
     with pytest.raises(cachepawl.InvalidArgument, match="stream"):
         f.stream_wait(-1)
+
+
+def test_wait_loop_slices_and_times_out() -> None:
+    """Fence waits block in slices (so Ctrl-C gets through) until the deadline; a fence that
+    fires between slices returns its own status (here: the C wait stands in for the library)."""
+    calls = []
+
+    def never(ms: int) -> int:
+        calls.append(ms)
+        return cachepawl.TimedOut.code
+
+    with pytest.raises(cachepawl.TimedOut, match="not fired within timeout 0.25 s"):
+        cachepawl.Fence._wait(None, "fence", 0.25, never, lambda: False)  # type: ignore[arg-type]
+    assert len(calls) >= 3 and max(calls) <= 100
+    state = {"n": 0}
+
+    def fires_late(ms: int) -> int:
+        state["n"] += 1
+        return 0 if ms == 0 else cachepawl.TimedOut.code
+
+    cachepawl.Fence._wait(None, "fence", None, fires_late, lambda: state["n"] >= 3)  # type: ignore[arg-type]
+    assert state["n"] == 4  # three slices, then the status of the fired fence
