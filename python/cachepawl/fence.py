@@ -47,6 +47,34 @@ def _stream_pointer(stream: Any) -> Optional[int]:
     return handle or None
 
 
+def wait_sliced(
+    what: str,
+    timeout: Optional[float],
+    wait: Callable[[int], int],
+    ready: Callable[[], bool],
+) -> None:
+    """Waits with `wait(ms)` (a C wait returning a status) in slices of at most 100 ms until it
+    returns something other than TIMED_OUT, `ready()` says the fence fired (then its status is
+    read with wait(0)), or `timeout` seconds passed (None: never). Raises a non-OK status."""
+    total = _convert.timeout_ms("timeout", timeout)
+    deadline = None if total == _lib.WAIT_FOREVER else time.monotonic() + total / 1000.0
+    while True:
+        if deadline is None:
+            chunk = _SLICE_MS
+        else:
+            left_ms = int(-(-(deadline - time.monotonic()) * 1000 // 1))
+            chunk = max(0, min(_SLICE_MS, left_ms))
+        code = wait(chunk)
+        if code != _TIMED_OUT:
+            check(code)
+            return
+        if ready():  # fired meanwhile, or the operation itself timed out: its status
+            check(wait(0))
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimedOut(f"{what}: not fired within timeout {timeout} s")
+
+
 class Fence(_lib.Owner):
     """The completion of one operation. Thread-safe."""
 
@@ -59,36 +87,11 @@ class Fence(_lib.Owner):
         """True once the operation finished (with success or an error)."""
         return bool(get(lib.cachepawl_fence_ready, ctypes.c_int32, self._h))
 
-    def _wait(
-        self,
-        what: str,
-        timeout: Optional[float],
-        wait: Callable[[int], int],
-        ready: Callable[[], bool],
-    ) -> None:
-        total = _convert.timeout_ms("timeout", timeout)
-        deadline = None if total == _lib.WAIT_FOREVER else time.monotonic() + total / 1000.0
-        while True:
-            if deadline is None:
-                chunk = _SLICE_MS
-            else:
-                left_ms = int(-(-(deadline - time.monotonic()) * 1000 // 1))
-                chunk = max(0, min(_SLICE_MS, left_ms))
-            code = wait(chunk)
-            if code != _TIMED_OUT:
-                check(code)
-                return
-            if ready():  # fired meanwhile, or the operation itself timed out: its status
-                check(wait(0))
-                return
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimedOut(f"{what}: not fired within timeout {timeout} s")
-
     def wait(self, timeout: Optional[float] = None) -> None:
         """Blocks until the fence fired or `timeout` seconds passed (None: no limit). Returns
         when the operation succeeded; raises its error (an :class:`Error` subclass, e.g.
         NotFound: recompute) otherwise, or :class:`TimedOut`."""
-        self._wait(
+        wait_sliced(
             "fence",
             timeout,
             lambda ms: int(lib.cachepawl_fence_wait(self._h, ms)),
@@ -122,7 +125,7 @@ class Fence(_lib.Owner):
     def wait_layer(self, layer: int, timeout: Optional[float] = None) -> None:
         """Waits for one per-layer sub-fence; raises like :meth:`wait`."""
         i = _convert.size("layer", layer)
-        self._wait(
+        wait_sliced(
             f"fence layer {i}",
             timeout,
             lambda ms: int(lib.cachepawl_fence_wait_layer(self._h, i, ms)),

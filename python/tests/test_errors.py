@@ -11,6 +11,7 @@ import pytest
 
 import cachepawl
 from cachepawl import Kind
+from cachepawl.fence import wait_sliced
 from conftest import KV_BYTES, PAGE, STATE_BYTES, fill, save_all, tokens
 
 
@@ -312,7 +313,7 @@ def test_wait_loop_slices_and_times_out() -> None:
         return cachepawl.TimedOut.code
 
     with pytest.raises(cachepawl.TimedOut, match="not fired within timeout 0.25 s"):
-        cachepawl.Fence._wait(None, "fence", 0.25, never, lambda: False)  # type: ignore[arg-type]
+        wait_sliced("fence", 0.25, never, lambda: False)
     assert len(calls) >= 3 and max(calls) <= 100
     state = {"n": 0}
 
@@ -320,5 +321,5 @@ def test_wait_loop_slices_and_times_out() -> None:
         state["n"] += 1
         return 0 if ms == 0 else cachepawl.TimedOut.code
 
-    cachepawl.Fence._wait(None, "fence", None, fires_late, lambda: state["n"] >= 3)  # type: ignore[arg-type]
+    wait_sliced("fence", None, fires_late, lambda: state["n"] >= 3)
     assert state["n"] == 4  # three slices, then the status of the fired fence
