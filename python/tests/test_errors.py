@@ -7,6 +7,8 @@ from __future__ import annotations
 import array
 import ctypes
 
+from typing import Callable
+
 import pytest
 
 import cachepawl
@@ -130,7 +132,7 @@ def test_slots_run_out(store: cachepawl.Store) -> None:
     assert store.allocate_device_slot(Kind.KV) == taken[0]
 
 
-def test_no_store_owned_pool(make_store) -> None:
+def test_no_store_owned_pool(make_store: Callable[..., cachepawl.Store]) -> None:
     s = make_store(device_pool_bytes=0)
     with pytest.raises(cachepawl.FailedPrecondition, match="store-owned"):
         s.allocate_device_slot(Kind.KV)
@@ -246,9 +248,9 @@ def test_lock_released_on_exception(store: cachepawl.Store) -> None:
         store.lock(m, pages=-1)
 
 
-def test_locked_entries_survive_and_unlocked_go(make_store) -> None:
-    # A host tier of 12 pages of 4 KiB (two prefixes fit, not three): a locked prefix stays while later
-    # saves evict everything else; an unlocked match then fails to load with NotFound.
+def test_locked_entries_survive_and_unlocked_go(make_store: Callable[..., cachepawl.Store]) -> None:
+    # A host tier of 12 pages of 4 KiB (two prefixes fit, not three): a locked prefix stays
+    # while later saves evict everything else; an unlocked match then fails to load (NotFound).
     s = make_store(host_bytes=12 * 4096)
     kept, gone = tokens(2 * PAGE), tokens(2 * PAGE, first=5000)
     save_all(s, kept, seed=11)

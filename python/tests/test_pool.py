@@ -219,7 +219,8 @@ def test_tensor_checks_name_the_tensor() -> None:
         ),
         (
             dict(kv=[(view(), view(shape=(PAGES, 4, 2, 8)))] + ok_kv[1:], ssm=ok_ssm),
-            r"kv\[0\]\[1\]: 128 bytes per page .* needs 256 \(V \[page_size 4, kv_heads 2, head_dim 16\] of bf16\)",
+            r"kv\[0\]\[1\]: 128 bytes per page .* needs 256 "
+            r"\(V \[page_size 4, kv_heads 2, head_dim 16\] of bf16\)",
         ),
         (
             dict(kv=[(view(), view(strides=(512, 64, 16, 1)))] + ok_kv[1:], ssm=ok_ssm),
