@@ -16,6 +16,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   liburing-dev librocksdb-dev libxxhash-dev libspdlog-dev libssl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev nlohmann-json3-dev libcli11-dev
+  python3 python3-pytest python3-venv python3-setuptools
 )
 
 missing=()

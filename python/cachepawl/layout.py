@@ -1,0 +1,194 @@
+"""Model layouts (store/model_layout.h): the shapes and dtypes of a model's cache and the
+sizes that follow from them.
+
+A :class:`Layout` wraps an immutable ``cachepawl_layout`` handle: thread-safe, freed when the
+object is garbage-collected.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import json
+from typing import Any, Dict, List, Union
+
+from . import _convert, _lib
+from .errors import InvalidArgument, check, get
+
+lib = _lib.lib
+
+
+class Kind(enum.IntEnum):
+    """What a cache entry holds: a KV page (all attention layers) or a sequence's recurrent
+    state (all SSM layers; Kind::kMamba in C++)."""
+
+    KV = 0
+    STATE = 1
+
+
+class Tier(enum.IntEnum):
+    """Where an entry lies, fastest first; NONE: nowhere."""
+
+    NONE = -1
+    DEVICE = 0
+    HOST = 1
+    DISK = 2
+
+
+KindLike = Union[Kind, str, int]
+
+_KIND_NAMES = {"kv": Kind.KV, "state": Kind.STATE, "mamba": Kind.STATE}
+
+
+def to_kind(kind: KindLike, name: str = "kind") -> Kind:
+    """Kind.KV / Kind.STATE from the enum, "kv" / "state" ("mamba"), or 0 / 1."""
+    if isinstance(kind, Kind):
+        return kind
+    if isinstance(kind, str):
+        k = _KIND_NAMES.get(kind.lower())
+        if k is None:
+            raise InvalidArgument(f"{name}: {kind!r} (expected 'kv' or 'state')")
+        return k
+    v = _convert.i32(name, kind)
+    try:
+        return Kind(v)
+    except ValueError:
+        raise InvalidArgument(f"{name}: {v} (expected Kind.KV (0) or Kind.STATE (1))") from None
+
+
+def preset_names() -> List[str]:
+    """The built-in layout presets, sorted."""
+    out = ctypes.c_void_p()
+    check(lib.cachepawl_layout_preset_names(ctypes.byref(out)))
+    return [n for n in _lib.take_string(out.value).split("\n") if n]
+
+
+class Layout(_lib.Owner):
+    """A model's cache layout (a value). Build one with :meth:`from_preset`,
+    :meth:`from_json` or :meth:`from_file`, or read a store's with ``Store.layout``."""
+
+    def __init__(self, handle: Any) -> None:
+        # Internal: takes ownership of a non-NULL cachepawl_layout*.
+        self._own(handle, lib.cachepawl_layout_free)
+        self._dict: Dict[str, Any] = {}
+
+    @classmethod
+    def from_preset(cls, name: str, page_size_tokens: int = 16) -> "Layout":
+        """A built-in preset (see :func:`preset_names`); NotFound naming it when unknown."""
+        h = _lib.LayoutP()
+        check(
+            lib.cachepawl_layout_from_preset(
+                _convert.text("name", name),
+                _convert.u32("page_size_tokens", page_size_tokens),
+                ctypes.byref(h),
+            )
+        )
+        return cls(h)
+
+    @classmethod
+    def from_json(cls, text: Union[str, bytes]) -> "Layout":
+        """A layout from JSON text (docs/MODELS.md); errors name the key path or line/column."""
+        b = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        h = _lib.LayoutP()
+        check(lib.cachepawl_layout_from_json_string(b or None, len(b), ctypes.byref(h)))
+        return cls(h)
+
+    @classmethod
+    def from_file(cls, path: Any) -> "Layout":
+        """A JSON layout file; errors start "layout file PATH: "."""
+        h = _lib.LayoutP()
+        check(lib.cachepawl_layout_from_json_file(_convert.path("path", path), ctypes.byref(h)))
+        return cls(h)
+
+    # --- sizes -------------------------------------------------------------------------------
+
+    def _u32(self, fn: Any, *args: Any) -> int:
+        return int(get(fn, ctypes.c_uint32, self._h, *args))
+
+    def _u64(self, fn: Any, *args: Any) -> int:
+        return int(get(fn, ctypes.c_uint64, self._h, *args))
+
+    @property
+    def page_size_tokens(self) -> int:
+        return self._u32(lib.cachepawl_layout_page_size_tokens)
+
+    @property
+    def num_layers(self) -> int:
+        """Decoder layers of the whole model."""
+        return self._u32(lib.cachepawl_layout_num_layers)
+
+    def record_bytes(self, kind: KindLike) -> int:
+        """Bytes of one record: a KV page (all attention layers, K and V) or a state."""
+        return self._u64(lib.cachepawl_layout_record_bytes, int(to_kind(kind)))
+
+    @property
+    def kv_page_bytes(self) -> int:
+        return self.record_bytes(Kind.KV)
+
+    @property
+    def state_bytes(self) -> int:
+        return self.record_bytes(Kind.STATE)
+
+    def num_layers_of_kind(self, kind: KindLike) -> int:
+        """Attention layers (KV) or SSM layers (STATE) on this rank."""
+        k = int(to_kind(kind))
+        return int(get(lib.cachepawl_layout_num_layers_of_kind, ctypes.c_size_t, self._h, k))
+
+    @property
+    def num_attention_layers(self) -> int:
+        return self.num_layers_of_kind(Kind.KV)
+
+    @property
+    def num_ssm_layers(self) -> int:
+        return self.num_layers_of_kind(Kind.STATE)
+
+    def layer_index(self, kind: KindLike, i: int) -> int:
+        """The decoder position of the i-th attention (KV) or SSM (STATE) layer."""
+        return self._u32(
+            lib.cachepawl_layout_layer_index, int(to_kind(kind)), _convert.size("i", i)
+        )
+
+    def k_bytes_per_page(self, i: int) -> int:
+        """Bytes of K (equally V) of attention layer i for one page."""
+        return self._u64(lib.cachepawl_layout_k_bytes_per_page, _convert.size("i", i))
+
+    def conv_state_bytes(self, i: int) -> int:
+        return self._u64(lib.cachepawl_layout_conv_state_bytes, _convert.size("i", i))
+
+    def ssm_state_bytes(self, i: int) -> int:
+        return self._u64(lib.cachepawl_layout_ssm_state_bytes, _convert.size("i", i))
+
+    @property
+    def fingerprint(self) -> bytes:
+        """The 32-byte layout fingerprint (SHA-256 of every field)."""
+        buf = (ctypes.c_uint8 * 32)()
+        check(lib.cachepawl_layout_fingerprint(self._h, buf, 32))
+        return bytes(buf)
+
+    def to_json(self) -> str:
+        """The canonical JSON form."""
+        out = ctypes.c_void_p()
+        check(lib.cachepawl_layout_to_json(self._h, ctypes.byref(out)))
+        return _lib.take_string(out.value)
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The canonical JSON form, parsed (model, layers with shapes and dtypes, ...)."""
+        if not self._dict:
+            self._dict = json.loads(self.to_json())
+        return dict(self._dict)
+
+    @property
+    def model(self) -> str:
+        return str(self.as_dict()["model"])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Layout) and self.fingerprint == other.fingerprint
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    def __repr__(self) -> str:
+        return (
+            f"Layout({self.model!r}, page_size_tokens={self.page_size_tokens}, "
+            f"kv_page_bytes={self.kv_page_bytes}, state_bytes={self.state_bytes})"
+        )
