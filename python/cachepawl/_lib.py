@@ -102,6 +102,7 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_options_set_layout_json_string", _status, (OptionsP, _str, _size)),
     ("cachepawl_options_set_layout", _status, (OptionsP, LayoutP)),
     ("cachepawl_options_set_host_bytes", _status, (OptionsP, _u64)),
+    ("cachepawl_options_set_host_free_target_bytes", _status, (OptionsP, _u64)),
     ("cachepawl_options_set_disk_dir", _status, (OptionsP, _str)),
     ("cachepawl_options_set_disk_bytes", _status, (OptionsP, _u64)),
     ("cachepawl_options_add_disk_data_path", _status, (OptionsP, _str)),

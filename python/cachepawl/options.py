@@ -56,6 +56,7 @@ class Options(_lib.Owner):
         layout_file: Optional[PathLike] = None,
         page_size_tokens: Optional[int] = None,
         host_bytes: Optional[int] = None,
+        host_free_target_bytes: Optional[int] = None,
         disk_dir: Optional[PathLike] = None,
         disk_bytes: Optional[int] = None,
         disk_data_paths: Optional[Iterable[PathLike]] = None,
@@ -76,6 +77,12 @@ class Options(_lib.Owner):
         self._set_layout(layout, layout_json, layout_file, page_size_tokens)
         if host_bytes is not None:
             check(lib.cachepawl_options_set_host_bytes(h, _convert.u64("host_bytes", host_bytes)))
+        if host_free_target_bytes is not None:
+            check(
+                lib.cachepawl_options_set_host_free_target_bytes(
+                    h, _convert.u64("host_free_target_bytes", host_free_target_bytes)
+                )
+            )
         if disk_dir is not None:
             check(lib.cachepawl_options_set_disk_dir(h, _convert.path("disk_dir", disk_dir)))
         if disk_bytes is not None:

@@ -29,6 +29,8 @@ def opts(**overrides: Any) -> Dict[str, Any]:
         ("host_bytes", "1G", TypeError),
         ("host_bytes", 1.5, TypeError),
         ("host_bytes", True, TypeError),
+        ("host_free_target_bytes", -1, cachepawl.InvalidArgument),
+        ("host_free_target_bytes", 1 << 40, cachepawl.InvalidArgument),  # > host_bytes / 2
         ("disk_bytes", -4096, cachepawl.InvalidArgument),
         ("disk_queue_depth", 0, cachepawl.InvalidArgument),
         ("disk_queue_depth", 4097, cachepawl.InvalidArgument),
