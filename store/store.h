@@ -79,7 +79,8 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   virtual const ModelLayout& layout() const = 0;
-  // True when transfers use a GPU; false in CPU mode (device pools in host memory).
+  // True when transfers use a GPU; false in CPU mode (device pools in host memory). Before a
+  // device pool is registered: whether one on a GPU would be used as such.
   virtual bool gpu_mode() const = 0;
 
   // Page hashes of every full page of `tokens` under namespace `ns`.

@@ -69,7 +69,14 @@ class StoreImpl final : public Store {
   static StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
 
   const ModelLayout& layout() const override { return layout_; }
-  bool gpu_mode() const override { return engine_ != nullptr && engine_->gpu_mode(); }
+  // The engine's mode once a pool is registered (or store-owned); before that, the mode a
+  // device pool on a GPU would get (the host tier is pinned: a GPU is usable).
+  bool gpu_mode() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return false;  // (Close releases the tiers and the engine after setting it)
+    if (engine_ready_) return engine_->gpu_mode();
+    return host_->pinning();
+  }
   std::vector<PageHash> HashTokens(std::string_view ns,
                                    std::span<const uint32_t> tokens) const override {
     return hasher_->HashTokens(ns, tokens);

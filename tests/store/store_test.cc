@@ -473,9 +473,11 @@ TEST_F(StoreTest, ConcurrentRegistrationsOfADevicePoolLetExactlyOneThrough) {
       }
     });
   }
+  EXPECT_FALSE(store->gpu_mode());  // CPU mode: no pinned host tier, before and after
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 1);
   EXPECT_EQ(refused.load(), 7);
+  EXPECT_FALSE(store->gpu_mode());
   // The one engine works: a page round-trips through the registered pool.
   auto tokens = Tokens(7, 4);
   auto hashes = store->HashTokens("", tokens);
@@ -497,6 +499,8 @@ TEST_F(StoreTest, ConcurrentRegistrationsOfADevicePoolLetExactlyOneThrough) {
   ASSERT_TRUE(lf.ok()) << lf.status().ToString();
   ASSERT_TRUE(lf->Wait().ok());
   EXPECT_EQ(std::memcmp(kv.data() + page.size(), page.data(), page.size()), 0);
+  ASSERT_TRUE(store->Close().ok());
+  EXPECT_FALSE(store->gpu_mode());  // answers after Close too
 }
 
 TEST_F(StoreTest, BadArgumentsGetClearErrors) {
