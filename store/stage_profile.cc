@@ -33,8 +33,9 @@ constexpr std::string_view kStageNames[] = {
     "save.submit",      "save.copy",          "save.hop",           "save.finish",
     "load.index",       "load.host_allocate", "load.submit",        "load.copy",
     "load.hop",         "load.finish",        "engine.validate",    "engine.plan",
-    "engine.queue",     "disk.read_setup",    "disk.read_submit",   "disk.read_wait",
-    "disk.read_verify", "disk.read_finish",
+    "engine.queue",     "engine.enqueue",     "engine.gpu",         "engine.fire",
+    "disk.read_setup",  "disk.read_submit",   "disk.read_wait",     "disk.read_verify",
+    "disk.read_finish",
 };
 constexpr std::string_view kCounterNames[] = {
     "engine.copy_runs",

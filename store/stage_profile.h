@@ -45,6 +45,10 @@ enum class Stage : uint8_t {
   kEngineValidate,  // Submit: every unit checked
   kEnginePlan,      // Submit: host placements and the copy plan
   kEngineQueue,     // Submit returned -> the dispatcher took the operation
+  kEngineEnqueue,   // GPU mode: the dispatcher enqueues the operation's kernels and copies
+  kEngineGpu,       // GPU mode: enqueued -> its completion thread saw the last event (the
+                    // GPU's work and that thread's wake-up)
+  kEngineFire,      // GPU mode: the engine's fence fired, its callbacks included
   // DiskEngine reads.
   kDiskReadSetup,   // LoadBack: pins and requests, before the first submit
   kDiskReadSubmit,  // LoadBack: handing the requests to the ring (io_uring_enter included)

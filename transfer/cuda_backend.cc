@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "cuda/transfer_kernels.h"
+#include "store/stage_profile.h"
 
 namespace cachepawl::internal {
 
@@ -126,6 +127,7 @@ struct Pending {
   std::vector<cudaEvent_t> layer_events;  // LoadBack per-layer fences
   std::vector<cudaEvent_t> extra_events;  // returned to the pool after completion
   bool cpu_release = false;               // the counter must be written by the CPU
+  uint64_t enqueued_at = 0;               // profile::Now() when its GPU work was enqueued
 };
 
 class CudaBackend final : public TransferBackend {
@@ -220,6 +222,7 @@ class CudaBackend final : public TransferBackend {
   }
 
   void Dispatch(std::unique_ptr<PlannedOperation> op) override {
+    const uint64_t enqueue_start = profile::Now();
     Dir& d = dirs_[static_cast<int>(op->direction)];
     Pending p;
     p.status = op->pre_status;
@@ -235,6 +238,8 @@ class CudaBackend final : public TransferBackend {
       if (p.status.ok()) p.status = fin;
     }
     const uint64_t seq = p.op->seq;
+    profile::Add(profile::Stage::kEngineEnqueue, enqueue_start);
+    p.enqueued_at = profile::Now();
     {
       std::lock_guard<std::mutex> lock(d.mu);
       d.queue.push_back(std::move(p));
@@ -499,7 +504,10 @@ class CudaBackend final : public TransferBackend {
         p.cpu_release = true;  // the GPU may never write the counter now
       }
       if (p.cpu_release) signal_->CpuWrite(d.index, static_cast<uint32_t>(p.op->seq));
+      profile::Add(profile::Stage::kEngineGpu, p.enqueued_at);
+      const uint64_t finish_start = profile::Now();
       p.op->Finish(status);
+      profile::Add(profile::Stage::kEngineFire, finish_start);
       for (cudaEvent_t e : p.layer_events) events_.Put(e);
       for (cudaEvent_t e : p.extra_events) events_.Put(e);
       if (p.done != nullptr) events_.Put(p.done);
