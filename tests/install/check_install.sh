@@ -125,8 +125,9 @@ LD_LIBRARY_PATH=$libdir "$tmp/pc-consumer" "$tmp/store-pc" || fail "pkg-config c
 # ---- 5. The C consumer: HOOK for the C API (store/cachepawl.h, another branch). ----
 # Once the installed tree has <cachepawl/cachepawl.h>, compile that header alone as C and
 # build tests/install/consumer.c against it with pkg-config, linked and run like the C++
-# consumers. consumer.c is to be written with the C API, not here; until both exist this step
-# only says that it was skipped.
+# consumers (one argument: an empty folder for the store's disk tier; exit status 0 when every
+# byte loaded back matched). consumer.c is to be written with the C API, not here; until both
+# exist this step only says that it was skipped.
 if [[ -f $inc/cachepawl/cachepawl.h ]]; then
   echo "#include <cachepawl/cachepawl.h>" >"$tmp/one.c"
   "$cc" -std=c11 -Wall -Wextra -Werror -I"$inc" -fsyntax-only "$tmp/one.c" ||
