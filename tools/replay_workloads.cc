@@ -126,7 +126,11 @@ std::vector<TraceRequest> SystemPrompt(Env& env, size_t n) {
   while (out.size() < n) {
     Context user = prompts[env.rng.Weighted(popularity)].Fork();
     user.Append(env.rng.Between(30, 400));
-    out.push_back(user.Request(env.clock.Next(), env.rng.Between(50, 500)));
+    // Output length before arrival time: both draw from env.rng, and as two arguments of one call
+    // their order was unspecified (GCC drew the output first, Clang the time; the goldens of
+    // tests/tools were recorded with GCC).
+    const uint64_t output = env.rng.Between(50, 500);
+    out.push_back(user.Request(env.clock.Next(), output));
   }
   return out;
 }
@@ -172,7 +176,8 @@ std::vector<TraceRequest> FewShot(Env& env, size_t n) {
   while (out.size() < n) {
     Context query = tasks[env.rng.Weighted(popularity)].Fork();
     query.Append(env.rng.Between(50, 300));
-    out.push_back(query.Request(env.clock.Next(), env.rng.Between(10, 200)));
+    const uint64_t output = env.rng.Between(10, 200);  // before the time: see SystemPrompt()
+    out.push_back(query.Request(env.clock.Next(), output));
   }
   return out;
 }
