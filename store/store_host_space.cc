@@ -125,6 +125,7 @@ size_t StoreImpl::EvictFromHostLocked(Kind kind, size_t wanted, size_t* writes_s
   std::vector<EntryKey> to_write;
   for (const Victim& v : *victims) {
     const EntryKey key{v.hash, v.kind};
+    if (filling_.count(key) > 0) continue;  // published by a Save still in flight: it stays
     auto e = index_->Lookup(v.hash);
     if (!e) continue;
     const TierLocations& loc = v.kind == Kind::kKV ? e->kv : e->state;

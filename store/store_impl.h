@@ -193,11 +193,42 @@ class StoreImpl final : public Store {
   std::vector<DiskKey> TakeDiskVictimsLocked(size_t count);
 
   // ---- store_save.cc ----
+  struct SaveWant {
+    EntryKey key;
+    uint64_t device_slot;
+  };
+  // One Save's transfer operations: the outer fence fires when the last of them (and the
+  // submitting thread, which holds one share until it has submitted them all) is done. The
+  // fields are guarded by the store's mu_, except `outer` and `start`.
+  struct SaveProgress {
+    FenceCompleter outer;
+    SteadyClock::time_point start;
+    size_t remaining = 1;
+    Status first_error;
+    std::vector<EntryKey> held;  // published entries kept in filling_ until the end
+    // One share done with `s`. The last one releases `held` and returns true: the caller
+    // then calls Fire() after releasing mu_. Requires mu_.
+    bool ReleaseLocked(const Status& s, StoreImpl* store);
+    // Records the latency, fires the outer fence, ends the store's operation.
+    void Fire(StoreImpl* store);
+  };
+  // Whether `key` is in some tier or being filled. Requires mu_.
+  bool CachedLocked(const EntryKey& key);
+  // Allocates host slots (as runs) for `part` and builds its operation; entries another Save
+  // cached meanwhile are dropped from it. On error nothing of `part` is kept and the chain's
+  // unfilled entries are pruned. Takes mu_.
+  // Counts the operation in `progress` when it has units.
+  Status PrepareSaveChunk(std::span<const SaveWant> part, std::span<const PageHash> chain,
+                          SaveProgress* progress, Operation* op,
+                          std::vector<std::pair<EntryKey, HostSlotId>>* pending);
+  // When `inner` fires: FinishSaveLocked(pending) and progress->ReleaseLocked under mu_.
+  void FinishSaveWhenDone(const Fence& inner, std::vector<std::pair<EntryKey, HostSlotId>> pending,
+                          std::shared_ptr<SaveProgress> progress);
   // A Save's transfer finished with `s`: publishes the host locations of `pending` (or frees
   // their slots when `s` failed), hands them to the disk cascade by policy. Requires mu_; never
   // blocks (it may run on the transfer engine's completion thread).
   void FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotId>>& pending,
-                        const Status& s);
+                        const Status& s, SaveProgress* progress);
 
   // ---- store_load.cc ----
   void FinishDiskFills(const std::vector<DiskFill>& fills, const Status& disk_status,

@@ -6,9 +6,12 @@ namespace cachepawl {
 
 const char* WritePolicyName(WritePolicy p) {
   switch (p) {
-    case WritePolicy::kWriteThrough: return "write_through";
-    case WritePolicy::kWriteThroughSelective: return "write_through_selective";
-    case WritePolicy::kWriteBack: return "write_back";
+    case WritePolicy::kWriteThrough:
+      return "write_through";
+    case WritePolicy::kWriteThroughSelective:
+      return "write_through_selective";
+    case WritePolicy::kWriteBack:
+      return "write_back";
   }
   return "unknown";
 }
@@ -47,6 +50,7 @@ Status StoreOptions::Validate() const {
   if (cuda_device < -1) {
     return bad("cuda_device", std::to_string(cuda_device), "must be -1 (CPU mode) or >= 0");
   }
+  if (save_chunk_entries == 0) return bad("save_chunk_entries", "0", "must be >= 1");
   if (staging_bytes < (1ull << 20)) {
     return bad("staging_bytes", std::to_string(staging_bytes), "must be at least 1 MiB");
   }

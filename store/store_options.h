@@ -64,6 +64,12 @@ struct StoreOptions {
   int write_stream_priority = 0;
   uint64_t staging_bytes = 256ull << 20;  // device staging per direction (TransferEngineOptions)
 
+  // ---- Save pipeline. ----
+  // A Save of more entries than this moves them as several transfer operations of at most this
+  // many: the first crosses the link while the next ones get their host slots, and each one's
+  // locations are published while the next ones copy. >= 1.
+  uint32_t save_chunk_entries = 256;
+
   // ---- Index. ----
   // The checkpoint hint is rounded down to this many pages (0: one page).
   uint32_t track_interval_pages = 0;

@@ -57,11 +57,11 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   }
   const size_t chain = std::max(first + count, state_pages);
 
-  Operation op;
-  op.direction = Direction::kWriteBack;
-  std::vector<std::pair<EntryKey, HostSlotId>> pending;
+  // What no tier holds (nor a Save in flight fills) needs a host slot: `fresh`, the pages first,
+  // then the state.
+  std::vector<SaveWant> fresh;
   {
-    uint64_t index_start = profile::Now();
+    const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
     if (!engine_ready_) {
@@ -71,69 +71,13 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
     if (chain == 0) return Fence::Completed(Status::OK());
     CACHEPAWL_RETURN_IF_ERROR(
         index_->InsertChain(std::nullopt, hashes.first(chain)).WithContext("SaveRequest"));
-    // What no tier holds (nor a Save in flight fills) needs a host slot.
-    auto cached = [&](const EntryKey& key) {
-      auto e = index_->Lookup(key.hash);
-      if (!e) return false;
-      const TierLocations& loc = key.kind == Kind::kKV ? e->kv : e->state;
-      return loc.Has(Tier::kHost) || loc.Has(Tier::kDisk) || filling_.count(key) > 0;
-    };
-    struct Want {
-      EntryKey key;
-      uint64_t device_slot;
-    };
-    std::vector<Want> wants;
     for (size_t j = 0; j < count; ++j) {
-      wants.push_back({{hashes[first + j], Kind::kKV}, req.device_pages[j]});
+      const SaveWant w{{hashes[first + j], Kind::kKV}, req.device_pages[j]};
+      CachedLocked(w.key) ? (void)++refreshed_ : fresh.push_back(w);
     }
     if (req.device_state_slot) {
-      wants.push_back({{hashes[state_pages - 1], Kind::kMamba}, *req.device_state_slot});
-    }
-    std::vector<Want> fresh;
-    for (const Want& w : wants) {
-      if (cached(w.key)) {
-        ++refreshed_;
-      } else {
-        fresh.push_back(w);
-      }
-    }
-    // Host slots, as runs: the pages first, then the state.
-    std::vector<HostSlotId> slots;
-    const size_t fresh_pages = static_cast<size_t>(std::count_if(
-        fresh.begin(), fresh.end(), [](const Want& w) { return w.key.kind == Kind::kKV; }));
-    profile::Add(profile::Stage::kSaveIndex, index_start);
-    const uint64_t allocate_start = profile::Now();
-    bool released = false;  // mu_ was released while waiting for space
-    Status st = AllocateHostLocked(Kind::kKV, fresh_pages, lock, &slots, &released);
-    if (st.ok() && fresh.size() > fresh_pages) {
-      st = AllocateHostLocked(Kind::kMamba, 1, lock, &slots, &released);
-    }
-    profile::Add(profile::Stage::kSaveHostAllocate, allocate_start);
-    index_start = profile::Now();
-    auto free_slots = [&](size_t from) {
-      for (size_t i = from; i < slots.size(); ++i) (void)host_->Free(slots[i]);
-    };
-    if (st.ok() && slots.size() != fresh.size()) st = Status::Internal("host slot count");
-    if (st.ok() && !fresh.empty() && released) {
-      // Waiting for space released mu_: the chain may have been pruned, and another Save may have
-      // cached some of these keys meanwhile.
-      st = index_->InsertChain(std::nullopt, hashes.first(chain)).WithContext("SaveRequest");
-    }
-    if (!st.ok()) {
-      free_slots(0);
-      for (size_t i = chain; i-- > 0;) PruneLocked(hashes[i]);
-      return st;
-    }
-    for (size_t i = 0; i < fresh.size(); ++i) {
-      if (released && cached(fresh[i].key)) {
-        (void)host_->Free(slots[i]);  // another Save cached it meanwhile
-        ++refreshed_;
-        continue;
-      }
-      filling_[fresh[i].key] = slots[i];
-      pending.emplace_back(fresh[i].key, slots[i]);
-      op.units.push_back(
-          {fresh[i].key.kind, {Tier::kDevice, fresh[i].device_slot}, {Tier::kHost, slots[i]}});
+      const SaveWant w{{hashes[state_pages - 1], Kind::kMamba}, *req.device_state_slot};
+      CachedLocked(w.key) ? (void)++refreshed_ : fresh.push_back(w);
     }
     ++saves_;
     profile::Add(profile::Stage::kSaveIndex, index_start);
@@ -142,74 +86,179 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   const uint64_t refresh_start = profile::Now();
   (void)index_->Match(hashes.first(chain));
   profile::Add(profile::Stage::kSaveIndex, refresh_start);
-  if (op.units.empty()) {
+  if (fresh.empty()) {
     save_latency_.Record(SteadyClock::now() - start);
     return Fence::Completed(Status::OK());
   }
 
-  auto outer = std::make_shared<FenceCompleter>();
-  Fence result = outer->fence();
+  // A pipeline of transfer operations of at most save_chunk_entries entries each: the first
+  // crosses the link while the next ones get their host slots. The outer fence fires once every
+  // operation's entries are published (or dropped), with the first error.
+  auto progress = std::make_shared<SaveProgress>();
+  progress->start = start;
+  Fence result = progress->outer.fence();
   OperationStarted();
-  const uint64_t submit_start = profile::Now();
-  Fence inner = engine_->Submit(std::move(op));
-  profile::Add(profile::Stage::kSaveSubmit, submit_start);
-  const WhenDoneProfile prof{profile::Stage::kSaveCopy, profile::Stage::kSaveHop,
-                             profile::Stage::kSaveFinish, profile::Now()};
-  {
-    std::lock_guard<std::mutex> g(inner.state()->mu);
-    auto waiter = inner.state()->gpu_stream_waiter;
+  const size_t per_op = std::max<size_t>(1, options_.save_chunk_entries);
+  Status failed;
+  Fence last_op;
+  for (size_t lo = 0; lo < fresh.size() && failed.ok(); lo += per_op) {
+    const std::span<const SaveWant> part =
+        std::span<const SaveWant>(fresh).subspan(lo, std::min(per_op, fresh.size() - lo));
+    Operation op;
+    op.direction = Direction::kWriteBack;
+    std::vector<std::pair<EntryKey, HostSlotId>> pending;
+    failed = PrepareSaveChunk(part, hashes.first(chain), progress.get(), &op, &pending);
+    if (!failed.ok() || op.units.empty()) continue;
+    const uint64_t submit_start = profile::Now();
+    Fence inner = engine_->Submit(std::move(op));
+    profile::Add(profile::Stage::kSaveSubmit, submit_start);
+    FinishSaveWhenDone(inner, std::move(pending), progress);
+    last_op = inner;
+  }
+  if (last_op.state() != nullptr) {
+    // Operations of one direction complete in order: waiting for the last one waits for all.
+    std::lock_guard<std::mutex> g(last_op.state()->mu);
+    auto waiter = last_op.state()->gpu_stream_waiter;
     std::lock_guard<std::mutex> g2(result.state()->mu);
     result.state()->gpu_stream_waiter = waiter;
+  } else if (!failed.ok()) {
+    // Nothing was submitted: the error is the call's, as before any transfer started.
+    OperationFinished();
+    return failed;
   }
-  // The finish publishes the locations before the fence fires (a Lookup after the fence finds
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last = progress->ReleaseLocked(failed, this);  // the submitting thread's share
+  }
+  if (last) progress->Fire(this);
+  return result;
+}
+
+bool StoreImpl::CachedLocked(const EntryKey& key) {
+  auto e = index_->Lookup(key.hash);
+  if (!e) return false;
+  const TierLocations& loc = key.kind == Kind::kKV ? e->kv : e->state;
+  return loc.Has(Tier::kHost) || loc.Has(Tier::kDisk) || filling_.count(key) > 0;
+}
+
+Status StoreImpl::PrepareSaveChunk(std::span<const SaveWant> part, std::span<const PageHash> chain,
+                                   SaveProgress* progress, Operation* op,
+                                   std::vector<std::pair<EntryKey, HostSlotId>>* pending) {
+  const uint64_t allocate_start = profile::Now();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closed_) return Status::FailedPrecondition("store is closed");
+  // Host slots, as runs: the pages first, then the state (at most one, at the end).
+  std::vector<HostSlotId> slots;
+  const size_t pages = static_cast<size_t>(std::count_if(
+      part.begin(), part.end(), [](const SaveWant& w) { return w.key.kind == Kind::kKV; }));
+  bool released = false;  // mu_ was released while waiting for space
+  Status st = AllocateHostLocked(Kind::kKV, pages, lock, &slots, &released);
+  if (st.ok() && part.size() > pages) {
+    st = AllocateHostLocked(Kind::kMamba, 1, lock, &slots, &released);
+  }
+  profile::Add(profile::Stage::kSaveHostAllocate, allocate_start);
+  const uint64_t index_start = profile::Now();
+  if (st.ok() && slots.size() != part.size()) st = Status::Internal("host slot count");
+  if (st.ok() && released) {
+    // Waiting for space released mu_: the chain may have been pruned, and another Save may have
+    // cached some of these keys meanwhile.
+    st = index_->InsertChain(std::nullopt, chain).WithContext("SaveRequest");
+  }
+  if (!st.ok()) {
+    for (HostSlotId slot : slots) (void)host_->Free(slot);
+    // What is in flight (earlier operations of this Save) is in filling_: pruning keeps it.
+    for (size_t i = chain.size(); i-- > 0;) PruneLocked(chain[i]);
+    return st;
+  }
+  for (size_t i = 0; i < part.size(); ++i) {
+    if (released && CachedLocked(part[i].key)) {
+      (void)host_->Free(slots[i]);  // another Save cached it meanwhile
+      ++refreshed_;
+      continue;
+    }
+    filling_[part[i].key] = slots[i];
+    pending->emplace_back(part[i].key, slots[i]);
+    op->units.push_back(
+        {part[i].key.kind, {Tier::kDevice, part[i].device_slot}, {Tier::kHost, slots[i]}});
+  }
+  if (!op->units.empty()) ++progress->remaining;
+  profile::Add(profile::Stage::kSaveIndex, index_start);
+  return Status::OK();
+}
+
+bool StoreImpl::SaveProgress::ReleaseLocked(const Status& s, StoreImpl* store) {
+  if (!s.ok() && first_error.ok()) first_error = s;
+  if (--remaining != 0) return false;
+  // The whole Save is done: its published entries become evictable.
+  for (const EntryKey& key : held) store->filling_.erase(key);
+  store->space_cv_.notify_all();
+  return true;
+}
+
+void StoreImpl::SaveProgress::Fire(StoreImpl* store) {
+  store->save_latency_.Record(SteadyClock::now() - start);
+  outer.Complete(first_error);  // (no share is left: nothing writes it any more)
+  store->OperationFinished();
+}
+
+void StoreImpl::FinishSaveWhenDone(const Fence& inner,
+                                   std::vector<std::pair<EntryKey, HostSlotId>> pending,
+                                   std::shared_ptr<SaveProgress> progress) {
+  // The finish publishes the locations before the outer fence fires (a Lookup after it finds
   // the pages). It runs where the engine's fence fires when that costs the engine's thread
-  // little: a Save of at most kInlineFinishEntries entries, and mu_ free right then (try_lock:
-  // an engine thread never waits for the store's mutex). Otherwise on the completion worker.
+  // little: at most kInlineFinishEntries entries, and mu_ free right then (try_lock: an engine
+  // thread never waits for the store's mutex). Otherwise on the completion worker.
   const bool small = pending.size() <= kInlineFinishEntries;
+  const uint64_t submitted_at = profile::Now();
   CompletionWorker* worker = worker_.get();
-  inner.OnComplete([this, worker, pending = std::move(pending), outer, start, prof,
+  inner.OnComplete([this, worker, pending = std::move(pending), progress, submitted_at,
                     small](const Status& s) mutable {
-    profile::Add(prof.copy, prof.submitted_at);
+    profile::Add(profile::Stage::kSaveCopy, submitted_at);
     if (small) {
       std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
       if (lock.owns_lock()) {
-        profile::ScopedStage finish(prof.finish);
-        FinishSaveLocked(pending, s);
+        bool last = false;
+        {
+          profile::ScopedStage finish(profile::Stage::kSaveFinish);
+          FinishSaveLocked(pending, s, progress.get());
+          last = progress->ReleaseLocked(s, this);
+        }
         lock.unlock();
-        save_latency_.Record(SteadyClock::now() - start);
-        outer->Complete(s);
-        OperationFinished();
+        if (last) progress->Fire(this);
         return;
       }
     }
     const uint64_t fired = profile::Now();
-    worker->Post([this, pending = std::move(pending), outer, start, prof, fired, s] {
-      profile::Add(prof.hop, fired);
+    worker->Post([this, pending = std::move(pending), progress, fired, s] {
+      profile::Add(profile::Stage::kSaveHop, fired);
+      bool last = false;
       {
-        profile::ScopedStage finish(prof.finish);
+        profile::ScopedStage finish(profile::Stage::kSaveFinish);
         std::lock_guard<std::mutex> lock(mu_);
-        FinishSaveLocked(pending, s);
+        FinishSaveLocked(pending, s, progress.get());
+        last = progress->ReleaseLocked(s, this);
       }
-      save_latency_.Record(SteadyClock::now() - start);
-      outer->Complete(s);
-      OperationFinished();
+      if (last) progress->Fire(this);
     });
   });
-  return result;
 }
 
 void StoreImpl::FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotId>>& pending,
-                                 const Status& s) {
+                                 const Status& s, SaveProgress* progress) {
   std::vector<EntryKey> to_disk;
   for (const auto& [key, slot] : pending) {
-    filling_.erase(key);
     Status located = s;
     if (s.ok()) located = index_->SetLocation(key.hash, key.kind, Tier::kHost, slot);
     if (!located.ok()) {
+      filling_.erase(key);
       (void)host_->Free(slot);
       PruneLocked(key.hash);
       continue;
     }
+    // Published (a Lookup finds it), but it stays in filling_, so that this Save's later
+    // operations cannot evict it, until the whole Save is done (SaveProgress::ReleaseLocked).
+    progress->held.push_back(key);
     key.kind == Kind::kKV ? ++saved_pages_ : ++saved_states_;
     if (disk_ && policy_->OnSaved()) to_disk.push_back(key);
   }

@@ -51,6 +51,9 @@ TEST(StoreOptionsTest, EachBadFieldIsNamed) {
   o.host_bytes = 4097;
   ExpectBad(o, "StoreOptions.host_bytes: 4097");
   o = Good();
+  o.save_chunk_entries = 0;
+  ExpectBad(o, "StoreOptions.save_chunk_entries: 0");
+  o = Good();
   o.host_free_target_bytes = o.host_bytes / 2 + 4096;
   ExpectBad(o, "StoreOptions.host_free_target_bytes: " + std::to_string(o.host_bytes / 2 + 4096));
   o = Good();

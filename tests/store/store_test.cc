@@ -503,6 +503,79 @@ TEST_F(StoreTest, ConcurrentRegistrationsOfADevicePoolLetExactlyOneThrough) {
   EXPECT_FALSE(store->gpu_mode());  // answers after Close too
 }
 
+TEST_F(StoreTest, LargeSavesCrossAsAPipelineOfOperations) {
+  // 3 entries per operation: 10 pages and a state go as 4 operations behind one fence.
+  StoreOptions o = Options(TinyHybrid(), 64 * 8192, 0);
+  o.save_chunk_entries = 3;
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  auto prompt = Tokens(1, 10 * 4);
+  SaveAll(store.get(), "", prompt, true);
+  auto m = store->Lookup("", prompt);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 10u);
+  EXPECT_TRUE(LoadAndVerify(store.get(), *m).ok());
+  const StoreStats st = store->Stats();
+  EXPECT_EQ(st.saves, 1u);
+  EXPECT_EQ(st.saved_pages, 10u);
+  EXPECT_EQ(st.saved_states, 1u);
+  EXPECT_EQ(st.failed_operations, 0u);
+}
+
+TEST_F(StoreTest, APipelinedSaveThatRunsOutOfRoomFailsItsFenceAfterWhatWasInFlight) {
+  // 8 host slots of 8 KiB, 4 of them locked; a Save of 6 new pages in operations of 2: the
+  // first two operations fit, the third finds no room (everything else is locked or is this
+  // Save's own, just published but still its chain's parents).
+  StoreOptions o = Options(TinyAttentionOnly(), 8 * 8192, 0);
+  o.save_chunk_entries = 2;
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  auto held = Tokens(1, 4 * 4);
+  SaveAll(store.get(), "", held, false);
+  auto hm = store->Lookup("", held);
+  ASSERT_TRUE(hm.ok());
+  auto lock = store->Lock(*hm, 4);
+  ASSERT_TRUE(lock.ok());
+  auto prompt = Tokens(900, 6 * 4);
+  std::vector<uint64_t> pages;
+  const auto hashes = store->HashTokens("", prompt);
+  for (const PageHash& h : hashes) {
+    auto slot = store->AllocateDeviceSlot(Kind::kKV);
+    ASSERT_TRUE(slot.ok());
+    ASSERT_TRUE(
+        store->WriteDeviceRecord(Kind::kKV, *slot, Content(store->layout(), h, Kind::kKV)).ok());
+    pages.push_back(*slot);
+  }
+  SaveRequest req;
+  req.tokens = prompt;
+  req.device_pages = pages;
+  auto f = store->Save(req);
+  Status st = f.ok() ? f->Wait(std::chrono::seconds(60)) : f.status();
+  EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
+  // Whatever of the prompt is cached serves right bytes; the locked prefix is whole.
+  auto m = store->Lookup("", prompt);
+  ASSERT_TRUE(m.ok());
+  EXPECT_LE(m->kv_only_pages, 4u);
+  if (m->reusable_pages > 0) {
+    EXPECT_TRUE(LoadAndVerify(store.get(), *m).ok());
+  }
+  auto again = store->Lookup("", held);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->reusable_pages, 4u);
+  EXPECT_TRUE(LoadAndVerify(store.get(), *again).ok());
+  ASSERT_TRUE(store->Unlock(*lock).ok());
+  for (uint64_t p : pages) EXPECT_TRUE(store->FreeDeviceSlot(Kind::kKV, p).ok());
+  // Nothing of the failed Save stays held: a Save of 8 new pages needs every one of the 8 host
+  // slots, so it goes through only when all of them are evictable again (its own pages, held
+  // while it runs, are never its victims).
+  auto fresh = Tokens(5000, 8 * 4);
+  SaveAll(store.get(), "", fresh, false);
+  auto all = store->Lookup("", fresh);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->reusable_pages, 8u);
+  EXPECT_TRUE(LoadAndVerify(store.get(), *all).ok());
+}
+
 TEST_F(StoreTest, BadArgumentsGetClearErrors) {
   auto store = OpenOrDie(Options(TinyHybrid(), 1 << 20, 0));
   ASSERT_NE(store, nullptr);
