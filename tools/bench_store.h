@@ -58,6 +58,8 @@ struct Config {
   std::vector<uint32_t> threads;
   std::vector<std::string> pools;  // "owned", "registered"
   uint64_t host_bytes = 0, device_bytes = 0, disk_bytes = 0;
+  std::optional<uint64_t>
+      host_free_target;  // StoreOptions::host_free_target_bytes (unset: default)
   int iters = 0, disk_iters = 0, lookup_iters = 0;
   std::string dir;
   bool gpu = false;  // decided once at start: a GPU is usable and --cpu was not given

@@ -117,6 +117,7 @@ StatusOr<std::unique_ptr<Store>> LayoutRun::OpenStore(const std::string& pool, u
   StoreOptions o;
   o.layout = layout_;
   o.host_bytes = (host_bytes + 4095) / 4096 * 4096;
+  if (c_.host_free_target) o.host_free_target_bytes = *c_.host_free_target;
   if (!disk_dir.empty()) {
     o.disk_dir = disk_dir;
     o.disk_bytes = c_.disk_bytes;

@@ -164,6 +164,11 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
                  "device memory in all: two pools of half of it (less 2 GiB for staging in GPU "
                  "mode) (default 96G)");
   app.add_option("--disk-bytes", disk_text, "disk tier; 0 skips the disk phase (default 16G)");
+  std::string free_target_text;
+  app.add_option(
+      "--host-free-target", free_target_text,
+      "StoreOptions::host_free_target_bytes of the stores (evict ahead; 0: off; default: "
+      "the store's, host_bytes / 16 up to 1 GiB for tiers of 1 GiB or more)");
   app.add_option("--iters", iters, "timed rounds per figure, after one warm-up (default 5)");
   app.add_option("--disk-iters", disk_iters,
                  "disk-resident loads (each after a reopen) and write-through save rounds "
@@ -269,6 +274,11 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   c.quick = quick;
   c.dry_run = dry_run;
   c.profile_stages = profile_stages;
+  if (!free_target_text.empty()) {
+    auto v = ParseBytes("--host-free-target", free_target_text);
+    if (!v.ok()) return usage(v.status().message());
+    c.host_free_target = *v;
+  }
   if (profile_stages) profile::SetEnabled(true);
   c.seed = seed;
   c.gpu = gpu;
