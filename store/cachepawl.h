@@ -223,6 +223,10 @@ CACHEPAWL_API cachepawl_status cachepawl_options_set_host_bytes(cachepawl_option
  * cachepawl_options_validate and cachepawl_store_open. */
 CACHEPAWL_API cachepawl_status
 cachepawl_options_set_host_free_target_bytes(cachepawl_options* options, uint64_t bytes);
+/* Entries per transfer operation of a large Save (StoreOptions::save_chunk_entries, default
+ * 256; >= 1): a Save of more crosses the link as several operations behind one fence. */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_save_chunk_entries(cachepawl_options* options,
+                                                                        uint32_t entries);
 /* Disk tier folder (catalog, and the data file unless data paths are added). */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_disk_dir(cachepawl_options* options,
                                                               const char* dir);

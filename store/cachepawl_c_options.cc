@@ -110,6 +110,15 @@ cachepawl_status cachepawl_options_set_host_free_target_bytes(cachepawl_options*
   });
 }
 
+cachepawl_status cachepawl_options_set_save_chunk_entries(cachepawl_options* options,
+                                                          uint32_t entries) {
+  return Setter("cachepawl_options_set_save_chunk_entries", options, [&](StoreOptions& o) {
+    if (entries == 0) return Bad("save_chunk_entries", "0", "must be >= 1");
+    o.save_chunk_entries = entries;
+    return Status::OK();
+  });
+}
+
 cachepawl_status cachepawl_options_set_disk_dir(cachepawl_options* options, const char* dir) {
   return Setter("cachepawl_options_set_disk_dir", options, [&](StoreOptions& o) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(dir, "dir"));

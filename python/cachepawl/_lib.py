@@ -103,6 +103,7 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_options_set_layout", _status, (OptionsP, LayoutP)),
     ("cachepawl_options_set_host_bytes", _status, (OptionsP, _u64)),
     ("cachepawl_options_set_host_free_target_bytes", _status, (OptionsP, _u64)),
+    ("cachepawl_options_set_save_chunk_entries", _status, (OptionsP, _u32)),
     ("cachepawl_options_set_disk_dir", _status, (OptionsP, _str)),
     ("cachepawl_options_set_disk_bytes", _status, (OptionsP, _u64)),
     ("cachepawl_options_add_disk_data_path", _status, (OptionsP, _str)),

@@ -57,6 +57,7 @@ class Options(_lib.Owner):
         page_size_tokens: Optional[int] = None,
         host_bytes: Optional[int] = None,
         host_free_target_bytes: Optional[int] = None,
+        save_chunk_entries: Optional[int] = None,
         disk_dir: Optional[PathLike] = None,
         disk_bytes: Optional[int] = None,
         disk_data_paths: Optional[Iterable[PathLike]] = None,
@@ -81,6 +82,12 @@ class Options(_lib.Owner):
             check(
                 lib.cachepawl_options_set_host_free_target_bytes(
                     h, _convert.u64("host_free_target_bytes", host_free_target_bytes)
+                )
+            )
+        if save_chunk_entries is not None:
+            check(
+                lib.cachepawl_options_set_save_chunk_entries(
+                    h, _convert.u32("save_chunk_entries", save_chunk_entries)
                 )
             )
         if disk_dir is not None:

@@ -46,7 +46,8 @@ class Store(_lib.Owner):
       or ``layout_json`` (text) or ``layout_file`` (path): exactly one of the three;
     * ``host_bytes`` (pinned host budget, a multiple of 4096), ``host_free_target_bytes``
       (evict ahead to keep this much free; default host_bytes / 16 up to 1 GiB for tiers of
-      1 GiB or more, 0: off), ``disk_dir``, ``disk_bytes``
+      1 GiB or more, 0: off), ``save_chunk_entries`` (entries per transfer operation of a
+      large Save, default 256), ``disk_dir``, ``disk_bytes``
       (0: no disk tier), ``disk_data_paths``, ``disk_queue_depth``;
     * ``write_policy``: ``'through'`` | ``'selective'`` | ``'back'``; ``selective_min_hits``;
       ``wipe_on_layout_mismatch``;

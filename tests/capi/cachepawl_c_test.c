@@ -339,6 +339,11 @@ void test_options(void) {
              "host_free_target_bytes: 5242880");
   EXPECT_ERR(cachepawl_options_set_host_free_target_bytes(NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
              "options: null");
+  EXPECT_ERR(cachepawl_options_set_save_chunk_entries(o, 0), CACHEPAWL_INVALID_ARGUMENT,
+             "save_chunk_entries: 0");
+  EXPECT_OK(cachepawl_options_set_save_chunk_entries(o, 64));
+  EXPECT_ERR(cachepawl_options_set_save_chunk_entries(NULL, 1), CACHEPAWL_INVALID_ARGUMENT,
+             "options: null");
   cachepawl_options_free(o);
   cachepawl_options_free(NULL);
 }
