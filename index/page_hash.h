@@ -24,7 +24,12 @@ struct PageHash {
   static std::optional<PageHash> FromHex(std::string_view hex);
   // The all-zero hash, used as "no parent" for the first page of a chain.
   static PageHash Zero() { return PageHash{}; }
-  bool IsZero() const { return *this == PageHash{}; }
+  // Four word loads, not 32 byte compares: a Lookup checks every hash of the prompt.
+  bool IsZero() const {
+    uint64_t w[4];
+    std::memcpy(w, bytes.data(), sizeof(w));
+    return (w[0] | w[1] | w[2] | w[3]) == 0;
+  }
 };
 
 // A 64-bit digest of the (already uniformly random) SHA-256 bytes for hash tables.

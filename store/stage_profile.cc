@@ -29,13 +29,13 @@ Registry& R() {
 }
 
 constexpr std::string_view kStageNames[] = {
-    "save.hash",        "save.index",         "save.host_allocate", "host.evict",
-    "save.submit",      "save.copy",          "save.hop",           "save.finish",
-    "load.index",       "load.host_allocate", "load.submit",        "load.copy",
-    "load.hop",         "load.finish",        "engine.validate",    "engine.plan",
-    "engine.queue",     "engine.enqueue",     "engine.gpu",         "engine.fire",
-    "disk.read_setup",  "disk.read_submit",   "disk.read_wait",     "disk.read_verify",
-    "disk.read_finish",
+    "lookup.check",       "lookup.match",       "lookup.build",     "save.hash",
+    "save.index",         "save.host_allocate", "host.evict",       "save.submit",
+    "save.copy",          "save.hop",           "save.finish",      "load.index",
+    "load.host_allocate", "load.submit",        "load.copy",        "load.hop",
+    "load.finish",        "engine.validate",    "engine.plan",      "engine.queue",
+    "engine.enqueue",     "engine.gpu",         "engine.fire",      "disk.read_setup",
+    "disk.read_submit",   "disk.read_wait",     "disk.read_verify", "disk.read_finish",
 };
 constexpr std::string_view kCounterNames[] = {
     "engine.copy_runs",

@@ -23,6 +23,10 @@
 namespace cachepawl::profile {
 
 enum class Stage : uint8_t {
+  // Store::LookupHashes (and Lookup after hashing).
+  kLookupCheck,  // the store is open, no all-zero hash
+  kLookupMatch,  // the prefix index's match
+  kLookupBuild,  // the PrefixMatch: hashes, tiers, counters
   // Store::Save, on the calling thread unless said otherwise.
   kSaveHash,          // page hashes from tokens
   kSaveIndex,         // prefix index: insert the chain (twice), which keys are cached

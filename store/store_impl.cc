@@ -196,13 +196,18 @@ StatusOr<PrefixMatch> StoreImpl::Lookup(std::string_view ns, std::span<const uin
 }
 
 StatusOr<PrefixMatch> StoreImpl::LookupHashes(std::span<const PageHash> hashes) {
+  const uint64_t check_start = profile::Now();
   CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
   for (size_t i = 0; i < hashes.size(); ++i) {
     if (hashes[i].IsZero()) {
       return Status::InvalidArgument("hashes[" + std::to_string(i) + "]: the all-zero hash");
     }
   }
+  profile::Add(profile::Stage::kLookupCheck, check_start);
+  const uint64_t match_start = profile::Now();
   MatchResult r = index_->Match(hashes);
+  profile::Add(profile::Stage::kLookupMatch, match_start);
+  profile::ScopedStage building(profile::Stage::kLookupBuild);
   PrefixMatch m;
   m.hashes.assign(hashes.begin(), hashes.end());
   m.page_size_tokens = layout_.page_size_tokens;

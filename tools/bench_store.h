@@ -342,6 +342,7 @@ struct LookupRow {
   uint64_t prompt_pages = 0, hit_pages = 0;
   uint64_t calls = 0;
   double p50_us = 0, p99_us = 0, calls_per_s = 0;
+  std::optional<StagesPerOp> stages;  // --profile-stages: per call
 };
 
 struct Skip {

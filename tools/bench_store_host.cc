@@ -169,6 +169,7 @@ Status LayoutRun::Lookups(Store& store, const std::vector<Prefix>& pre, uint64_t
     for (int pass = 0; pass < 2; ++pass) {  // a warm-up of one call each, then the timed calls
       const int calls = pass == 0 ? 1 : c_.lookup_iters;
       s = Samples{};
+      if (pass == 1 && c_.profile_stages) profile::Reset();
       CACHEPAWL_RETURN_IF_ERROR(RunRound(
           threads,
           [&](uint32_t t, ThreadTimes& tt) -> Status {
@@ -202,6 +203,7 @@ Status LayoutRun::Lookups(Store& store, const std::vector<Prefix>& pre, uint64_t
     r.p99_us = Percentile(all, 99);
     r.calls_per_s =
         s.round_s.empty() || s.round_s[0] <= 0 ? 0 : static_cast<double>(all.size()) / s.round_s[0];
+    if (c_.profile_stages) r.stages = TakeStages(all.size());
     report_.lookups.push_back(r);
   }
   return Status::OK();

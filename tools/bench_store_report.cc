@@ -107,6 +107,7 @@ nlohmann::json ReportJson(const Config& c, const Report& r, const RunInfo& info)
                             {"p50_us", l.p50_us},
                             {"p99_us", l.p99_us},
                             {"calls_per_s", l.calls_per_s}});
+    if (l.stages) j["lookups"].back()["stages"] = stages_json(l.stages);
   }
   j["skipped"] = nlohmann::json::array();
   for (const Skip& s : r.skips) {
