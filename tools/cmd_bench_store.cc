@@ -277,6 +277,11 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   if (!free_target_text.empty()) {
     auto v = ParseBytes("--host-free-target", free_target_text);
     if (!v.ok()) return usage(v.status().message());
+    if (*v > c.host_bytes / 2) {
+      return usage("--host-free-target: " + std::to_string(*v) +
+                   " (must be at most half the host tier, " + std::to_string(c.host_bytes / 2) +
+                   ")");
+    }
     c.host_free_target = *v;
   }
   if (profile_stages) profile::SetEnabled(true);

@@ -44,6 +44,8 @@ TEST(CmdBenchStoreTest, ArgumentErrorsExitTwoNamingTheValue) {
       {{"--dir", (dir.path() / "missing").string()}, "is not a folder"},
       {{"--iters", "three"}, "--iters"},
       {{"--max-seconds", "-1"}, "--max-seconds: -1"},
+      {{"--host-free-target", "12q"}, "--host-free-target: '12q'"},
+      {{"--host-free-target", "1T"}, "--host-free-target: 1099511627776"},
       {{"--frobnicate"}, "--frobnicate"},
   };
   for (const auto& [args, want] : cases) {
