@@ -88,6 +88,15 @@ void Count(Counter c, uint64_t n) {
   R().counters[i].fetch_add(n, std::memory_order_relaxed);
 }
 
+Totals& Totals::operator+=(const Totals& other) {
+  for (size_t i = 0; i < stages.size(); ++i) {
+    stages[i].count += other.stages[i].count;
+    stages[i].nanos += other.stages[i].nanos;
+  }
+  for (size_t i = 0; i < counters.size(); ++i) counters[i] += other.counters[i];
+  return *this;
+}
+
 Totals Snapshot() {
   Totals t;
   for (size_t i = 0; i < kStages; ++i) {

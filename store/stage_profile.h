@@ -93,6 +93,8 @@ struct StageTotal {
 struct Totals {
   std::array<StageTotal, static_cast<size_t>(Stage::kCount)> stages{};
   std::array<uint64_t, static_cast<size_t>(Counter::kCount)> counters{};
+  // Adds `other` stage by stage and counter by counter (summing the snapshots of some rounds).
+  Totals& operator+=(const Totals& other);
 };
 Totals Snapshot();
 void Reset();

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "store/model_layout.h"
+#include "store/stage_profile.h"
 #include "store/status.h"
 #include "store/types.h"
 #include "tiers/device_pool.h"
@@ -320,6 +321,8 @@ struct StagesPerOp {
 // Reads the profile since the last call (or profile::Reset) as per-operation figures, then
 // resets it.
 StagesPerOp TakeStages(uint64_t ops);
+// `t` (summed over some rounds) as per-operation figures.
+StagesPerOp ToStagesPerOp(const profile::Totals& t, uint64_t ops);
 
 struct Row {
   std::string layout, pool, tier, op;  // op: load, save, both

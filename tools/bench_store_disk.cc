@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "store/stage_profile.h"
 #include "tools/bench_store_run.h"
 
 namespace cachepawl::tools::bench_store {
@@ -112,6 +113,7 @@ Status LayoutRun::DiskLoads(const std::string& pool, const std::string& dir, uin
   load.threads = threads;
   load.bytes = sizes_.RequestBytes(pages);
   Row row = MakeRow(pool, "disk", Op::kLoad, threads, pages, c_.disk_iters, {}, nullptr);
+  profile::Totals stages;  // --profile-stages: the timed Loads' stages, summed
   // Each Load from a reopened store (its host tier starts empty) whose host tier is then filled
   // with other prefixes, as a warm engine's is.
   for (int k = 0; k < c_.disk_iters; ++k) {
@@ -127,7 +129,9 @@ Status LayoutRun::DiskLoads(const std::string& pool, const std::string& dir, uin
         CACHEPAWL_RETURN_IF_ERROR(LookupAndLock(*store, t, pre[t], pages, Tier::kDisk, &locks));
       }
       CACHEPAWL_RETURN_IF_ERROR(FillHostTier(*store, tier, slots[0].dst_pages, slots[0].dst_pages));
+      if (c_.profile_stages) profile::Reset();
       CACHEPAWL_RETURN_IF_ERROR(LoadRound(*store, *view, slots, pre, "", true, &load, &row));
+      if (c_.profile_stages) stages += profile::Snapshot();
       for (PrefixLock& l : locks.held) CACHEPAWL_RETURN_IF_ERROR(store->Unlock(l));
     }
     CACHEPAWL_RETURN_IF_ERROR(store->Close());
@@ -136,6 +140,9 @@ Status LayoutRun::DiskLoads(const std::string& pool, const std::string& dir, uin
                   &peers_[Key(pool, threads, pages, Op::kLoad)]);
   l.verified_loads = row.verified_loads;
   l.mismatches = row.mismatches;
+  if (c_.profile_stages) {
+    l.stages = ToStagesPerOp(stages, uint64_t{threads} * static_cast<uint64_t>(c_.disk_iters));
+  }
   report_.rows.push_back(l);
   return Status::OK();
 }

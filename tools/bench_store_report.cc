@@ -124,9 +124,7 @@ nlohmann::json ReportJson(const Config& c, const Report& r, const RunInfo& info)
   return j;
 }
 
-StagesPerOp TakeStages(uint64_t ops) {
-  const profile::Totals t = profile::Snapshot();
-  profile::Reset();
+StagesPerOp ToStagesPerOp(const profile::Totals& t, uint64_t ops) {
   StagesPerOp out;
   out.ops = ops;
   const double n = ops == 0 ? 1.0 : static_cast<double>(ops);
@@ -141,6 +139,12 @@ StagesPerOp TakeStages(uint64_t ops) {
                             static_cast<double>(t.counters[i]) / n);
   }
   return out;
+}
+
+StagesPerOp TakeStages(uint64_t ops) {
+  const profile::Totals t = profile::Snapshot();
+  profile::Reset();
+  return ToStagesPerOp(t, ops);
 }
 
 void PrintSkips(const Report& r, std::ostream& out) {

@@ -408,11 +408,7 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
           }
         }
         if (profile::Enabled()) {
-          const profile::Totals t = profile::Snapshot();
-          for (size_t i = 0; i < t.stages.size(); ++i) {
-            row.stages.stages[i].count += t.stages[i].count;
-            row.stages.stages[i].nanos += t.stages[i].nanos;
-          }
+          row.stages += profile::Snapshot();
           row.profiled_records += row.records;
           const auto [wait_ns, waits] = (*raw)->TakeWaits();
           row.raw_wait_ns += wait_ns;

@@ -62,6 +62,11 @@ TEST_F(StageProfileTest, OnRecordsCountsTimesAndCounters) {
   EXPECT_EQ(t.stages[static_cast<size_t>(Stage::kDiskReadWait)].count, 1u);
   EXPECT_EQ(t.stages[static_cast<size_t>(Stage::kDiskReadVerify)].count, 0u);
   EXPECT_EQ(t.counters[static_cast<size_t>(Counter::kEngineCopyRuns)], 4u);
+  Totals twice = t;
+  twice += t;
+  EXPECT_EQ(twice.stages[static_cast<size_t>(Stage::kSaveIndex)].count, 4u);
+  EXPECT_EQ(twice.stages[static_cast<size_t>(Stage::kLoadCopy)].nanos, 3000u);
+  EXPECT_EQ(twice.counters[static_cast<size_t>(Counter::kEngineCopyRuns)], 8u);
   Reset();
   const Totals after = Snapshot();
   EXPECT_EQ(after.stages[static_cast<size_t>(Stage::kSaveIndex)].count, 0u);
