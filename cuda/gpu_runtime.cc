@@ -1,6 +1,7 @@
 #include "cuda/gpu_runtime.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -58,6 +59,43 @@ std::string DescribeDevice(int device) {
 #else
   (void)device;
   return "no GPU (built without CUDA)";
+#endif
+}
+
+StatusOr<GpuProperties> QueryDevice(int device) {
+#if CACHEPAWL_HAVE_CUDA
+  if (device < 0 || device >= DeviceCount()) {
+    return Status::Unavailable("GPU " + std::to_string(device) + ": " + DescribeDevice(device));
+  }
+  cudaDeviceProp prop{};
+  cudaError_t err = cudaGetDeviceProperties(&prop, device);
+  if (err != cudaSuccess) return CudaError("cudaGetDeviceProperties", err);
+  GpuProperties p;
+  p.name = prop.name;
+  p.compute_major = prop.major;
+  p.compute_minor = prop.minor;
+  p.sm_count = prop.multiProcessorCount;
+  p.total_bytes = prop.totalGlobalMem;
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device) == cudaSuccess) {
+    p.pci_bus_id = bus;
+    for (char& c : p.pci_bus_id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  (void)cudaDriverGetVersion(&p.driver_version);
+  (void)cudaRuntimeGetVersion(&p.runtime_version);
+  int previous = 0;
+  (void)cudaGetDevice(&previous);
+  if ((err = cudaSetDevice(device)) != cudaSuccess) return CudaError("cudaSetDevice", err);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  err = cudaMemGetInfo(&free_bytes, &total_bytes);
+  (void)cudaSetDevice(previous);
+  if (err != cudaSuccess) return CudaError("cudaMemGetInfo", err);
+  p.free_bytes = free_bytes;
+  return p;
+#else
+  (void)device;
+  return Status::Unavailable("no GPU (built without CUDA)");
 #endif
 }
 

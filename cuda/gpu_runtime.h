@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "store/status.h"
@@ -22,6 +23,21 @@ int DeviceCount();
 inline bool GpuAvailable() { return DeviceCount() > 0; }
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, driver 13.0)" or "no GPU (...why...)".
 std::string DescribeDevice(int device);
+
+// What the CUDA runtime says of one GPU (for `cachepawl info`).
+struct GpuProperties {
+  std::string name;
+  int compute_major = 0;
+  int compute_minor = 0;
+  int sm_count = 0;
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;  // cudaMemGetInfo: creates the device's context on first use
+  std::string pci_bus_id;   // "0000:3b:00.0" (lower case, as sysfs names it)
+  int driver_version = 0;   // cudaDriverGetVersion, e.g. 13000
+  int runtime_version = 0;  // cudaRuntimeGetVersion
+};
+// Unavailable when there is no such GPU (or no CUDA); Internal naming the call that failed.
+StatusOr<GpuProperties> QueryDevice(int device);
 
 // Makes `device` current on the calling thread. InvalidArgument when out of range.
 Status SetDevice(int device);

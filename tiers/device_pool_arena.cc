@@ -26,6 +26,17 @@ Status DevicePoolArenaOptions::Validate() const {
   return Status::OK();
 }
 
+DevicePoolGeometry DevicePoolGeometryFor(const ModelLayout& layout, uint64_t budget_bytes) {
+  const uint64_t kv = layout.has_attention() ? RoundUpToAlignment(layout.KvPageBytes(), 256) : 0;
+  const uint64_t st = layout.has_ssm() ? RoundUpToAlignment(layout.MambaSlotBytes(), 256) : 0;
+  DevicePoolGeometry g;
+  g.unit_bytes = kv != 0 ? kv : st;
+  g.group_units = (kv != 0 && st != 0) ? (st + kv - 1) / kv : 1;
+  g.num_units = g.unit_bytes != 0 ? budget_bytes / g.unit_bytes : 0;
+  g.num_groups = g.num_units / g.group_units;
+  return g;
+}
+
 StatusOr<std::unique_ptr<DevicePoolArena>> DevicePoolArena::Create(
     const ModelLayout& layout, const DevicePoolArenaOptions& options) {
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
@@ -44,10 +55,11 @@ StatusOr<std::unique_ptr<DevicePoolArena>> DevicePoolArena::Create(
   a->layout_ = layout;
   const uint64_t kv = layout.has_attention() ? RoundUpToAlignment(layout.KvPageBytes(), 256) : 0;
   const uint64_t st = layout.has_ssm() ? RoundUpToAlignment(layout.MambaSlotBytes(), 256) : 0;
-  a->unit_bytes_ = kv != 0 ? kv : st;
-  a->group_units_ = (kv != 0 && st != 0) ? (st + kv - 1) / kv : 1;
-  a->num_units_ = options.budget_bytes / a->unit_bytes_;
-  a->num_groups_ = a->num_units_ / a->group_units_;
+  const DevicePoolGeometry geometry = DevicePoolGeometryFor(layout, options.budget_bytes);
+  a->unit_bytes_ = geometry.unit_bytes;
+  a->group_units_ = geometry.group_units;
+  a->num_units_ = geometry.num_units;
+  a->num_groups_ = geometry.num_groups;
   const uint64_t need = std::max(kv, st == 0 ? 0 : a->group_units_ * a->unit_bytes_);
   if (options.budget_bytes < need || a->num_units_ == 0 || (st != 0 && a->num_groups_ == 0)) {
     return Status::InvalidArgument(

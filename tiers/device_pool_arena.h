@@ -29,6 +29,17 @@
 
 namespace cachepawl {
 
+// How a budget is cut into units and groups (the cut described above). Create uses it;
+// `cachepawl info` reports what a budget holds with it.
+struct DevicePoolGeometry {
+  uint64_t unit_bytes = 0;   // a KV page record rounded up to 256 B (a state's when no KV)
+  uint64_t group_units = 1;  // units a Mamba state takes
+  uint64_t num_units = 0;    // = the most KV pages the budget holds
+  uint64_t num_groups = 0;   // = the most Mamba states the budget holds
+};
+// Assumes layout.Validate() is OK.
+DevicePoolGeometry DevicePoolGeometryFor(const ModelLayout& layout, uint64_t budget_bytes);
+
 struct DevicePoolArenaOptions {
   uint64_t budget_bytes = 0;  // > 0; must hold at least one slot of each kind the layout has
   int device = 0;             // GPU index (ignored in CPU mode)
