@@ -241,15 +241,11 @@ Status DiskCatalog::Apply(std::span<const CatalogRecord> puts, std::span<const D
 Status DiskCatalog::ForEach(const std::function<void(const CatalogRecord&)>& fn,
                             const std::function<void(const std::string& raw_key)>& bad) const {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-  // Chain entries first (held until their records come), keyed by the state's identity.
-  std::unordered_map<std::string, std::vector<PageHash>> chains;
+  CatalogChains chains;  // chain entries first, held until their records come
   const std::string chain_prefix(1, kChainPrefix);
   for (it->Seek(chain_prefix); it->Valid() && it->key().starts_with(chain_prefix); it->Next()) {
     const std::string_view k(it->key().data(), it->key().size());
-    auto chain = DecodeCatalogChain(k, std::string_view(it->value().data(), it->value().size()));
-    if (chain) {
-      chains.emplace(std::string(k.substr(1)), std::move(chain->second));
-    } else {
+    if (!chains.Add(k, std::string_view(it->value().data(), it->value().size()))) {
       bad(std::string(k));
     }
   }
@@ -263,15 +259,42 @@ Status DiskCatalog::ForEach(const std::function<void(const CatalogRecord&)>& fn,
       bad(std::string(k));
       continue;
     }
-    if (auto c = chains.find(std::string(k.substr(1))); c != chains.end()) {
-      rec->chain = std::move(c->second);
-      chains.erase(c);
-    }
+    chains.Attach(&*rec);
     fn(*rec);
   }
   // Chains whose state record is gone (the batch that deleted it did not name them).
-  for (const auto& [id, chain] : chains) bad(std::string(1, kChainPrefix) + id);
+  for (const std::string& raw : chains.LeftOver()) bad(raw);
   return FromRocks(it->status(), "catalog '" + dir_ + "': scan");
+}
+
+bool ChainFitsState(const DiskKey& key, const PageHash& parent, std::span<const PageHash> chain,
+                    uint64_t page_size_tokens) {
+  if (key.kind != Kind::kMamba || page_size_tokens == 0) return false;
+  if (key.depth % page_size_tokens != 0 || key.depth / page_size_tokens != chain.size() + 1) {
+    return false;
+  }
+  return chain.empty() ? parent.IsZero() : chain.back() == parent;
+}
+
+bool CatalogChains::Add(std::string_view raw_key, std::string_view value) {
+  auto chain = DecodeCatalogChain(raw_key, value);
+  if (!chain) return false;
+  by_state_[std::string(raw_key.substr(1))] = std::move(chain->second);
+  return true;
+}
+
+void CatalogChains::Attach(CatalogRecord* record) {
+  if (record->key.kind != Kind::kMamba || by_state_.empty()) return;
+  auto c = by_state_.find(DiskKeyIdentity(record->key));
+  if (c == by_state_.end()) return;
+  record->chain = std::move(c->second);
+  by_state_.erase(c);
+}
+
+std::vector<std::string> CatalogChains::LeftOver() const {
+  std::vector<std::string> raw;
+  for (const auto& [id, chain] : by_state_) raw.push_back(std::string(1, kChainPrefix) + id);
+  return raw;
 }
 
 Status DiskCatalog::DeleteRaw(std::span<const std::string> raw_keys) {

@@ -18,6 +18,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -114,6 +116,26 @@ std::optional<std::pair<DiskKey, std::vector<PageHash>>> DecodeCatalogChain(
     std::string_view raw_key, std::string_view value);
 // The meta entry's value; Corruption naming `catalog_dir` when it cannot be decoded.
 StatusOr<CatalogMeta> DecodeCatalogMeta(std::string_view value, const std::string& catalog_dir);
+// Whether `chain` (the hashes of the pages before a pure SSM state's own, first page first) leads
+// to state `key` taken after its page whose parent is `parent`, at `page_size_tokens` per page.
+bool ChainFitsState(const DiskKey& key, const PageHash& parent, std::span<const PageHash> chain,
+                    uint64_t page_size_tokens);
+
+// The chain entries of a scan, handed to their states' records. A scan in key order meets every
+// chain entry ('C') before the records ('R'), so: Add each chain entry, then Attach each record.
+class CatalogChains {
+ public:
+  // A chain entry; false when its key or value cannot be decoded.
+  bool Add(std::string_view raw_key, std::string_view value);
+  // Moves the chain of `record`'s state (if there is one) into record->chain.
+  void Attach(CatalogRecord* record);
+  // The raw keys of the chain entries no record took (their states are gone).
+  std::vector<std::string> LeftOver() const;
+
+ private:
+  std::unordered_map<std::string, std::vector<PageHash>> by_state_;  // DiskKeyIdentity -> chain
+};
+
 // Reads and decodes the meta entry of the catalog open as `db` (primary or secondary): nullopt
 // when there is none; IOError or Corruption naming `catalog_dir` otherwise.
 StatusOr<std::optional<CatalogMeta>> ReadCatalogMeta(rocksdb::DB& db,

@@ -178,7 +178,8 @@ Status DiskTier::Recover(const std::vector<DiskDataFiles::FileReport>& reports) 
   CACHEPAWL_RETURN_IF_ERROR(catalog_->ForEach(
       [&](const CatalogRecord& r) {
         const int k = static_cast<int>(r.key.kind);
-        const bool chain_ok = !chains || ChainFits(r.key, r.parent, r.chain);
+        const bool chain_ok = !chains || r.key.kind != Kind::kMamba ||
+                              ChainFitsState(r.key, r.parent, r.chain, layout_.page_size_tokens);
         bad_chains += !chain_ok;
         const bool ok = r.fingerprint == fingerprint_ && record_bytes_[k] != 0 &&
                         r.extent.bytes == record_bytes_[k] && r.extent.file < reports.size() &&
@@ -291,14 +292,6 @@ std::optional<DiskExtent> DiskTier::AllocateLocked(uint64_t bytes, std::vector<D
   return allocator_->Allocate(bytes);
 }
 
-bool DiskTier::ChainFits(const DiskKey& key, const PageHash& parent,
-                         std::span<const PageHash> chain) const {
-  if (key.kind != Kind::kMamba) return true;
-  const uint64_t page = layout_.page_size_tokens;
-  if (key.depth % page != 0 || key.depth / page != chain.size() + 1) return false;
-  return chain.empty() ? parent.IsZero() : chain.back() == parent;
-}
-
 StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const PageHash& parent,
                                                    std::vector<DiskKey>* evicted,
                                                    std::span<const PageHash> chain) {
@@ -308,7 +301,7 @@ StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const Pag
                                    std::string(KindName(key.kind)) + " records");
   }
   const bool with_chain = !layout_.has_attention();
-  if (with_chain && !ChainFits(key, parent, chain)) {
+  if (with_chain && !ChainFitsState(key, parent, chain, layout_.page_size_tokens)) {
     Count(Counter::kChainErrors);
     const uint64_t pages = key.depth / std::max<uint64_t>(1, layout_.page_size_tokens);
     return Status::InvalidArgument(

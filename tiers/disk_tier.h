@@ -243,8 +243,6 @@ class DiskTier {
   void DropLocked(Entry& e);
   void ReleaseExtentLocked(Entry& e);
   void UnlinkLocked(Entry& e);  // out of the LRU list and the record count
-  // Layouts without attention layers: whether `chain` fits state `key` (depth, parent).
-  bool ChainFits(const DiskKey& key, const PageHash& parent, std::span<const PageHash> chain) const;
 
   const DiskTierOptions options_;
   const ModelLayout layout_;

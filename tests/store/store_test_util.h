@@ -35,13 +35,7 @@ inline ModelLayout TinyAttentionOnly() {
 // A small pure SSM layout (as Mamba-2): 2 SSM layers, no attention layers, 4-token pages. A
 // state record is 608 bytes (8 KiB host slots).
 inline ModelLayout TinyPureSsm() {
-  ModelLayout l = TinyHybrid();
-  l.model = "test/tiny-ssm";
-  l.num_layers = 2;
-  l.attention_layers.clear();
-  l.ssm_layers[0].layer_index = 0;
-  l.ssm_layers[1].layer_index = 1;
-  return l;
+  return testing::WithoutAttention(TinyHybrid(), "test/tiny-ssm");
 }
 
 // A test store's options: CPU mode (also on a machine with a GPU), a store-owned device pool and,

@@ -19,11 +19,7 @@ using testing::TempDir;
 using testing::TestKey;
 
 ModelLayout SmallPureSsm() {
-  ModelLayout l = testing::SmallHybridLayout("test/small-ssm");
-  l.attention_layers.clear();
-  l.num_layers = 1;
-  l.ssm_layers[0].layer_index = 0;
-  return l;
+  return testing::WithoutAttention(testing::SmallHybridLayout(), "test/small-ssm");
 }
 
 TEST(DiskTierPureSsmTest, StatesAreWrittenWithChainsThatFitTheirDepthAndComeBackAtOpen) {
