@@ -284,6 +284,10 @@ Status CheckKind(Kind kind, const ModelLayout& layout) {
   if (kind == Kind::kMamba && !layout.has_ssm()) {
     return Status::InvalidArgument("kind: mamba (layout '" + layout.model + "' has no SSM layers)");
   }
+  if (kind == Kind::kKV && !layout.has_attention()) {
+    return Status::InvalidArgument("kind: kv (layout '" + layout.model +
+                                   "' has no attention layers)");
+  }
   return Status::OK();
 }
 }  // namespace
