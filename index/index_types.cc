@@ -12,6 +12,11 @@ Status IndexOptions::Validate() const {
     return Status::InvalidArgument("index.max_pages: " + std::to_string(max_pages) +
                                    " (must be 1.." + std::to_string(kMaxIndexPages) + ")");
   }
+  if (!kv_payload && !require_mamba) {
+    return Status::InvalidArgument(
+        "index.kv_payload: false without require_mamba (a layout without KV is reusable only "
+        "by its states)");
+  }
   if (expected_pages > max_pages) {
     return Status::InvalidArgument("index.expected_pages: " + std::to_string(expected_pages) +
                                    " (must be <= max_pages " + std::to_string(max_pages) + ")");

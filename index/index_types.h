@@ -22,6 +22,13 @@ struct IndexOptions {
   // True when the model has SSM layers: a prefix is then reusable only up to a page that has a
   // Mamba state (the hybrid rule). False for attention-only layouts: reusable == KV-only.
   bool require_mamba = false;
+  // False for layouts without attention layers (pure SSM, e.g. Mamba-2): pages carry no KV
+  // payload. The chain still names prefixes, so a page counts as present (in kv_only_pages and
+  // under the hybrid rule) as soon as the index has it under the right parent; no tier ever
+  // holds its KV (SetLocation of Kind::kKV is refused) and MatchResult::pages stays empty. The
+  // caller removes entries whose subtree holds no state (see PrefixIndex::Remove). Requires
+  // require_mamba.
+  bool kv_payload = true;
   // The engine saves a Mamba state every `track_interval_pages` pages while it decodes or
   // recomputes; MatchResult::checkpoint_hint_pages is rounded down to a multiple of it. >= 1.
   uint32_t track_interval_pages = 1;
@@ -62,7 +69,9 @@ struct MatchResult {
   // by some tier and, when IndexOptions::require_mamba, a Mamba state after page
   // reusable_pages-1 (depth exactly reusable_pages * page_size tokens) held by some tier.
   size_t reusable_pages = 0;
-  // The longest prefix whose KV pages are each held by some tier (>= reusable_pages).
+  // The longest prefix whose KV pages are each held by some tier (>= reusable_pages). Without
+  // KV payload (IndexOptions::kv_payload false): the longest prefix the index has, as
+  // indexed_pages.
   size_t kv_only_pages = 0;
   // kv_only_pages rounded down to a multiple of IndexOptions::track_interval_pages: the depth
   // at which the engine should save a Mamba state while it recomputes, so that the next
@@ -71,7 +80,8 @@ struct MatchResult {
   // The longest prefix known to the index at all, held by a tier or not (>= kv_only_pages):
   // pages past kv_only_pages up to here are inserted but not (yet) located anywhere.
   size_t indexed_pages = 0;
-  // Where each page of the KV-only prefix is: kv_only_pages elements.
+  // Where each page of the KV-only prefix is: kv_only_pages elements; none without KV payload
+  // (no page is held by any tier).
   std::vector<TierLocations> pages;
   // Where the Mamba state after page reusable_pages-1 is; empty when reusable_pages is 0 or no
   // tier holds one there (always the case for a miss under require_mamba).
@@ -142,6 +152,7 @@ struct IndexStats {
   uint64_t err_overflow = 0;         // a lock, pin or depth counter at its limit
   uint64_t err_full = 0;             // insert beyond IndexOptions::max_pages
   uint64_t err_bytes_unknown = 0;    // PickVictimsForBytes without a per-entry size
+  uint64_t err_no_kv_payload = 0;    // SetLocation of KV in an index without KV payload
 };
 
 }  // namespace cachepawl

@@ -486,6 +486,7 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
   size_t kv_only = 0;
   size_t indexed = 0;
   bool kv_run = true;
+  const bool payload = m.options.kv_payload;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t idx = finder.Find(i);
     if (idx == kNone) break;
@@ -494,7 +495,7 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
     prev = idx;
     indexed = i + 1;
     if (!kv_run) continue;
-    if (e.kv_mask == 0) {
+    if (e.kv_mask == 0 && payload) {
       kv_run = false;
       continue;
     }
@@ -503,6 +504,11 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
     if (e.last_use.load(std::memory_order_relaxed) != now) {
       e.last_use.store(now, std::memory_order_relaxed);
     }
+    if (e.state != kNone) {
+      last_state = idx;
+      last_state_pages = i + 1;
+    }
+    if (!payload) continue;  // the page is its chain link: no tier holds KV for it
     // Slots of tiers not held are 0 (DropKvSlot), so copying all three is exact; a spilled
     // slot (rare) is looked up.
     TierLocations& loc = out->pages.emplace_back();
@@ -513,10 +519,6 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
       for (int t = 0; t < kNumTiers; ++t) {
         if (loc.mask & Bit(t)) loc.slot[t] = m.KvSlot(idx, t);
       }
-    }
-    if (e.state != kNone) {
-      last_state = idx;
-      last_state_pages = i + 1;
     }
   }
 
@@ -572,6 +574,17 @@ std::optional<EntryInfo> PrefixIndex::Lookup(const PageHash& hash) const {
   const uint32_t i = m.FindIndex(hash);
   if (i == kNone) return std::nullopt;
   return m.Info(i);
+}
+
+std::optional<std::vector<PageHash>> PrefixIndex::Ancestors(const PageHash& hash) const {
+  const Impl& m = *impl_;
+  std::shared_lock lock(m.mu);
+  const uint32_t i = m.FindIndex(hash);
+  if (i == kNone) return std::nullopt;
+  std::vector<PageHash> out(m.hot[i].depth - 1);
+  uint32_t at = m.hot[i].parent;
+  for (size_t k = out.size(); k-- > 0; at = m.hot[at].parent) out[k] = m.hot[at].hash;
+  return out;
 }
 
 std::vector<EntryInfo> PrefixIndex::DumpEntries() const {
@@ -790,6 +803,11 @@ Status PrefixIndex::SetLocation(const PageHash& hash, Kind kind, Tier tier, uint
   Impl& m = *impl_;
   Impl::Exclusive section(m);
   CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
+  if (kind == Kind::kKV && !m.options.kv_payload) {
+    ++m.errors.err_no_kv_payload;
+    return Status::InvalidArgument("kind: kv (" + Describe(hash) +
+                                   ": the layout has no attention layers, its pages hold no KV)");
+  }
   uint32_t i;
   CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(hash, &i));
   const int t = static_cast<int>(tier);
@@ -1172,6 +1190,7 @@ Status PrefixIndex::CheckInvariants() const {
       }
     }
     if (e.kv_mask >> kNumTiers) return fail(who + ": bad tier mask");
+    if (e.kv_mask != 0 && !m.options.kv_payload) return fail(who + ": KV held without payload");
     if (ec.flags & kPickedBit) return fail(who + ": picked mark left behind");
     for (int t = 0; t < kNumTiers; ++t) {
       const bool held = e.kv_mask & Bit(t);

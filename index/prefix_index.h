@@ -3,7 +3,9 @@
 //
 // One entry per page hash. The chain of hashes makes the entries a forest: every entry but the
 // first page of a chain names its parent, and its depth is its page count from the root
-// (1 for the first page). Per entry the index keeps
+// (1 for the first page). For layouts without attention layers (IndexOptions::kv_payload false)
+// an entry is only a link of the chain: no tier holds KV for it, and a page counts as present
+// when the index has it. Per entry the index keeps
 //   - the KV page's location in each tier (Device, Host, Disk): a 64-bit slot;
 //   - the Mamba state *after* this page (depth exactly depth_pages * page_size tokens): its
 //     location in each tier; at most one state per entry and tier;
@@ -85,6 +87,10 @@ class PrefixIndex final {
 
   // A copy of one entry; nullopt when the index does not have it. Does not change recency.
   std::optional<EntryInfo> Lookup(const PageHash& hash) const;
+  // The chain that leads to `hash`: its ancestors' hashes, the chain's first page first and
+  // `hash`'s parent last (empty for a first page); nullopt when the index does not have `hash`.
+  // Does not change recency. O(depth) under the shared lock.
+  std::optional<std::vector<PageHash>> Ancestors(const PageHash& hash) const;
 
   // ----- inserting ------------------------------------------------------------------------
 
@@ -103,8 +109,9 @@ class PrefixIndex final {
   // Records that `tier` holds `kind` (the KV page, or the Mamba state after this page) of
   // `hash` at `slot`. Setting the first Mamba location attaches the state (stamping its
   // recency). Setting the same slot again is OK and changes nothing.
-  // Errors: InvalidArgument for an out-of-range kind or tier; NotFound when `hash` is not in
-  // the index; FailedPrecondition when the tier already holds it at another slot.
+  // Errors: InvalidArgument for an out-of-range kind or tier, and for Kind::kKV in an index
+  // without KV payload (IndexOptions::kv_payload); NotFound when `hash` is not in the index;
+  // FailedPrecondition when the tier already holds it at another slot.
   Status SetLocation(const PageHash& hash, Kind kind, Tier tier, uint64_t slot);
   // Forgets that `tier` holds `kind` of `hash`; returns the slot it was at. Clearing the last
   // tier of a state detaches it.

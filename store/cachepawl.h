@@ -42,6 +42,15 @@
  *
  * ABI: functions are only ever added; none changes its signature or meaning while
  * CACHEPAWL_ABI_VERSION stays the same. Bindings check cachepawl_abi_version() at load time.
+ *
+ * Pure SSM layouts (no attention layers, e.g. Mamba-2; store/store.h says the same for C++):
+ * the page hashes still name every prefix, but a page holds no KV, so the engine passes no
+ * device pages anywhere. Its pool has 0 KV pages (cachepawl_pool_new(device, 0, slots, ...) and
+ * one cachepawl_pool_set_ssm_layer per SSM layer); cachepawl_store_save gets the tokens (or
+ * hashes) covering at least the state's depth, NULL and 0 device pages, the state slot and its
+ * depth; a lookup's reusable pages are the depth of the deepest state along its pages (its page
+ * tiers are none, its kv_only_pages how far the store knows the prompt); cachepawl_store_load
+ * gets NULL and 0 device pages and the state slot, and loads the state at the match's depth.
  */
 #ifndef CACHEPAWL_CACHEPAWL_H_
 #define CACHEPAWL_CACHEPAWL_H_
@@ -303,7 +312,8 @@ CACHEPAWL_API cachepawl_status cachepawl_store_stats_prometheus(const cachepawl_
  * ---------------------------------------------------------------------------------------- */
 
 /* An empty description: `num_pages` KV page slots and `num_state_slots` state slots of the
- * memory of CUDA device `device` (-1: host memory). */
+ * memory of CUDA device `device` (-1: host memory). A layout without attention layers has no
+ * KV pages: num_pages 0 (registration refuses more), and no KV layer or kv_base is set. */
 CACHEPAWL_API cachepawl_status cachepawl_pool_new(int32_t device, uint64_t num_pages,
                                                   uint64_t num_state_slots, cachepawl_pool** out);
 CACHEPAWL_API void cachepawl_pool_free(cachepawl_pool* pool);
@@ -393,7 +403,8 @@ CACHEPAWL_API cachepawl_status cachepawl_match_kv_only_pages(const cachepawl_mat
 /* kv_only_pages rounded down to the track interval: where to save a state while recomputing. */
 CACHEPAWL_API cachepawl_status cachepawl_match_checkpoint_hint_pages(const cachepawl_match* match,
                                                                      size_t* out);
-/* The fastest tier of each of the first kv_only_pages pages (array convention). */
+/* The fastest tier of each of the first kv_only_pages pages (array convention); none for a
+ * pure SSM layout (its pages hold nothing: *count is 0). */
 CACHEPAWL_API cachepawl_status cachepawl_match_page_tiers(const cachepawl_match* match,
                                                           cachepawl_tier* out, size_t capacity,
                                                           size_t* count);
@@ -428,7 +439,10 @@ CACHEPAWL_API cachepawl_status cachepawl_lock_has_state(const cachepawl_lock* lo
 /* Loads pages [first_page, first_page + num_device_pages) of `match` into device pages
  * `device_pages`, and, unless device_state_slot is CACHEPAWL_NO_SLOT, the state at depth
  * (first_page + num_device_pages) pages, which must equal the match's reusable pages.
- * flags: 0 or CACHEPAWL_LOAD_PER_LAYER_FENCES. Errors: INVALID_ARGUMENT; NOT_FOUND when
+ * Pure SSM layout: num_device_pages must be 0 and a state slot given; the depth is then
+ * first_page, 0 standing for the match's reusable pages (any other depth: INVALID_ARGUMENT
+ * naming both). flags: 0 or CACHEPAWL_LOAD_PER_LAYER_FENCES (no sub-fences without attention
+ * layers). Errors: INVALID_ARGUMENT; NOT_FOUND when
  * something of the match is no longer cached (recompute); BUSY when another load or prefetch
  * reads one of these pages from disk now; NO_SPACE when host memory cannot take the disk
  * hits. The device pages may be used once the fence fired OK. */
@@ -442,7 +456,8 @@ CACHEPAWL_API cachepawl_status cachepawl_store_load(cachepawl_store* store,
  * [first_page, first_page + num_device_pages) of the full pages of `tokens` under namespace
  * (ns, ns_len), and, unless device_state_slot is CACHEPAWL_NO_SLOT, the state taken at
  * state_depth_tokens (a multiple of the page size). Pages already cached are only refreshed.
- * The device slots may be reused once the fence fired. */
+ * The device slots may be reused once the fence fired. Pure SSM layout: num_device_pages must
+ * be 0 (device_pages NULL); the state's pages are the tokens' first state_depth_tokens. */
 CACHEPAWL_API cachepawl_status cachepawl_store_save(
     cachepawl_store* store, const char* ns, size_t ns_len, const uint32_t* tokens,
     size_t num_tokens, size_t first_page, const uint64_t* device_pages, size_t num_device_pages,

@@ -12,6 +12,15 @@
 // Thread safety: every method may be called from several engine threads at once. Fences fire
 // on the store's own threads. Errors: every method returns a Status naming the argument and
 // value at fault; no method throws. A miss is not an error (reusable_pages == 0).
+//
+// Pure SSM layouts (no attention layers, e.g. Mamba-2). The page hash chain still names every
+// prefix, but a page holds no KV: an entry is a link of the chain, and a prefix of n pages is
+// reusable when a state of depth exactly n * page_size exists (the chain leading to it always
+// does: a state never stays without its chain, and a chain goes with its last state). The
+// engine passes no device pages anywhere: Save takes `tokens` (or `hashes`) covering at least
+// the state's depth, an empty `device_pages`, the state slot and `state_depth_tokens`; Load takes
+// the match, an empty `device_pages` and the state slot, and loads the state at
+// match.reusable_pages (see Load for how a depth is asked for and refused).
 #pragma once
 
 #include <cstdint>
@@ -38,12 +47,17 @@ struct PrefixMatch {
   std::vector<PageHash> hashes;  // every full page of the lookup, in order
   uint32_t page_size_tokens = 0;
   // Pages reusable under the hybrid rule: KV pages 0..n-1 in some tier and (layouts with SSM
-  // layers) a Mamba state of depth exactly n * page_size_tokens in some tier.
+  // layers) a Mamba state of depth exactly n * page_size_tokens in some tier. Pure SSM: the
+  // depth of the deepest state along the lookup's chain.
   size_t reusable_pages = 0;
-  size_t kv_only_pages = 0;          // longest prefix whose KV pages exist, state or not
+  // Longest prefix whose KV pages exist, state or not. Pure SSM (no KV): the longest prefix the
+  // store knows (pages leading to a cached state, maybe beyond reusable_pages where prompts
+  // branched), so kv_only_pages > reusable_pages says where saving a state would have helped.
+  size_t kv_only_pages = 0;
   size_t checkpoint_hint_pages = 0;  // kv_only_pages rounded down to the track interval
-  std::vector<Tier> page_tiers;      // fastest tier of each of the first kv_only_pages pages
-  std::optional<Tier> state_tier;    // fastest tier of the state at reusable_pages (if any)
+  // Fastest tier of each of the first kv_only_pages pages; empty for pure SSM (no page is held).
+  std::vector<Tier> page_tiers;
+  std::optional<Tier> state_tier;  // fastest tier of the state at reusable_pages (if any)
 
   uint64_t reusable_tokens() const { return uint64_t{reusable_pages} * page_size_tokens; }
 };
@@ -56,16 +70,18 @@ struct PrefixLock {
 };
 
 struct LoadOptions {
-  size_t first_page = 0;          // the engine already holds pages [0, first_page)
-  bool per_layer_fences = false;  // one sub-fence per attention layer (GPU mode)
+  // The engine already holds pages [0, first_page). Pure SSM: the depth in pages of the state
+  // the engine asks for (0: the match's, reusable_pages); see Store::Load.
+  size_t first_page = 0;
+  bool per_layer_fences = false;  // one sub-fence per attention layer (GPU mode; none: 0)
 };
 
 struct SaveRequest {
-  std::string_view ns;               // namespace (tenant); part of the hash chain
-  std::span<const uint32_t> tokens;  // the prompt so far; or, instead, `hashes`
-  std::span<const PageHash> hashes;  // precomputed page hashes (engine-computed chain)
-  size_t first_page = 0;             // pages [first_page, first_page + device_pages.size())
-  std::span<const uint64_t> device_pages;
+  std::string_view ns;                     // namespace (tenant); part of the hash chain
+  std::span<const uint32_t> tokens;        // the prompt so far; or, instead, `hashes`
+  std::span<const PageHash> hashes;        // precomputed page hashes (engine-computed chain)
+  size_t first_page = 0;                   // pages [first_page, first_page + device_pages.size())
+  std::span<const uint64_t> device_pages;  // empty for a pure SSM layout (no KV)
   std::optional<uint64_t> device_state_slot;  // a Mamba state to save, taken at...
   uint64_t state_depth_tokens = 0;            // ...this depth (a multiple of the page size)
 };
@@ -106,6 +122,11 @@ class Store {
   // blocks the calling thread until then (a GPU wait must not be queued ahead of the copies it
   // waits for): an engine whose threads must never wait on the disk calls StartPrefetch at
   // admission and Loads once the prefetch fence is Ready() (everything is then in host memory).
+  // Pure SSM layouts: `device_pages` must be empty and `device_state_slot` given; the same
+  // rule names the depth, (first_page + 0) pages, with first_page 0 standing for
+  // match.reusable_pages. So Load(match, {}, slot) loads the state at the match's depth, and a
+  // first_page naming another depth is refused (InvalidArgument naming both depths), as is a
+  // match without a reusable state.
   // Errors: InvalidArgument (the argument and value at fault); NotFound when something of the
   // match is no longer cached (a miss: recompute); Busy when another Load or Prefetch is reading
   // one of these pages from disk right now (retry once that one's fence fired); NoSpace when the
@@ -126,7 +147,9 @@ class Store {
 
   // Copies new pages (and optionally a state) from the device pool into host memory (and disk
   // by policy). Pages already cached are only refreshed. The engine may reuse the device slots
-  // once the fence fires.
+  // once the fence fires. Pure SSM layouts: `device_pages` must be empty (InvalidArgument
+  // otherwise); the state's chain, pages [0, state_depth_tokens / page_size), is recorded with
+  // it, and a request without a state saves nothing.
   virtual StatusOr<Fence> Save(const SaveRequest& request) = 0;
 
   // The engine's own device pool (its paged KV tensors and Mamba state tensors), described by

@@ -42,6 +42,14 @@ size_t StoreImpl::StartDiskWritesLocked(const std::vector<EntryKey>& keys, bool 
 
 void StoreImpl::SubmitDiskWrites(std::vector<DiskWriteJob> jobs, std::vector<DiskWrite> writes,
                                  int attempt) {
+  if (!layout_.has_attention()) {
+    // Pure SSM: a state goes to disk with its chain, which a restart needs to reach it. Walked
+    // here, outside mu_: the state's host copy is pinned, so its entry and ancestors stay.
+    for (DiskWrite& w : writes) {
+      if (w.key.kind != Kind::kMamba) continue;
+      if (auto chain = index_->Ancestors(w.key.hash)) w.chain = std::move(*chain);
+    }
+  }
   DiskOp op = disk_->WriteBack(writes);
   WhenDone(op.fence, [this, jobs = std::move(jobs), op, attempt](const Status&) mutable {
     FinishDiskWrites(std::move(jobs), std::move(op), attempt);

@@ -30,20 +30,16 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options) {
     s->layout_ = *layout;
   }
   CACHEPAWL_RETURN_IF_ERROR(s->layout_.Validate().WithContext("StoreOptions.layout"));
-  if (!s->layout_.has_attention()) {
-    return Status::InvalidArgument(
-        "StoreOptions.layout: '" + s->layout_.model +
-        "' has no attention layers; the store keys prefixes by KV pages and needs at least "
-        "one attention layer");
-  }
   auto hasher = PageHasher::Create(s->layout_.page_size_tokens);
   if (!hasher.ok()) return hasher.status();
   s->hasher_ = std::make_unique<PageHasher>(std::move(hasher).value());
 
   IndexOptions io;
   io.require_mamba = s->layout_.has_ssm();
+  // Pure SSM (no attention layers): pages are chain links without KV; states are the payload.
+  io.kv_payload = s->layout_.has_attention();
   io.track_interval_pages = std::max<uint32_t>(1, options.track_interval_pages);
-  io.kv_page_bytes = RecordSlotBytes(s->layout_, Kind::kKV);
+  io.kv_page_bytes = io.kv_payload ? RecordSlotBytes(s->layout_, Kind::kKV) : 0;
   io.mamba_state_bytes = s->layout_.has_ssm() ? RecordSlotBytes(s->layout_, Kind::kMamba) : 0;
   auto index = PrefixIndex::Create(io);
   if (!index.ok()) return index.status();
@@ -253,6 +249,9 @@ Status StoreImpl::Unlock(PrefixLock& lock) {
   std::lock_guard<std::mutex> g(mu_);
   CACHEPAWL_RETURN_IF_ERROR(index_->Unlock(lock.hashes.back()));
   lock.released = true;
+  // What the lock kept from pruning while the tiers dropped the entries below it (a pure SSM
+  // chain whose states went, or pages whose KV went before Lock) is useless now.
+  PruneLocked(lock.hashes.back());
   space_cv_.notify_all();
   return Status::OK();
 }
@@ -284,6 +283,10 @@ Status CheckKind(Kind kind, const ModelLayout& layout) {
   }
   if (kind == Kind::kMamba && !layout.has_ssm()) {
     return Status::InvalidArgument("kind: mamba (layout '" + layout.model + "' has no SSM layers)");
+  }
+  if (kind == Kind::kKV && !layout.has_attention()) {
+    return Status::InvalidArgument("kind: kv (layout '" + layout.model +
+                                   "' has no attention layers)");
   }
   return Status::OK();
 }

@@ -16,8 +16,32 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
                                 std::optional<uint64_t> device_state_slot,
                                 const LoadOptions& opts) {
   const auto start = SteadyClock::now();
-  const size_t first = opts.first_page;
+  size_t first = opts.first_page;
   const size_t count = device_pages.size();
+  if (!layout_.has_attention()) {
+    // Pure SSM: the pages carry no KV, so the state is all a Load moves. Its depth is
+    // first_page (+ 0 pages), and first_page 0 stands for the match's depth.
+    if (count != 0) {
+      return Status::InvalidArgument("device_pages: " + std::to_string(count) + " pages (layout '" +
+                                     layout_.model +
+                                     "' has no attention layers: its pages hold no KV; pass none)");
+    }
+    if (!device_state_slot) {
+      return Status::InvalidArgument("device_state_slot: none (layout '" + layout_.model +
+                                     "' has no attention layers: a Load moves only the state)");
+    }
+    if (match.reusable_pages == 0) {
+      return Status::InvalidArgument(
+          "device_state_slot: the match has no state to load (reusable_pages 0: a miss)");
+    }
+    if (first != 0 && first != match.reusable_pages) {
+      return Status::InvalidArgument(
+          "first_page: " + std::to_string(first) + " asks for a state at depth " +
+          std::to_string(first) + " pages, but the match's state is at depth " +
+          std::to_string(match.reusable_pages) + " pages (0 asks for the match's depth)");
+    }
+    first = match.reusable_pages;
+  }
   if (first > match.kv_only_pages || count > match.kv_only_pages - first) {
     return Status::InvalidArgument("device_pages: pages [" + std::to_string(first) + ", " +
                                    std::to_string(first + count) + ") exceed the match's " +
@@ -297,7 +321,7 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
         return Status::OK();
       };
       Status s;
-      for (size_t i = 0; i < match.kv_only_pages && s.ok(); ++i) {
+      for (size_t i = 0; layout_.has_attention() && i < match.kv_only_pages && s.ok(); ++i) {
         s = want({match.hashes[i], Kind::kKV});
       }
       if (s.ok() && match.reusable_pages > 0 && layout_.has_ssm()) {

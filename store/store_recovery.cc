@@ -2,7 +2,9 @@
 // record the disk tier kept after its own checks (tiers/disk_tier.h: catalog, extents, layout
 // fingerprint) becomes an index entry with a Disk location, parents before children. A record
 // whose parent was lost, or a state whose page entry is missing or at another depth, cannot be
-// reached by any lookup: it is removed from the disk tier so that its space is reused.
+// reached by any lookup: it is removed from the disk tier so that its space is reused. A layout
+// without attention layers has no page records: each state's chain (kept in the catalog with it)
+// inserts the pages leading to it.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -29,13 +31,27 @@ StatusOr<size_t> RebuildIndexFromDisk(DiskTier& disk, PrefixIndex& index,
     if (s.ok()) s = index.SetLocation(r.key.hash, Kind::kKV, Tier::kDisk, r.extent.Id());
     if (!s.ok()) orphans.push_back(r.key);  // its parent was lost: unreachable, reclaim it
   }
+  // Pure SSM: no KV records; each state brings its chain (checked by the disk tier against its
+  // depth and parent), and the chain's entries are inserted before the state is located.
+  auto chains = disk.TakeRecoveredChains();
   for (const DiskRecordInfo& r : mamba) {
+    std::vector<PageHash> chain;
+    if (!layout.has_attention()) {
+      if (auto c = chains.find(DiskKeyIdentity(r.key)); c != chains.end()) chain = c->second;
+      chain.push_back(r.key.hash);
+      if (!index.InsertChain(std::nullopt, chain).ok()) chain.clear();  // all or nothing
+    }
     auto entry = index.Lookup(r.key.hash);
     Status s = Status::NotFound("no KV entry");
     if (entry && uint64_t{entry->depth_pages} * layout.page_size_tokens == r.key.depth) {
       s = index.SetLocation(r.key.hash, Kind::kMamba, Tier::kDisk, r.extent.Id());
     }
-    if (!s.ok()) orphans.push_back(r.key);
+    if (!s.ok()) {
+      orphans.push_back(r.key);
+      // Entries inserted for it that hold nothing go again (Remove refuses the others).
+      size_t i = chain.size();
+      while (i > 0 && index.Remove(chain[i - 1]).ok()) --i;
+    }
   }
   for (const DiskKey& k : orphans) (void)disk.Remove(k);
   if (!orphans.empty()) {

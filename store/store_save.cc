@@ -28,6 +28,12 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   const size_t n = hashes.size();
   const size_t first = req.first_page;
   const size_t count = req.device_pages.size();
+  if (!layout_.has_attention() && count != 0) {
+    return Status::InvalidArgument("SaveRequest.device_pages: " + std::to_string(count) +
+                                   " pages (layout '" + layout_.model +
+                                   "' has no attention layers: its pages hold no KV; pass none "
+                                   "and name the pages by tokens or hashes)");
+  }
   if (first > n || count > n - first) {
     return Status::InvalidArgument("SaveRequest.device_pages: pages [" + std::to_string(first) +
                                    ", " + std::to_string(first + count) + ") exceed the " +
@@ -55,7 +61,8 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
                                      "]: the all-zero hash");
     }
   }
-  const size_t chain = std::max(first + count, state_pages);
+  // The entries to insert. Pure SSM: the chain up to the state (pages alone carry nothing).
+  const size_t chain = layout_.has_attention() ? std::max(first + count, state_pages) : state_pages;
 
   // What no tier holds (nor a Save in flight fills) needs a host slot: `fresh`, the pages first,
   // then the state.
@@ -160,9 +167,12 @@ Status StoreImpl::PrepareSaveChunk(std::span<const SaveWant> part, std::span<con
   profile::Add(profile::Stage::kSaveHostAllocate, allocate_start);
   const uint64_t index_start = profile::Now();
   if (st.ok() && slots.size() != part.size()) st = Status::Internal("host slot count");
-  if (st.ok() && released) {
+  const bool recheck = released || !layout_.has_attention();
+  if (st.ok() && recheck) {
     // Waiting for space released mu_: the chain may have been pruned, and another Save may have
-    // cached some of these keys meanwhile.
+    // cached some of these keys meanwhile. Pure SSM: the chain's entries hold nothing until the
+    // state is filling (filling_ then keeps them), so an Unlock or an eviction may have pruned
+    // them since Save inserted them: insert again (idempotent).
     st = index_->InsertChain(std::nullopt, chain).WithContext("SaveRequest");
   }
   if (!st.ok()) {
@@ -172,7 +182,7 @@ Status StoreImpl::PrepareSaveChunk(std::span<const SaveWant> part, std::span<con
     return st;
   }
   for (size_t i = 0; i < part.size(); ++i) {
-    if (released && CachedLocked(part[i].key)) {
+    if (recheck && CachedLocked(part[i].key)) {
       (void)host_->Free(slots[i]);  // another Save cached it meanwhile
       ++refreshed_;
       continue;

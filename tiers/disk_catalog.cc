@@ -6,13 +6,18 @@
 #include <rocksdb/write_batch.h>
 
 #include <cstring>
+#include <unordered_map>
 
 namespace cachepawl {
 namespace {
 
 constexpr char kRecordPrefix = kCatalogRecordPrefix;
+constexpr char kChainPrefix = kCatalogChainPrefix;
 constexpr const char* kMetaKey = kCatalogMetaKey;
 constexpr uint8_t kValueVersion = 1;
+constexpr uint8_t kChainVersion = 1;
+// Chains are at most PrefixIndex's depth limit long (16,777,215 pages).
+constexpr uint32_t kMaxChain = (1u << 24) - 1;
 constexpr size_t kValueBytes = 1 + 4 + 8 + 8 + 8 + 32 + 32 + 8 + 8;
 
 Status FromRocks(const rocksdb::Status& s, const std::string& context) {
@@ -116,19 +121,51 @@ std::optional<CatalogRecord> DecodeCatalogRecord(std::string_view raw_key, std::
   return r;
 }
 
-DiskCatalog::DiskCatalog(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync)
-    : dir_(std::move(dir)), db_(std::move(db)), sync_(sync) {}
+std::string CatalogChainKey(const DiskKey& key) {
+  std::string raw(1, kChainPrefix);
+  raw += DiskKeyIdentity(key);
+  return raw;
+}
+
+std::string EncodeCatalogChain(std::span<const PageHash> chain) {
+  Writer w;
+  w.Int<uint8_t>(kChainVersion);
+  w.Int<uint32_t>(static_cast<uint32_t>(chain.size()));
+  for (const PageHash& h : chain) w.Bytes(h.bytes.data(), 32);
+  return std::move(w.out);
+}
+
+std::optional<std::pair<DiskKey, std::vector<PageHash>>> DecodeCatalogChain(
+    std::string_view raw_key, std::string_view value) {
+  if (raw_key.empty() || raw_key[0] != kChainPrefix) return std::nullopt;
+  auto key = ParseDiskKeyIdentity(raw_key.substr(1));
+  if (!key || key->kind != Kind::kMamba) return std::nullopt;
+  Reader rd(value);
+  uint8_t version = 0;
+  uint32_t n = 0;
+  if (!rd.Int(&version) || version != kChainVersion || !rd.Int(&n) || n > kMaxChain ||
+      value.size() != 5 + uint64_t{n} * 32) {
+    return std::nullopt;
+  }
+  std::vector<PageHash> chain(n);
+  for (PageHash& h : chain) (void)rd.Bytes(h.bytes.data(), 32);
+  return std::make_pair(*key, std::move(chain));
+}
+
+DiskCatalog::DiskCatalog(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync, bool chains)
+    : dir_(std::move(dir)), db_(std::move(db)), sync_(sync), chains_(chains) {}
 
 DiskCatalog::~DiskCatalog() {
   if (db_) db_->Close().PermitUncheckedError();
 }
 
-StatusOr<std::unique_ptr<DiskCatalog>> DiskCatalog::Open(const std::string& dir, bool sync) {
+StatusOr<std::unique_ptr<DiskCatalog>> DiskCatalog::Open(const std::string& dir, bool sync,
+                                                         bool chains) {
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(CatalogOptions(), dir, &raw);
   if (!s.ok()) return FromRocks(s, "catalog '" + dir + "' cannot be opened");
   return std::unique_ptr<DiskCatalog>(
-      new DiskCatalog(dir, std::unique_ptr<rocksdb::DB>(raw), sync));
+      new DiskCatalog(dir, std::unique_ptr<rocksdb::DB>(raw), sync, chains));
 }
 
 Status DiskCatalog::Destroy(const std::string& dir) {
@@ -188,8 +225,14 @@ Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
 Status DiskCatalog::Apply(std::span<const CatalogRecord> puts, std::span<const DiskKey> deletes) {
   if (puts.empty() && deletes.empty()) return Status::OK();
   rocksdb::WriteBatch batch;
-  for (const DiskKey& k : deletes) batch.Delete(CatalogRecordKey(k));
-  for (const CatalogRecord& r : puts) batch.Put(CatalogRecordKey(r.key), EncodeCatalogValue(r));
+  for (const DiskKey& k : deletes) {
+    batch.Delete(CatalogRecordKey(k));
+    if (chains_ && k.kind == Kind::kMamba) batch.Delete(CatalogChainKey(k));
+  }
+  for (const CatalogRecord& r : puts) {
+    batch.Put(CatalogRecordKey(r.key), EncodeCatalogValue(r));
+    if (!r.chain.empty()) batch.Put(CatalogChainKey(r.key), EncodeCatalogChain(r.chain));
+  }
   rocksdb::WriteOptions wo;
   wo.sync = sync_;
   return FromRocks(db_->Write(wo, &batch), "catalog '" + dir_ + "': write batch");
@@ -198,18 +241,60 @@ Status DiskCatalog::Apply(std::span<const CatalogRecord> puts, std::span<const D
 Status DiskCatalog::ForEach(const std::function<void(const CatalogRecord&)>& fn,
                             const std::function<void(const std::string& raw_key)>& bad) const {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  CatalogChains chains;  // chain entries first, held until their records come
+  const std::string chain_prefix(1, kChainPrefix);
+  for (it->Seek(chain_prefix); it->Valid() && it->key().starts_with(chain_prefix); it->Next()) {
+    const std::string_view k(it->key().data(), it->key().size());
+    if (!chains.Add(k, std::string_view(it->value().data(), it->value().size()))) {
+      bad(std::string(k));
+    }
+  }
+  CACHEPAWL_RETURN_IF_ERROR(FromRocks(it->status(), "catalog '" + dir_ + "': scan"));
   const std::string prefix(1, kRecordPrefix);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     const std::string_view k(it->key().data(), it->key().size());
     const std::string_view v(it->value().data(), it->value().size());
     auto rec = DecodeCatalogRecord(k, v);
-    if (rec) {
-      fn(*rec);
-    } else {
+    if (!rec) {
       bad(std::string(k));
+      continue;
     }
+    chains.Attach(&*rec);
+    fn(*rec);
   }
+  // Chains whose state record is gone (the batch that deleted it did not name them).
+  for (const std::string& raw : chains.LeftOver()) bad(raw);
   return FromRocks(it->status(), "catalog '" + dir_ + "': scan");
+}
+
+bool ChainFitsState(const DiskKey& key, const PageHash& parent, std::span<const PageHash> chain,
+                    uint64_t page_size_tokens) {
+  if (key.kind != Kind::kMamba || page_size_tokens == 0) return false;
+  if (key.depth % page_size_tokens != 0 || key.depth / page_size_tokens != chain.size() + 1) {
+    return false;
+  }
+  return chain.empty() ? parent.IsZero() : chain.back() == parent;
+}
+
+bool CatalogChains::Add(std::string_view raw_key, std::string_view value) {
+  auto chain = DecodeCatalogChain(raw_key, value);
+  if (!chain) return false;
+  by_state_[std::string(raw_key.substr(1))] = std::move(chain->second);
+  return true;
+}
+
+void CatalogChains::Attach(CatalogRecord* record) {
+  if (record->key.kind != Kind::kMamba || by_state_.empty()) return;
+  auto c = by_state_.find(DiskKeyIdentity(record->key));
+  if (c == by_state_.end()) return;
+  record->chain = std::move(c->second);
+  by_state_.erase(c);
+}
+
+std::vector<std::string> CatalogChains::LeftOver() const {
+  std::vector<std::string> raw;
+  for (const auto& [id, chain] : by_state_) raw.push_back(std::string(1, kChainPrefix) + id);
+  return raw;
 }
 
 Status DiskCatalog::DeleteRaw(std::span<const std::string> raw_keys) {

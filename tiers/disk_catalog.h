@@ -1,7 +1,11 @@
 // DiskCatalog: the RocksDB database that says which extent of which data file holds which
 // record, and which layout the disk tier was created for.
 //
-// Keys: "R" + DiskKeyIdentity(key) -> an encoded CatalogRecord; "M" -> CatalogMeta.
+// Keys: "R" + DiskKeyIdentity(key) -> an encoded CatalogRecord; "M" -> CatalogMeta; and, in the
+// catalog of a layout without attention layers (pure SSM), "C" + DiskKeyIdentity(state key) ->
+// the state's chain: the hashes of the pages leading to it (its pages carry no KV, so no record
+// names them; a restart rebuilds the prefix from these). A chain entry is put in the batch that
+// puts its state's record and deleted in the batch that deletes it.
 // Invariant 4 is the caller's (DiskTier's): Apply() a put only after the data write completed,
 // and reuse an extent only after an Apply() that deleted the record naming it returned OK.
 // Apply() writes its puts and deletes in one WriteBatch, so either all land or none.
@@ -14,6 +18,9 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "index/page_hash.h"
@@ -35,6 +42,10 @@ struct CatalogRecord {
   uint64_t checksum = 0;
   LayoutFingerprint fingerprint{};
   uint64_t stamp = 0;  // last-access order (higher is more recent)
+  // A state of a layout without attention layers: the pages before the state's own, first page
+  // first and `parent` last. Put with the record when not empty (a put that only refreshes the
+  // stamp leaves it out and keeps the stored chain); ForEach fills it from the chain entry.
+  std::vector<PageHash> chain;
 };
 
 // What the catalog was created for.
@@ -49,8 +60,10 @@ class DiskCatalog {
   // Opens (creating when missing) the database in `dir`. `sync` makes every Apply() fsync the
   // write-ahead log (survives power loss, not just process death). Errors: IOError or
   // Corruption naming `dir` and RocksDB's reason (e.g. the database is locked by another
-  // process, or its files are damaged).
-  static StatusOr<std::unique_ptr<DiskCatalog>> Open(const std::string& dir, bool sync);
+  // process, or its files are damaged). `chains`: the catalog of a layout without attention
+  // layers, whose states have chain entries (Apply deletes a state's chain with its record).
+  static StatusOr<std::unique_ptr<DiskCatalog>> Open(const std::string& dir, bool sync,
+                                                     bool chains = false);
   // Deletes the database in `dir` and everything in it (for wipe-on-mismatch).
   static Status Destroy(const std::string& dir);
 
@@ -62,11 +75,14 @@ class DiskCatalog {
   StatusOr<std::optional<CatalogMeta>> ReadMeta() const;
   Status WriteMeta(const CatalogMeta& meta);
 
-  // Writes `puts` and deletes `deletes` in one atomic batch.
+  // Writes `puts` (with their chain entries when CatalogRecord::chain is not empty) and deletes
+  // `deletes` (with their chain entries, for states of a `chains` catalog) in one atomic batch.
   Status Apply(std::span<const CatalogRecord> puts, std::span<const DiskKey> deletes);
 
-  // Calls `fn` for every record. Entries whose key or value cannot be decoded are passed to
-  // `bad` (with the raw key) instead; the caller decides to delete them (DeleteRaw).
+  // Calls `fn` for every record, its chain filled from its chain entry when there is one.
+  // Entries whose key or value cannot be decoded, and chain entries without a state record,
+  // are passed to `bad` (with the raw key) instead; the caller decides to delete them
+  // (DeleteRaw).
   Status ForEach(const std::function<void(const CatalogRecord&)>& fn,
                  const std::function<void(const std::string& raw_key)>& bad) const;
   Status DeleteRaw(std::span<const std::string> raw_keys);
@@ -74,22 +90,52 @@ class DiskCatalog {
   const std::string& dir() const { return dir_; }
 
  private:
-  DiskCatalog(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync);
+  DiskCatalog(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync, bool chains);
   std::string dir_;
   std::unique_ptr<rocksdb::DB> db_;
   bool sync_;
+  bool chains_;
 };
 
 // Keys and value encodings, exposed for tests and tools (cachepawl dump reads the catalog as a
 // RocksDB secondary instance).
 inline constexpr char kCatalogRecordPrefix = 'R';
+inline constexpr char kCatalogChainPrefix = 'C';
 inline constexpr char kCatalogMetaKey[] = "M";
 // kCatalogRecordPrefix + DiskKeyIdentity(key): the RocksDB key of `key`'s record.
 std::string CatalogRecordKey(const DiskKey& key);
 std::string EncodeCatalogValue(const CatalogRecord& record);
 std::optional<CatalogRecord> DecodeCatalogRecord(std::string_view raw_key, std::string_view value);
+// kCatalogChainPrefix + DiskKeyIdentity(key): the RocksDB key of state `key`'s chain entry.
+std::string CatalogChainKey(const DiskKey& key);
+// A chain entry's value: a version byte (1), a 32-bit little-endian count, then the hashes.
+std::string EncodeCatalogChain(std::span<const PageHash> chain);
+// The state key a chain entry's RocksDB key names and the chain its value holds; nullopt when
+// either cannot be decoded (or the key names a KV page).
+std::optional<std::pair<DiskKey, std::vector<PageHash>>> DecodeCatalogChain(
+    std::string_view raw_key, std::string_view value);
 // The meta entry's value; Corruption naming `catalog_dir` when it cannot be decoded.
 StatusOr<CatalogMeta> DecodeCatalogMeta(std::string_view value, const std::string& catalog_dir);
+// Whether `chain` (the hashes of the pages before a pure SSM state's own, first page first) leads
+// to state `key` taken after its page whose parent is `parent`, at `page_size_tokens` per page.
+bool ChainFitsState(const DiskKey& key, const PageHash& parent, std::span<const PageHash> chain,
+                    uint64_t page_size_tokens);
+
+// The chain entries of a scan, handed to their states' records. A scan in key order meets every
+// chain entry ('C') before the records ('R'), so: Add each chain entry, then Attach each record.
+class CatalogChains {
+ public:
+  // A chain entry; false when its key or value cannot be decoded.
+  bool Add(std::string_view raw_key, std::string_view value);
+  // Moves the chain of `record`'s state (if there is one) into record->chain.
+  void Attach(CatalogRecord* record);
+  // The raw keys of the chain entries no record took (their states are gone).
+  std::vector<std::string> LeftOver() const;
+
+ private:
+  std::unordered_map<std::string, std::vector<PageHash>> by_state_;  // DiskKeyIdentity -> chain
+};
+
 // Reads and decodes the meta entry of the catalog open as `db` (primary or secondary): nullopt
 // when there is none; IOError or Corruption naming `catalog_dir` otherwise.
 StatusOr<std::optional<CatalogMeta>> ReadCatalogMeta(rocksdb::DB& db,

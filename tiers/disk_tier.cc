@@ -22,8 +22,9 @@ struct DiskTier::Entry {
   bool committed = false;  // false: its write is pending
   bool in_map = true;      // false: removed or dropped; extent freed once readers == 0
   bool extent_freed = false;
-  bool stamp_dirty = false;  // stamp newer than the catalog's copy
-  int readers = 0;           // in-flight reads
+  bool stamp_dirty = false;     // stamp newer than the catalog's copy
+  int readers = 0;              // in-flight reads
+  std::vector<PageHash> chain;  // a pending state write without KV: its chain, until committed
   bool in_lru = false;
   std::list<Entry*>::iterator lru_it;
   Ticket ticket{this};
@@ -99,8 +100,9 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
 
   // The catalog first: a mismatch must be reported before anything on disk is touched.
   const std::string catalog_dir = options.CatalogDir();
+  const bool chains = !layout.has_attention();  // states carry their chains
   CACHEPAWL_RETURN_IF_ERROR(CreateFolder(options.dir).WithContext("disk.dir"));
-  auto catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog);
+  auto catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog, chains);
   if (!catalog.ok()) {
     if (!options.wipe_unreadable_catalog) {
       return catalog.status().WithContext("disk tier (set wipe_unreadable_catalog to start empty)");
@@ -111,7 +113,7 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
     std::error_code ec;
     std::filesystem::remove_all(catalog_dir, ec);
     if (ec) return Status::FromErrno("removing catalog '" + catalog_dir + "'", ec.value());
-    catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog);
+    catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog, chains);
     if (!catalog.ok()) return catalog.status();
   }
   t.catalog_ = std::move(catalog).value();
@@ -148,7 +150,8 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
       spdlog::warn("disk tier: {}; wiping", why);
       t.catalog_.reset();
       CACHEPAWL_RETURN_IF_ERROR(DiskCatalog::Destroy(catalog_dir));
-      CACHEPAWL_ASSIGN_OR_RETURN(t.catalog_, DiskCatalog::Open(catalog_dir, options.sync_catalog));
+      CACHEPAWL_ASSIGN_OR_RETURN(t.catalog_,
+                                 DiskCatalog::Open(catalog_dir, options.sync_catalog, chains));
       fresh = true;
     }
   }
@@ -170,14 +173,19 @@ Status DiskTier::Recover(const std::vector<DiskDataFiles::FileReport>& reports) 
   std::vector<CatalogRecord> good;
   std::vector<DiskKey> drop;
   std::vector<std::string> bad_raw;
+  const bool chains = !layout_.has_attention();
+  uint64_t bad_chains = 0;
   CACHEPAWL_RETURN_IF_ERROR(catalog_->ForEach(
       [&](const CatalogRecord& r) {
         const int k = static_cast<int>(r.key.kind);
+        const bool chain_ok = !chains || r.key.kind != Kind::kMamba ||
+                              ChainFitsState(r.key, r.parent, r.chain, layout_.page_size_tokens);
+        bad_chains += !chain_ok;
         const bool ok = r.fingerprint == fingerprint_ && record_bytes_[k] != 0 &&
                         r.extent.bytes == record_bytes_[k] && r.extent.file < reports.size() &&
                         !reports[r.extent.file].created &&
                         r.extent.end() <= reports[r.extent.file].size_found &&
-                        r.extent.end() <= files_->bytes_per_file() &&
+                        r.extent.end() <= files_->bytes_per_file() && chain_ok &&
                         allocator_->Reserve(r.extent).ok();
         if (ok) {
           good.push_back(r);
@@ -193,10 +201,12 @@ Status DiskTier::Recover(const std::vector<DiskDataFiles::FileReport>& reports) 
     CACHEPAWL_RETURN_IF_ERROR(catalog_->DeleteRaw(bad_raw));
     dropped_at_open_ = drop.size() + bad_raw.size();
   }
+  Count(Counter::kChainErrors, bad_chains);
   std::sort(good.begin(), good.end(),
             [](const CatalogRecord& a, const CatalogRecord& b) { return a.stamp < b.stamp; });
   std::lock_guard<std::mutex> lock(mu_);
-  for (const CatalogRecord& r : good) {
+  for (CatalogRecord& r : good) {
+    if (chains) recovered_chains_.emplace(DiskKeyIdentity(r.key), std::move(r.chain));
     auto e = std::make_shared<Entry>();
     e->info = DiskRecordInfo{r.key, r.parent, r.extent, r.checksum, r.stamp};
     e->id = KeyId(r.key);
@@ -283,11 +293,21 @@ std::optional<DiskExtent> DiskTier::AllocateLocked(uint64_t bytes, std::vector<D
 }
 
 StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const PageHash& parent,
-                                                   std::vector<DiskKey>* evicted) {
+                                                   std::vector<DiskKey>* evicted,
+                                                   std::span<const PageHash> chain) {
   const uint64_t bytes = record_bytes(key.kind);
   if (bytes == 0) {
     return Status::InvalidArgument("key " + key.ToString() + ": the layout has no " +
                                    std::string(KindName(key.kind)) + " records");
+  }
+  const bool with_chain = !layout_.has_attention();
+  if (with_chain && !ChainFitsState(key, parent, chain, layout_.page_size_tokens)) {
+    Count(Counter::kChainErrors);
+    const uint64_t pages = key.depth / std::max<uint64_t>(1, layout_.page_size_tokens);
+    return Status::InvalidArgument(
+        "chain: " + std::to_string(chain.size()) + " hashes for " + key.ToString() +
+        " (a state of a layout without attention layers is written with the hashes of the " +
+        std::to_string(pages > 0 ? pages - 1 : 0) + " pages before its own, its parent last)");
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return Status::FailedPrecondition("disk tier is closed");
@@ -314,6 +334,7 @@ StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const Pag
   e->info.parent = parent;
   e->info.extent = *extent;
   e->id = id;
+  if (with_chain) e->chain.assign(chain.begin(), chain.end());
   map_.emplace(id, e);
   WritePlan plan;
   plan.ticket = TicketPtr(e, &e->ticket);
@@ -338,7 +359,8 @@ Status DiskTier::CommitWrites(std::span<const TicketPtr> tickets,
       r.checksum = checksums[i];
       r.fingerprint = fingerprint_;
       r.stamp = clock_ + 1 + i;
-      puts.push_back(r);
+      r.chain = e.chain;
+      puts.push_back(std::move(r));
     }
     s = catalog_->Apply(puts, {});
   }
@@ -353,6 +375,7 @@ Status DiskTier::CommitWrites(std::span<const TicketPtr> tickets,
   for (size_t i = 0; i < tickets.size(); ++i) {
     Entry* e = tickets[i]->entry;
     e->committed = true;
+    std::vector<PageHash>().swap(e->chain);  // the catalog has it now
     e->info.checksum = checksums[i];
     e->info.stamp = puts[i].stamp;
     auto& list = lru_[static_cast<int>(e->info.key.kind)];
@@ -487,6 +510,13 @@ void DiskTier::ForEachRecord(const std::function<void(const DiskRecordInfo&)>& f
   }
 }
 
+std::unordered_map<std::string, std::vector<PageHash>> DiskTier::TakeRecoveredChains() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unordered_map<std::string, std::vector<PageHash>> out;
+  out.swap(recovered_chains_);
+  return out;
+}
+
 DiskTierStats DiskTier::stats() const {
   DiskTierStats s;
   auto c = [&](Counter x) { return counters_[static_cast<size_t>(x)].load(); };
@@ -503,6 +533,7 @@ DiskTierStats DiskTier::stats() const {
   s.read_io_errors = c(Counter::kReadIoErrors);
   s.write_io_errors = c(Counter::kWriteIoErrors);
   s.no_space = c(Counter::kNoSpace);
+  s.chain_errors = c(Counter::kChainErrors);
   s.busy = c(Counter::kBusy);
   s.catalog_errors = c(Counter::kCatalogErrors);
   std::lock_guard<std::mutex> lock(mu_);

@@ -15,6 +15,12 @@
 // Open rebuilds everything from the catalog (extents, LRU order from the stored access stamps)
 // and exposes every record through ForEachRecord so the Store can rebuild its prefix index.
 //
+// Layouts without attention layers (pure SSM): the tier holds states only. Each state is
+// written with its chain (the hashes of the pages leading to it, which no record names since
+// those pages carry no KV): the catalog keeps it beside the state's record, in the same batches
+// (tiers/disk_catalog.h), and Open hands the chains of the states it found to the Store once
+// (TakeRecoveredChains) without keeping a copy.
+//
 // Thread safety: every method may be called from any thread; one internal mutex. Callbacks
 // (ForEachRecord) run under it and must not call back into the tier.
 #pragma once
@@ -102,7 +108,10 @@ struct DiskTierStats {
   uint64_t read_io_errors = 0;
   uint64_t write_io_errors = 0;
   uint64_t no_space = 0;  // writes refused: no extent (ENOSPC from the drive included)
-  uint64_t busy = 0;      // writes or removes refused: the record is in flight
+  // States of a layout without attention layers refused at BeginWrite, or dropped at open,
+  // because their chain is missing or does not fit their depth and parent.
+  uint64_t chain_errors = 0;
+  uint64_t busy = 0;  // writes or removes refused: the record is in flight
   uint64_t catalog_errors = 0;
   // Bookkeeping.
   uint64_t evictions = 0;
@@ -137,12 +146,17 @@ class DiskTier {
     DiskExtent extent;      // where to write (or where the existing record lies)
     bool existing = false;  // the key is on disk already
   };
-  // Reserves an extent for `key`. Existing key: `existing`, nothing to write. Errors: Busy (a
-  // write of the key is in flight), NoSpace (no extent even after eviction, or eviction off),
-  // IOError (catalog), FailedPrecondition (closed). Keys evicted to make room are appended
-  // to `*evicted` (they are gone from the catalog when this returns).
+  // Reserves an extent for `key`. Existing key: `existing`, nothing to write. `chain`: for a
+  // state of a layout without attention layers, the hashes of the pages before the state's own
+  // (first page first, `parent` last; empty at depth one page), published with the record;
+  // ignored otherwise. Errors: InvalidArgument (the layout has no records of the kind, or such a
+  // state's chain does not fit its depth and parent), Busy (a write of the key is in flight),
+  // NoSpace (no extent even after eviction, or eviction off), IOError (catalog),
+  // FailedPrecondition (closed). Keys evicted to make room are appended to `*evicted` (they are
+  // gone from the catalog when this returns).
   StatusOr<WritePlan> BeginWrite(const DiskKey& key, const PageHash& parent,
-                                 std::vector<DiskKey>* evicted);
+                                 std::vector<DiskKey>* evicted,
+                                 std::span<const PageHash> chain = {});
   // Publishes written records: one catalog batch. `checksums[i]` is the checksum written in
   // the header of tickets[i]. On error none is published and every ticket is aborted.
   Status CommitWrites(std::span<const TicketPtr> tickets, std::span<const uint64_t> checksums);
@@ -167,6 +181,10 @@ class DiskTier {
   std::vector<DiskKey> LruOrder(Kind kind, size_t max) const;
   // Every committed record (order unspecified). `fn` must not call into the tier.
   void ForEachRecord(const std::function<void(const DiskRecordInfo&)>& fn) const;
+  // Layouts without attention layers: the chains of the states Open found, keyed by
+  // DiskKeyIdentity(state key), each checked against its state's depth and parent. Moved out:
+  // a second call returns nothing (the catalog keeps them; the tier holds no copy).
+  std::unordered_map<std::string, std::vector<PageHash>> TakeRecoveredChains();
 
   DiskTierStats stats() const;
   const ModelLayout& layout() const { return layout_; }
@@ -191,6 +209,7 @@ class DiskTier {
     kReadIoErrors,
     kWriteIoErrors,
     kNoSpace,
+    kChainErrors,
     kBusy,
     kCatalogErrors,
     kNumCounters
@@ -241,6 +260,7 @@ class DiskTier {
   uint64_t clock_ = 0;                            // guarded by mu_
   std::array<uint64_t, kNumKinds> records_{};     // guarded by mu_ (committed)
   uint64_t evictions_ = 0, removes_ = 0, dropped_on_read_ = 0, dropped_at_open_ = 0;  // mu_
+  std::unordered_map<std::string, std::vector<PageHash>> recovered_chains_;  // guarded by mu_
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Counter::kNumCounters)> counters_{};
 };
 

@@ -62,6 +62,7 @@ std::vector<std::pair<const char*, uint64_t>> DiskTierStats::Fields() const {
           {"read_io_errors", read_io_errors},
           {"write_io_errors", write_io_errors},
           {"no_space", no_space},
+          {"chain_errors", chain_errors},
           {"busy", busy},
           {"catalog_errors", catalog_errors},
           {"evictions", evictions},

@@ -77,7 +77,8 @@ struct Config {
 // (128 heads of 64, d_state 128: 4 MiB of fp32 state plus the conv state each).
 ModelLayout Hybrid128MiBStateLayout();
 // kHybrid128Name, a preset or a JSON layout file. InvalidArgument naming `name` otherwise, or
-// when the layout has no attention layer (the store keys prefixes by KV pages).
+// when the layout has no attention layer (a pure SSM layout: the bench's cases are N-page
+// requests, and such a layout's requests move one state and no page).
 StatusOr<ModelLayout> ResolveBenchLayout(const std::string& name);
 
 // ---- Sizes and budgets ----

@@ -61,8 +61,14 @@ StatusOr<ModelLayout> ResolveBenchLayout(const std::string& name) {
     return Status::InvalidArgument("--layouts: '" + name + "' (" + v.message() + ")");
   }
   if (!l.has_attention()) {
-    return Status::InvalidArgument("--layouts: '" + name +
-                                   "' (no attention layers: the store keys prefixes by KV pages)");
+    // Its cases are (threads, pages) Saves and Loads of N KV pages with a state, each against
+    // the transfer engine and the link: without KV every case is the same one-state request.
+    return Status::InvalidArgument(
+        "--layouts: '" + name +
+        "' (a pure SSM layout, without attention layers: bench store measures Saves and Loads of "
+        "N KV pages, and its requests move one state and no page; `cachepawl bench transfer "
+        "--scenarios mamba-1,mamba-16` measures state transfers, `cachepawl replay --layout " +
+        name + "` the store serving them)");
   }
   return l;
 }

@@ -32,12 +32,24 @@ std::string BucketLabel(uint64_t bucket) {
   return std::to_string(bucket) + "-" + std::to_string(bucket * 2 - 1);
 }
 
+// Whether the record names its page's parent: KV pages, and the states of a pure SSM layout
+// (whose pages have no records: the state carries its chain).
+bool HasParent(const StoreView& view, const CatalogRecord& r) {
+  return r.key.kind == Kind::kKV || view.pure_ssm();
+}
+
 json RecordJson(const StoreView& view, const CatalogRecord& r) {
   const uint64_t p = view.page_size_tokens();
   const bool known_file = r.extent.file < view.files().size();
+  json chain = nullptr;
+  if (view.pure_ssm() && r.key.kind == Kind::kMamba) {
+    chain = json::array();
+    for (const PageHash& h : r.chain) chain.push_back(h.ToHex());
+  }
   return {{"kind", std::string(KindName(r.key.kind))},
           {"hash", r.key.hash.ToHex()},
-          {"parent", r.key.kind == Kind::kKV ? json(r.parent.ToHex()) : json(nullptr)},
+          {"parent", HasParent(view, r) ? json(r.parent.ToHex()) : json(nullptr)},
+          {"chain", chain},
           {"depth_tokens", r.key.depth},
           {"depth_pages", p != 0 ? json(r.key.depth / p) : json(nullptr)},
           {"file", known_file ? view.files()[r.extent.file].path
@@ -51,8 +63,9 @@ json RecordJson(const StoreView& view, const CatalogRecord& r) {
 std::string RecordLine(const StoreView& view, const CatalogRecord& r) {
   const json j = RecordJson(view, r);
   std::string line = std::string(KindName(r.key.kind)) + " " + r.key.hash.ToHex();
-  line += " parent " + (r.key.kind == Kind::kKV ? r.parent.ToHex() : std::string("-"));
+  line += " parent " + (HasParent(view, r) ? r.parent.ToHex() : std::string("-"));
   line += " depth " + std::to_string(r.key.depth);
+  if (j["chain"].is_array()) line += " chain " + std::to_string(r.chain.size()) + " pages";
   line += " " + j["file"].get<std::string>() + " @" + std::to_string(r.extent.offset) + " +" +
           std::to_string(r.extent.bytes);
   line += " checksum " + HexChecksum(r.checksum) + " stamp " + std::to_string(r.stamp);
@@ -90,6 +103,7 @@ json SummaryJson(const StoreView& view, const StoreView::TreeShape& t) {
       {"fingerprint", PageHash{view.meta().fingerprint}.ToHex()},
       {"layout", view.layout_name().empty() ? json(nullptr) : json(view.layout_name())},
       {"page_size_tokens", view.page_size_tokens()},
+      {"pure_ssm", view.pure_ssm()},
       {"open_by_pid", view.holder_pid() ? json(*view.holder_pid()) : json(nullptr)},
       {"records",
        {{"kv", {{"count", count[0]}, {"bytes", bytes[0]}}},
@@ -146,9 +160,14 @@ void PrintSummary(const json& s, std::ostream& out) {
       << " chains, " << t["leaves"] << " leaves, " << t["branching_points"]
       << " branching points (max fan-out " << t["max_fanout"] << "), " << t["orphan_pages"]
       << " orphan pages, " << t["orphan_states"] << " orphan states\n";
+  if (s["pure_ssm"].get<bool>()) {
+    out << "  (no attention layers: the pages are the states' chains, without records)\n";
+  }
   for (const char* h : {"pages_by_depth", "states_by_depth"}) {
     out << "  "
-        << (h[0] == 'p' ? "KV pages by depth (pages):    " : "Mamba states by depth (pages):");
+        << (h[0] == 'p' ? (s["pure_ssm"].get<bool>() ? "chain pages by depth (pages): "
+                                                     : "KV pages by depth (pages):    ")
+                        : "Mamba states by depth (pages):");
     for (const json& b : t[h]) out << "  " << b["pages"].get<std::string>() << ": " << b["count"];
     out << "\n";
   }
@@ -179,7 +198,7 @@ int RunDump(const std::vector<std::string>& args, CommandIo& io) {
       ->required();
   app.add_flag("--list", list,
                "one line per record: kind, hash, parent, depth, file @offset "
-               "+bytes, checksum, access stamp");
+               "+bytes, checksum, access stamp (a pure SSM layout's states: also their chains)");
   app.add_option("--kind", kind_name, "with --list: only kv or mamba records");
   app.add_option("--prefix", prefix,
                  "with --list: only records whose hash starts with these hex "

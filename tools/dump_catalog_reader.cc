@@ -72,22 +72,29 @@ StatusOr<std::optional<CatalogMeta>> CatalogReader::ReadMeta() const {
 
 StatusOr<CatalogReader::Scan> CatalogReader::ReadAll() const {
   Scan scan;
+  CatalogChains chains;  // key order: every chain entry comes before the records
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const std::string_view k(it->key().data(), it->key().size());
     const std::string_view v(it->value().data(), it->value().size());
     if (k == kMetaKey) continue;
+    if (!k.empty() && k[0] == kCatalogChainPrefix) {
+      if (!chains.Add(k, v)) scan.bad_keys.emplace_back(k);
+      continue;
+    }
     if (k.empty() || k[0] != kRecordPrefix) {
       scan.unknown_keys.emplace_back(k);
       continue;
     }
     if (auto rec = DecodeCatalogRecord(k, v)) {
-      scan.records.push_back(*rec);
+      chains.Attach(&*rec);
+      scan.records.push_back(std::move(*rec));
     } else {
       scan.bad_keys.emplace_back(k);
     }
   }
   CACHEPAWL_RETURN_IF_ERROR(FromRocks(it->status(), "catalog '" + dir_ + "': scan"));
+  scan.orphan_chains = chains.LeftOver();
   return scan;
 }
 

@@ -42,9 +42,10 @@ class CatalogReader {
   StatusOr<std::optional<CatalogMeta>> ReadMeta() const;
 
   struct Scan {
-    std::vector<CatalogRecord> records;
-    std::vector<std::string> bad_keys;      // record entries that cannot be decoded (raw keys)
-    std::vector<std::string> unknown_keys;  // entries that are neither records nor the meta
+    std::vector<CatalogRecord> records;      // a pure SSM layout's states with their chains
+    std::vector<std::string> bad_keys;       // record or chain entries that cannot be decoded
+    std::vector<std::string> unknown_keys;   // entries that are neither records, chains nor meta
+    std::vector<std::string> orphan_chains;  // chain entries without their state's record
   };
   StatusOr<Scan> ReadAll() const;
 

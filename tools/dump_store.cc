@@ -121,6 +121,7 @@ StatusOr<std::unique_ptr<StoreView>> StoreView::Open(const std::string& dir,
   v->records_ = std::move(scan.records);
   v->bad_keys_ = std::move(scan.bad_keys);
   v->unknown_keys_ = std::move(scan.unknown_keys);
+  v->orphan_chains_ = std::move(scan.orphan_chains);
 
   // The layout: given (it must match), or a preset with the same fingerprint.
   if (layout.has_value()) {
@@ -188,12 +189,30 @@ StatusOr<std::unique_ptr<StoreView>> StoreView::Open(const std::string& dir,
     f.free_bytes = f.size > f.used_bytes ? f.size - f.used_bytes : 0;
   }
 
+  bool any_state = false;
   for (const CatalogRecord& r : v->records_) {
     if (r.key.kind == Kind::kKV) v->kv_by_hash_[HashKey(r.key.hash)] = &r;
+    any_state = any_state || r.key.kind == Kind::kMamba;
   }
+  v->pure_ssm_ =
+      v->layout_.has_value() ? !v->layout_->has_attention() : v->kv_by_hash_.empty() && any_state;
   // Tokens per page: the layout's; else a chain's first page's depth; else the gcd of depths.
+  // Pure SSM: a state's depth over the pages its chain names.
   if (v->layout_.has_value()) {
     v->page_size_ = v->layout_->page_size_tokens;
+  } else if (v->pure_ssm_) {
+    // The most frequent value (a damaged chain does not decide it).
+    std::map<uint64_t, uint64_t> votes;
+    for (const CatalogRecord& r : v->records_) {
+      if (r.key.depth % (r.chain.size() + 1) == 0) ++votes[r.key.depth / (r.chain.size() + 1)];
+    }
+    uint64_t best = 0;
+    for (const auto& [page, n] : votes) {
+      if (n > best) {
+        best = n;
+        v->page_size_ = page;
+      }
+    }
   } else {
     uint64_t g = 0;
     for (const CatalogRecord& r : v->records_) {
@@ -210,6 +229,12 @@ StatusOr<std::unique_ptr<StoreView>> StoreView::Open(const std::string& dir,
 }
 
 std::optional<std::string> StoreView::OrphanReason(const CatalogRecord& r) const {
+  if (pure_ssm_) {
+    if (r.key.kind == Kind::kKV) return "a KV page in the store of a layout without KV";
+    if (ChainFitsState(r.key, r.parent, r.chain, page_size_)) return std::nullopt;
+    return "its chain of " + std::to_string(r.chain.size()) +
+           " pages does not lead to its depth and parent (the state cannot be reached)";
+  }
   if (r.key.kind == Kind::kKV) {
     if (r.parent.IsZero()) return std::nullopt;
     auto it = kv_by_hash_.find(HashKey(r.parent));
@@ -230,6 +255,26 @@ std::optional<std::string> StoreView::OrphanReason(const CatalogRecord& r) const
   return std::nullopt;
 }
 
+std::vector<StoreView::ChainPage> StoreView::ChainPages() const {
+  std::map<std::string, ChainPage> pages;  // by hash
+  for (const CatalogRecord& r : records_) {
+    if (r.key.kind != Kind::kMamba) continue;
+    PageHash parent = PageHash::Zero();
+    for (size_t i = 0; i <= r.chain.size(); ++i) {
+      const PageHash& h = i < r.chain.size() ? r.chain[i] : r.key.hash;
+      ChainPage& p = pages[HashKey(h)];
+      if (p.states++ == 0) p = {h, parent, i + 1, 1};
+      parent = h;
+    }
+  }
+  std::vector<ChainPage> out;
+  for (auto& [key, p] : pages) out.push_back(p);
+  std::stable_sort(out.begin(), out.end(), [](const ChainPage& a, const ChainPage& b) {
+    return a.depth_pages < b.depth_pages;
+  });
+  return out;
+}
+
 StoreView::TreeShape StoreView::Shape() const {
   TreeShape s;
   std::map<std::string, uint64_t> children;
@@ -245,6 +290,7 @@ StoreView::TreeShape StoreView::Shape() const {
     if (r.key.kind == Kind::kMamba) {
       ++s.states_by_depth[DepthBucket(pages)];
       s.orphan_states += orphan;
+      if (pure_ssm_) leaves.push_back(&r);  // the deepest states stand for the longest chains
       continue;
     }
     ++s.pages_by_depth[DepthBucket(pages)];
@@ -256,7 +302,27 @@ StoreView::TreeShape StoreView::Shape() const {
     if (n >= 2) ++s.branching_points;
     s.max_fanout = std::max(s.max_fanout, n);
   }
-  s.leaves = leaves.size();
+  if (pure_ssm_) {
+    // The tree of the pages the chains name (no page has a record of its own).
+    std::map<std::string, uint64_t> next;
+    const std::vector<ChainPage> chain_pages = ChainPages();
+    for (const ChainPage& p : chain_pages) {
+      if (!p.parent.IsZero()) ++next[HashKey(p.parent)];
+    }
+    uint64_t chain_leaves = 0;
+    for (const ChainPage& p : chain_pages) {
+      ++s.pages_by_depth[DepthBucket(p.depth_pages)];
+      s.roots += p.parent.IsZero();
+      auto it = next.find(HashKey(p.hash));
+      const uint64_t n = it == next.end() ? 0 : it->second;
+      chain_leaves += n == 0;
+      if (n >= 2) ++s.branching_points;
+      s.max_fanout = std::max(s.max_fanout, n);
+    }
+    s.leaves = chain_leaves;
+  } else {
+    s.leaves = leaves.size();
+  }
   std::sort(leaves.begin(), leaves.end(), [](const CatalogRecord* a, const CatalogRecord* b) {
     return a->key.depth > b->key.depth;
   });
@@ -393,6 +459,10 @@ StoreView::Verification StoreView::Verify(bool scan_free_space) {
       ++v.orphans;
       add("orphan", r.key.ToString(), *why);
     }
+  }
+  for (const std::string& k : orphan_chains_) {
+    ++v.orphans;
+    add("orphan", Hex(k), "a chain entry whose state's record is gone");
   }
   if (scan_free_space) ScanFreeSpace(&v);
   return v;

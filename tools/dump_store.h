@@ -6,6 +6,11 @@
 // A store folder holds <dir>/catalog (RocksDB) and, unless the store striped its data over
 // other paths (the catalog's meta lists them), <dir>/cachepawl.data.
 //
+// A pure SSM layout's store (no attention layers) holds states only; each state's record comes
+// with its chain (the pages leading to it, which hold no KV and so have no record): the prefix
+// tree is the tree of those chains (ChainPages), and a state without a fitting chain is an
+// orphan.
+//
 // Thread safety: one thread at a time.
 #pragma once
 
@@ -60,6 +65,11 @@ class StoreView {
   const std::vector<CatalogRecord>& records() const { return records_; }
   const std::vector<std::string>& bad_catalog_keys() const { return bad_keys_; }
   const std::vector<std::string>& unknown_catalog_keys() const { return unknown_keys_; }
+  // Chain entries whose state's record is gone (the store deletes them when it opens).
+  const std::vector<std::string>& orphan_catalog_chains() const { return orphan_chains_; }
+  // True for a pure SSM layout's store: the layout has no attention layers or, when the layout
+  // is not known, the catalog holds states and no KV page.
+  bool pure_ssm() const { return pure_ssm_; }
   const std::vector<DataFileInfo>& files() const { return files_; }
   // The pid of another process holding the catalog open (a running store), if any.
   std::optional<int> holder_pid() const { return holder_pid_; }
@@ -67,6 +77,8 @@ class StoreView {
   uint64_t page_size_tokens() const { return page_size_; }
 
   // ---- the prefix tree (KV records chained by parent hash; states hang off their page) ----
+  // Pure SSM: the pages are those the states' chains name (they hold no record); the counts
+  // below are of them, and `longest` lists the deepest states.
   struct TreeShape {
     uint64_t roots = 0;             // KV records that start a chain (zero parent)
     uint64_t leaves = 0;            // KV records no other record continues
@@ -81,6 +93,14 @@ class StoreView {
     const CatalogRecord* newest = nullptr;
   };
   TreeShape Shape() const;
+  // Pure SSM: every page the states' chains name (each state's own page included), once, by
+  // depth and then hash; `states` counts the states whose chains go through it.
+  struct ChainPage {
+    PageHash hash, parent;  // parent zero for a first page
+    uint64_t depth_pages = 0;
+    uint64_t states = 0;
+  };
+  std::vector<ChainPage> ChainPages() const;
   // Whether `r` is an orphan (see TreeShape), with the reason.
   std::optional<std::string> OrphanReason(const CatalogRecord& r) const;
 
@@ -122,7 +142,8 @@ class StoreView {
   std::optional<ModelLayout> layout_;
   std::string layout_name_;
   std::vector<CatalogRecord> records_;
-  std::vector<std::string> bad_keys_, unknown_keys_;
+  std::vector<std::string> bad_keys_, unknown_keys_, orphan_chains_;
+  bool pure_ssm_ = false;
   std::vector<DataFileInfo> files_;
   std::optional<int> holder_pid_;
   uint64_t page_size_ = 0;

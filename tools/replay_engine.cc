@@ -111,8 +111,8 @@ class ReplayEngine::RequestRun {
     // 3. Reuse: from L1, or from L1 up to `from_l1` and the rest (with the state) from the store.
     size_t reuse = l1_hit;
     if (m > l1_hit) {
-      // At least one page is loaded with the state.
-      const size_t from_l1 = std::min(l1_kv, e_.hybrid_ ? m - 1 : m);
+      // At least one page is loaded with the state (pure SSM: none, the state is the prefix).
+      const size_t from_l1 = !e_.kv_ ? m : std::min(l1_kv, e_.hybrid_ ? m - 1 : m);
       const size_t counted = UseL1Pages(l1, 0, from_l1);
       ReleaseL1Prefix(l1);  // the rest is loaded over, or not used
       auto locked = store_.Lock(match, m);
@@ -140,9 +140,11 @@ class ReplayEngine::RequestRun {
       ReleaseL1Prefix(l1);
     }
 
-    // 4. Pages that L1 served but the store lacks go back to the store (with L1's state).
-    if (reuse != m && match.kv_only_pages < reuse) {
-      CACHEPAWL_RETURN_IF_ERROR(SaveFromL1(match.kv_only_pages, reuse));
+    // 4. Pages that L1 served but the store lacks go back to the store (with L1's state; pure
+    //    SSM: the state at `reuse` when the store's deepest one is shallower).
+    const size_t store_has = e_.kv_ ? match.kv_only_pages : m;
+    if (reuse != m && store_has < reuse) {
+      CACHEPAWL_RETURN_IF_ERROR(SaveFromL1(store_has, reuse));
     }
     //    The rest is computed and saved, chunk by chunk, a state at every checkpoint.
     Status s = Compute(reuse);
@@ -154,7 +156,11 @@ class ReplayEngine::RequestRun {
 
   L1Prefix PinL1Prefix() {
     L1Prefix prefix;
-    for (Ref page : l1_.PinReadyPrefix(page_keys_)) prefix.pages.emplace_back(page);
+    if (e_.kv_) {
+      for (Ref page : l1_.PinReadyPrefix(page_keys_)) prefix.pages.emplace_back(page);
+    } else {
+      prefix.pages.resize(n_);  // pure SSM: pages hold no KV; L1 "has" every one of them
+    }
     prefix.hit = prefix.pages.size();
     if (e_.hybrid_) {
       for (; prefix.hit > 0; --prefix.hit) {
@@ -298,7 +304,8 @@ class ReplayEngine::RequestRun {
   }
 
   // Counts and verifies the state at depth `pages`: `prefix`'s when it is that one, else the
-  // one L1 holds now (if any).
+  // one L1 holds now (if any). Pure SSM: the state also counts for the `pages` pages it stands
+  // for (they have no KV of their own to count).
   void UseL1State(L1Prefix& prefix, size_t pages) {
     if (!e_.hybrid_) return;
     std::optional<Ref> state;
@@ -309,14 +316,15 @@ class ReplayEngine::RequestRun {
     }
     if (!state.has_value()) return;
     ++totals_.hit_states[static_cast<int>(Tier::kDevice)];
+    if (!e_.kv_) totals_.hit_pages[static_cast<int>(Tier::kDevice)] += pages;
     VerifyL1(*state, hashes_[pages - 1], Depth(pages));
   }
 
   // ---- store ----
 
-  // Loads pages [begin, m) and the state at m. False (after counting why) when the store could
-  // not deliver, or the device pool had no room while other requests held it; pages already
-  // loaded stay in L1.
+  // Loads pages [begin, m) and the state at m (pure SSM: begin == m, one Load of the state
+  // alone). False (after counting why) when the store could not deliver, or the device pool had
+  // no room while other requests held it; pages already loaded stay in L1.
   StatusOr<bool> LoadFromStore(const PrefixMatch& match, size_t begin, size_t m) {
     const size_t chunk = e_.options_.chunk_pages;
     auto no_room = [&](const Status& cause) -> StatusOr<bool> {
@@ -338,7 +346,8 @@ class ReplayEngine::RequestRun {
     };
     // Hits count only once the whole prefix has arrived.
     std::array<uint64_t, kNumTiers> page_hits{}, state_hits{};
-    for (size_t start = begin; start < m;) {
+    size_t start = begin;
+    do {
       const size_t want_end = std::min(m, start + chunk);
       std::vector<Ref> pages;
       std::vector<uint64_t> slots;
@@ -382,10 +391,11 @@ class ReplayEngine::RequestRun {
         ++state_hits[static_cast<int>(tier)];
         ++totals_.loaded_states;
         totals_.loaded_bytes += e_.state_bytes_;
+        if (!e_.kv_) page_hits[static_cast<int>(tier)] += m;  // the pages it stands for
         if (Verify(*state, hashes_[m - 1], Depth(m))) Publish(*state);
       }
       start = end;
-    }
+    } while (start < m);
     for (int t = 0; t < kNumTiers; ++t) {
       totals_.hit_pages[t] += page_hits[t];
       totals_.hit_states[t] += state_hits[t];
@@ -400,7 +410,8 @@ class ReplayEngine::RequestRun {
   }
 
   // Hands pages [begin, end) (ready in device slots `pages`, pinned) and optionally a state to
-  // Store::Save; the entries stay pinned until the fence is collected.
+  // Store::Save; the entries stay pinned until the fence is collected. Pure SSM: no pages, and
+  // `begin` is the state's depth.
   void Save(size_t begin, std::vector<Ref> pages, std::optional<Ref> state) {
     std::vector<uint64_t> slots;
     for (Ref it : pages) slots.push_back(it->slot);
@@ -450,6 +461,11 @@ class ReplayEngine::RequestRun {
   }
 
   Status SaveFromL1(size_t begin, size_t end) {
+    if (!e_.kv_) {
+      std::optional<Ref> state = l1_.PinReady(StateKey(hashes_[end - 1], Depth(end)));
+      if (state.has_value()) Save(end, {}, state);
+      return Status::OK();
+    }
     const size_t chunk = e_.options_.chunk_pages;
     for (size_t start = begin; start < end;) {
       const size_t stop = std::min(end, start + chunk);
@@ -501,7 +517,7 @@ class ReplayEngine::RequestRun {
         }
       }
       std::vector<Ref> pages;
-      for (size_t i = start; i < want_end; ++i) {
+      for (size_t i = start; e_.kv_ && i < want_end; ++i) {
         auto acquired =
             l1_.Acquire(Kind::kKV, page_keys_[i], ReplayL1::Fill::kCompute, Hooks(pages.empty()));
         if (!acquired.ok()) {
@@ -513,9 +529,10 @@ class ReplayEngine::RequestRun {
         if (acquired->must_fill && !Write(acquired->ref, PageContentSeed(hashes_[i]))) break;
         pages.push_back(acquired->ref);
       }
-      const size_t end = start + pages.size();
-      totals_.computed_pages += pages.size();
-      if (pages.empty()) {
+      // Pure SSM: no page to fill, the chunk is computed whole.
+      const size_t end = e_.kv_ ? start + pages.size() : want_end;
+      totals_.computed_pages += end - start;
+      if (end == start) {
         // The first page could not be written: give up on the rest of the prompt.
         drop_state();
         return Status::OK();
@@ -529,7 +546,11 @@ class ReplayEngine::RequestRun {
         state.reset();
         state_depth = 0;
       }
-      Save(start, std::move(pages), saved_state);
+      if (e_.kv_) {
+        Save(start, std::move(pages), saved_state);
+      } else if (saved_state.has_value()) {
+        Save(end, {}, saved_state);
+      }
       start = end;
     }
     drop_state();
@@ -554,7 +575,8 @@ ReplayEngine::ReplayEngine(Store* store, const ReplayEngineOptions& options)
   const ModelLayout& layout = store->layout();
   page_size_ = layout.page_size_tokens;
   hybrid_ = layout.has_ssm();
-  page_bytes_ = layout.has_attention() ? layout.KvPageBytes() : 0;
+  kv_ = layout.has_attention();
+  page_bytes_ = kv_ ? layout.KvPageBytes() : 0;
   state_bytes_ = hybrid_ ? layout.MambaSlotBytes() : 0;
 }
 
@@ -565,10 +587,6 @@ StatusOr<std::unique_ptr<ReplayEngine>> ReplayEngine::Create(Store* store,
   if (store == nullptr) return Status::InvalidArgument("store: null");
   const ModelLayout& layout = store->layout();
   CACHEPAWL_RETURN_IF_ERROR(options.Validate(layout.page_size_tokens));
-  if (!layout.has_attention()) {
-    return Status::InvalidArgument("layout '" + layout.model +
-                                   "': has no attention layers (the replay needs KV pages)");
-  }
   return std::unique_ptr<ReplayEngine>(new ReplayEngine(store, options));
 }
 

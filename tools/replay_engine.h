@@ -6,7 +6,8 @@
 // For each request it does what an engine does:
 //
 //   1. hashes the prompt (Store::HashTokens) and finds the longest prefix its L1 can serve under
-//      the hybrid rule (KV pages 0..n-1 and, for layouts with SSM layers, a state at depth n);
+//      the hybrid rule (KV pages 0..n-1 and, for layouts with SSM layers, a state at depth n;
+//      for a pure SSM layout, whose pages hold no KV, the state alone);
 //   2. Store::Lookup; when the store reaches further than L1: Lock, Load the missing pages (in
 //      chunks of `chunk_pages`, the state with the last chunk) into slots it allocates;
 //   3. verifies every byte of every reused page and state (loaded or from L1) against the
@@ -14,7 +15,9 @@
 //   4. "computes" the rest of the prompt: writes the pages' content into device slots, and a
 //      state at every checkpoint (each multiple of `track_interval_pages` past the reused prefix,
 //      and the end of the prompt's full pages), saving pages and state with Store::Save chunk
-//      by chunk; pages that L1 served but the store lacks are saved too;
+//      by chunk; pages that L1 served but the store lacks are saved too. A pure SSM layout saves
+//      the state at each checkpoint and no pages (Store::Save with none); its reused prefixes
+//      count their pages in the tier their state came from;
 //   5. waits for its saves, then Unlock.
 //
 // A miss is not an error. Store calls that fail are counted (ReplayTotals::store_errors) and the
@@ -83,6 +86,7 @@ class ReplayEngine {
   ReplayEngineOptions options_;
   uint32_t page_size_ = 0;
   bool hybrid_ = false;
+  bool kv_ = true;  // false for a pure SSM layout: pages hold no KV, a state is the whole prefix
   uint64_t page_bytes_ = 0, state_bytes_ = 0;
   ReplayL1 l1_;
 };

@@ -270,7 +270,7 @@ DiskOp DiskEngine::WriteBack(std::span<const DiskWrite> writes) {
     std::byte* data = nullptr;
     rr.status = CheckSlot("writes", i, w.key.kind, w.slot, &data);
     if (!rr.status.ok()) continue;
-    auto plan = tier_->BeginWrite(w.key, w.parent, &result.evicted);
+    auto plan = tier_->BeginWrite(w.key, w.parent, &result.evicted, w.chain);
     if (!plan.ok()) {
       rr.status = plan.status();
       continue;

@@ -99,6 +99,9 @@ struct DiskWrite {
   DiskKey key;      // depth: tokens through the end of the page (KV) / consumed (Mamba)
   PageHash parent;  // zero for the first page of a chain
   HostSlotId slot = 0;
+  // A state of a layout without attention layers: the hashes of the pages before its own
+  // (DiskTier::BeginWrite), kept in the catalog with it. Empty otherwise.
+  std::vector<PageHash> chain;
 };
 
 // One record to read into a host slot of the key's kind.

@@ -39,7 +39,9 @@ class Match(_lib.Owner):
     Attributes (read once, at lookup): ``num_pages`` (full pages of the lookup),
     ``page_size_tokens``, ``reusable_pages``, ``kv_only_pages`` (KV present, state or not),
     ``checkpoint_hint_pages`` (where to save a state while recomputing), ``state_tier``
-    (:class:`Tier`; Tier.NONE when there is no state at reusable_pages)."""
+    (:class:`Tier`; Tier.NONE when there is no state at reusable_pages). For a pure SSM layout
+    (no KV) ``reusable_pages`` is the depth of the deepest state along the prompt and
+    ``kv_only_pages`` how far the store knows the prompt's pages."""
 
     def __init__(self, handle: Any) -> None:
         # Internal: takes ownership of a non-NULL cachepawl_match*.
@@ -68,7 +70,8 @@ class Match(_lib.Owner):
 
     @property
     def page_tiers(self) -> List[Tier]:
-        """The fastest tier of each of the first kv_only_pages pages."""
+        """The fastest tier of each of the first kv_only_pages pages (none for a pure SSM
+        layout, whose pages hold no KV)."""
         if self._tiers is None:
             buf, n = _read_array(lib.cachepawl_match_page_tiers, self._h, ctypes.c_int32, 1)
             self._tiers = [Tier(buf[i]) for i in range(n)]

@@ -57,6 +57,13 @@ class Store(_lib.Owner):
 
     Errors raise the :class:`~cachepawl.Error` subclass of their code, naming the field and
     value. Use as a context manager to close on exit.
+
+    A layout without attention layers (pure SSM, e.g. ``"mamba2-2.7b"``) has no KV: pages are
+    still named by the token hashes, but the engine passes no device pages anywhere (the
+    ``device_pages`` arguments default to none), registers state tensors only
+    (``register_tensors(ssm=[...])``), saves states with ``save(tokens, state_slot=...,
+    state_depth_tokens=...)`` and loads a match's state with ``load(match, state_slot=...)``;
+    a lookup's ``reusable_pages`` is the depth of the deepest state along the prompt.
     """
 
     def __init__(self, layout: Union[str, Layout, None] = None, **options: Any) -> None:
@@ -162,7 +169,7 @@ class Store(_lib.Owner):
     def load(
         self,
         match: Match,
-        device_pages: Sequence[int],
+        device_pages: Sequence[int] = (),
         state_slot: Optional[int] = None,
         *,
         first_page: int = 0,
@@ -171,8 +178,10 @@ class Store(_lib.Owner):
         """Loads pages [first_page, first_page + len(device_pages)) of `match` into those
         device pages and, when `state_slot` is given, the state at that depth (which must be
         the match's reusable_pages) into that slot. The pages may be used once the fence fired
-        OK. Raises InvalidArgument, NotFound (no longer cached: recompute), Busy (another load
-        reads these pages from disk), NoSpace."""
+        OK. Pure SSM layout: no device pages, a state slot, and the state at the match's depth
+        (``first_page``, when not 0, is the depth asked for and must be that one). Raises
+        InvalidArgument, NotFound (no longer cached: recompute), Busy (another load reads these
+        pages from disk), NoSpace."""
         _check_match(match)
         pages, n = _convert.slots("device_pages", device_pages)
         if not isinstance(per_layer_fences, bool):
@@ -191,7 +200,7 @@ class Store(_lib.Owner):
     def save(
         self,
         tokens: Tokens,
-        device_pages: Sequence[int],
+        device_pages: Sequence[int] = (),
         *,
         namespace: Union[str, bytes] = "",
         first_page: int = 0,
@@ -201,7 +210,8 @@ class Store(_lib.Owner):
         """Copies device pages (pages [first_page, first_page + len(device_pages)) of the full
         pages of `tokens` under `namespace`) and, when `state_slot` is given, the state taken at
         `state_depth_tokens` into host memory (and disk by policy). Pages already cached are
-        only refreshed. The device slots may be reused once the fence fired."""
+        only refreshed. The device slots may be reused once the fence fired. Pure SSM layout:
+        no device pages (InvalidArgument otherwise); the state's pages are named by `tokens`."""
         ns, ns_len = _convert.namespace(namespace)
         arr, n = _convert.tokens("tokens", tokens)
         tail = _save_args(first_page, device_pages, state_slot, state_depth_tokens)
@@ -210,7 +220,7 @@ class Store(_lib.Owner):
     def save_hashes(
         self,
         hashes: Hashes,
-        device_pages: Sequence[int],
+        device_pages: Sequence[int] = (),
         *,
         first_page: int = 0,
         state_slot: Optional[int] = None,
@@ -251,7 +261,9 @@ class Store(_lib.Owner):
         num_state_slots: Optional[int] = None,
     ) -> None:
         """Registers the engine's PyTorch KV and state tensors as the device pool (see
-        cachepawl.torch_pool for the forms and checks). The store keeps the tensors alive."""
+        cachepawl.torch_pool for the forms and checks). The store keeps the tensors alive. A
+        layout without attention layers takes ``ssm=[...]`` (or ``state_blocks=``) alone:
+        ``kv`` None or empty, and the pool has no KV pages."""
         self.register_device_pool(
             torch_pool.describe(
                 self.layout,

@@ -20,6 +20,10 @@ Forms (one entry per attention layer of the layout, in order; one per SSM layer)
 
 fp8 and fp4 layers also accept uint8/int8 tensors (engines keep such caches as raw bytes).
 
+A layout without attention layers (pure SSM, e.g. Mamba-2) has no KV pages: ``kv`` is None or
+``[]`` (``kv_blocks`` None) and the pool gets 0 pages; ``ssm`` (or ``state_blocks``) describes
+the state slots. KV tensors for such a layout are refused, naming the count.
+
 Thread safety: the functions are pure; the returned DevicePool is used by one thread at a time.
 """
 

@@ -54,5 +54,6 @@ void test_bad_store_arguments(const char* dir);
 void test_engine_pools(void);
 void test_close_and_lifetimes(const char* dir);
 void test_threads(const char* dir);
+void test_pure_ssm(const char* dir);
 
 #endif /* CACHEPAWL_TESTS_CAPI_C_TEST_UTIL_H_ */

@@ -359,6 +359,7 @@ int main(void) {
   test_engine_pools();
   test_close_and_lifetimes(dir);
   test_threads(dir);
+  test_pure_ssm(dir);
   remove_tree(dir);
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;

@@ -10,8 +10,8 @@ namespace cachepawl::testing {
 
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
-  std::string templ = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                      "/cachepawl-test-XXXXXX";
+  std::string templ =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/cachepawl-test-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) {
     throw std::runtime_error("mkdtemp failed for " + templ + ": " + std::strerror(errno));
   }
@@ -42,6 +42,16 @@ uint64_t SeedFromEnv(uint64_t fallback) {
   const char* s = std::getenv("CACHEPAWL_TEST_SEED");
   if (s == nullptr || *s == '\0') return fallback;
   return std::strtoull(s, nullptr, 0);
+}
+
+ModelLayout WithoutAttention(ModelLayout layout, const std::string& model) {
+  layout.model = model;
+  layout.attention_layers.clear();
+  layout.num_layers = static_cast<uint32_t>(layout.ssm_layers.size());
+  for (size_t i = 0; i < layout.ssm_layers.size(); ++i) {
+    layout.ssm_layers[i].layer_index = static_cast<uint32_t>(i);
+  }
+  return layout;
 }
 
 }  // namespace cachepawl::testing

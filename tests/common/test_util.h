@@ -7,6 +7,8 @@
 #include <span>
 #include <string>
 
+#include "store/model_layout.h"
+
 namespace cachepawl::testing {
 
 // A fresh folder under $TMPDIR (or /tmp) removed with everything in it on destruction.
@@ -29,5 +31,9 @@ void FillRandom(std::span<std::byte> out, uint64_t seed);
 
 // The seed for randomized tests: $CACHEPAWL_TEST_SEED when set, else `fallback`.
 uint64_t SeedFromEnv(uint64_t fallback);
+
+// `layout` without its attention layers, named `model`: a pure SSM layout (as Mamba-2) whose SSM
+// layers are decoder layers 0..n-1.
+ModelLayout WithoutAttention(ModelLayout layout, const std::string& model);
 
 }  // namespace cachepawl::testing

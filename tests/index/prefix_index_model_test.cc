@@ -1,6 +1,7 @@
 // PrefixIndex against a brute-force reference: 1,000,000 random operations (inserts, chains,
 // locations, Mamba states, matches, locks, pins, evictions, removals, bad input) over a few
-// hundred prefixes with shared branches. Every operation's result is compared at the step it
+// hundred prefixes with shared branches, for attention-only, hybrid and pure SSM (pages without
+// KV payload) indexes. Every operation's result is compared at the step it
 // happens (status code, match result, victims, cleared slot, the touched entries); the whole
 // index, its counters and CheckInvariants() every kFullCheckEvery operations and at the end.
 //
@@ -176,6 +177,7 @@ class RefIndex {
   Code SetLocation(const PageHash& h, Kind kind, Tier tier, uint64_t slot) {
     clock_ += 2;
     if (!ValidEnums(kind, tier)) return Code::kInvalidArgument;
+    if (kind == Kind::kKV && !options_.kv_payload) return Code::kInvalidArgument;
     const int n = Find(h);
     if (n == kNoNode) return Code::kNotFound;
     const int t = static_cast<int>(tier);
@@ -324,12 +326,13 @@ class RefIndex {
       r.indexed_pages = i + 1;
       RefEntry& e = e_[n];
       if (!kv_run) continue;
-      if (!e.kv[0] && !e.kv[1] && !e.kv[2]) {
+      // Without KV payload (pure SSM) a page is there when the index has it.
+      if (!e.kv[0] && !e.kv[1] && !e.kv[2] && options_.kv_payload) {
         kv_run = false;
         continue;
       }
       r.kv_only_pages = i + 1;
-      r.pages.push_back(ToLocations(e.kv));
+      if (options_.kv_payload) r.pages.push_back(ToLocations(e.kv));
       e.last_use = now;
       last_kv = n;
       if (e.state) {
@@ -457,6 +460,7 @@ struct ModelConfig {
   bool require_mamba;
   uint32_t track_interval_pages;
   uint64_t max_pages;
+  bool kv_payload = true;  // false: a pure SSM layout (pages without KV)
 };
 
 class ModelRun {
@@ -490,6 +494,7 @@ class ModelRun {
     o.require_mamba = cfg.require_mamba;
     o.track_interval_pages = cfg.track_interval_pages;
     o.max_pages = cfg.max_pages;
+    o.kv_payload = cfg.kv_payload;
     return o;
   }
 
@@ -506,7 +511,8 @@ class ModelRun {
   }
   const PageHash& Foreign() { return u_.foreign[R(u_.foreign.size())]; }
   Tier AnyTier() { return static_cast<Tier>(R(kNumTiers)); }
-  Kind AnyKind() { return P(75) ? Kind::kKV : Kind::kMamba; }
+  // Without KV payload, KV is asked for now and then (every such location is refused).
+  Kind AnyKind() { return P(options_.kv_payload ? 75 : 10) ? Kind::kKV : Kind::kMamba; }
   uint64_t Slot() {
     if (P(5)) return 0xFFFFFFFFull + R(1000);  // slots that do not fit 32 bits
     return R(64);
@@ -797,7 +803,8 @@ INSTANTIATE_TEST_SUITE_P(
     Seeds, PrefixIndexModelTest,
     ::testing::Values(ModelConfig{1, false, 1, kMaxIndexPages},
                       ModelConfig{2, true, 4, kMaxIndexPages},
-                      ModelConfig{3, true, 3, 500}),  // max_pages below the universe: NoSpace
+                      ModelConfig{3, true, 3, 500},  // max_pages below the universe: NoSpace
+                      ModelConfig{4, true, 2, kMaxIndexPages, /*kv_payload=*/false}),
     [](const ::testing::TestParamInfo<ModelConfig>& info) {
       return "Seed" + std::to_string(info.param.seed);
     });
@@ -805,8 +812,10 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(PrefixIndexModelEnvTest, EnvSeed) {
   const uint64_t seed = testing::SeedFromEnv(20261122);
   SCOPED_TRACE("CACHEPAWL_TEST_SEED=" + std::to_string(seed));
-  ModelRun run(
-      ModelConfig{seed, seed % 2 == 0, static_cast<uint32_t>(1 + seed % 5), kMaxIndexPages});
+  // Seeds cycle through attention-only, hybrid and pure SSM (no KV payload) indexes.
+  const uint64_t mode = seed % 3;
+  ModelRun run(ModelConfig{seed, mode != 0, static_cast<uint32_t>(1 + seed % 5), kMaxIndexPages,
+                           /*kv_payload=*/mode != 2});
   run.Run(kOperations);
 }
 

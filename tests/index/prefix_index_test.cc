@@ -11,28 +11,14 @@
 #include <vector>
 
 #include "tests/common/test_util.h"
+#include "tests/index/index_test_util.h"
 
 namespace cachepawl {
 namespace {
 
-// A distinct, well-spread hash per number.
-PageHash H(uint64_t n) {
-  PageHash h;
-  testing::FillRandom(std::as_writable_bytes(std::span(h.bytes)), n * 7919 + 1);
-  return h;
-}
-
-std::vector<PageHash> Chain(uint64_t first, size_t n) {
-  std::vector<PageHash> out;
-  for (size_t i = 0; i < n; ++i) out.push_back(H(first + i));
-  return out;
-}
-
-std::unique_ptr<PrefixIndex> MakeIndex(IndexOptions options = {}) {
-  auto index = PrefixIndex::Create(options);
-  EXPECT_TRUE(index.ok()) << index.status().ToString();
-  return std::move(index).value();
-}
+using testing::Chain;
+using testing::H;
+using testing::MakeIndex;
 
 // Inserts `chain` and sets its KV in `tier` at slots base, base+1, ...
 void InsertLocated(PrefixIndex& index, const std::optional<PageHash>& parent,

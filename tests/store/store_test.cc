@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "tests/common/test_util.h"
+#include "tests/store/store_test_checks.h"
 #include "tests/store/store_test_util.h"
 #include "tiers/device_pool.h"
 
@@ -25,17 +26,7 @@ using testing::TempDir;
 class StoreTest : public ::testing::Test {
  protected:
   StoreOptions Options(ModelLayout layout, uint64_t host_bytes, uint64_t disk_bytes) {
-    StoreOptions o;
-    o.layout = layout;
-    o.host_bytes = host_bytes;
-    o.cuda_device = -1;  // CPU mode, also on a machine with a GPU
-    o.device_pool_bytes = 4 << 20;
-    if (disk_bytes > 0) {
-      o.disk_dir = dir_.str() + "/store";
-      o.disk_bytes = disk_bytes;
-      o.disk_queue_depth = 8;
-    }
-    return o;
+    return CpuStoreOptions(layout, host_bytes, 4 << 20, disk_bytes, dir_.str() + "/store");
   }
 
   std::unique_ptr<Store> OpenOrDie(const StoreOptions& o) {
@@ -321,13 +312,7 @@ TEST_F(StoreTest, ReopenWithAnotherLayoutIsRefusedOrWiped) {
   }
   ModelLayout other = TinyHybrid();
   other.attention_layers[0].head_dim = 32;
-  StoreOptions o2 = o;
-  o2.layout = other;
-  auto refused = Store::Open(o2);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_TRUE(refused.status().IsIncompatible()) << refused.status().ToString();
-  o2.wipe_on_layout_mismatch = true;
-  auto wiped = OpenOrDie(o2);
+  auto wiped = ReopenRefusedThenWiped(o, other);
   ASSERT_NE(wiped, nullptr);
   auto m = wiped->Lookup("", Tokens(1, 8));
   ASSERT_TRUE(m.ok());

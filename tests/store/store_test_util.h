@@ -3,10 +3,12 @@
 
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "index/page_hash.h"
 #include "store/model_layout.h"
+#include "store/store_options.h"
 #include "tests/common/test_util.h"
 
 namespace cachepawl {
@@ -28,6 +30,30 @@ inline ModelLayout TinyAttentionOnly() {
   l.model = "test/tiny-attention";
   l.ssm_layers.clear();
   return l;
+}
+
+// A small pure SSM layout (as Mamba-2): 2 SSM layers, no attention layers, 4-token pages. A
+// state record is 608 bytes (8 KiB host slots).
+inline ModelLayout TinyPureSsm() {
+  return testing::WithoutAttention(TinyHybrid(), "test/tiny-ssm");
+}
+
+// A test store's options: CPU mode (also on a machine with a GPU), a store-owned device pool and,
+// when disk_bytes > 0, a disk tier in `disk_dir`.
+inline StoreOptions CpuStoreOptions(const ModelLayout& layout, uint64_t host_bytes,
+                                    uint64_t device_pool_bytes, uint64_t disk_bytes,
+                                    const std::string& disk_dir) {
+  StoreOptions o;
+  o.layout = layout;
+  o.host_bytes = host_bytes;
+  o.cuda_device = -1;
+  o.device_pool_bytes = device_pool_bytes;
+  if (disk_bytes > 0) {
+    o.disk_dir = disk_dir;
+    o.disk_bytes = disk_bytes;
+    o.disk_queue_depth = 8;
+  }
+  return o;
 }
 
 // Deterministic content of a KV page or a state, defined by its hash (and kind).

@@ -4,6 +4,9 @@
 
 #include <fstream>
 #include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "tests/common/test_util.h"
 #include "tests/tiers/disk_test_util.h"
@@ -100,6 +103,75 @@ TEST(DiskCatalogTest, ApplyIsOneBatchAndSurvivesReopen) {
                       [&](const std::string&) { ADD_FAILURE() << "bad entry"; })
                   .ok());
   EXPECT_EQ(seen, want.size());
+}
+
+TEST(DiskCatalogTest, ChainEncodingRoundTripsAndRejectsDamage) {
+  const DiskKey state = TestKey(Kind::kMamba, 3);
+  const std::vector<PageHash> chain = {TestKey(Kind::kKV, 0).hash, TestKey(Kind::kKV, 1).hash,
+                                       TestKey(Kind::kKV, 2).hash};
+  const std::string key = CatalogChainKey(state);
+  const std::string value = EncodeCatalogChain(chain);
+  EXPECT_EQ(key[0], kCatalogChainPrefix);
+  EXPECT_EQ(value.size(), 5u + 3 * 32);
+  auto back = DecodeCatalogChain(key, value);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->first.hash, state.hash);
+  EXPECT_EQ(back->first.depth, state.depth);
+  EXPECT_EQ(back->second, chain);
+  auto empty = DecodeCatalogChain(key, EncodeCatalogChain({}));
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_TRUE(empty->second.empty());
+  EXPECT_FALSE(DecodeCatalogChain(key, value.substr(0, value.size() - 1)).has_value());
+  EXPECT_FALSE(DecodeCatalogChain(key, value + "x").has_value());
+  std::string bad_version = value;
+  bad_version[0] = 2;
+  EXPECT_FALSE(DecodeCatalogChain(key, bad_version).has_value());
+  EXPECT_FALSE(DecodeCatalogChain(CatalogRecordKey(state), value).has_value());  // not 'C'
+  EXPECT_FALSE(DecodeCatalogChain(CatalogChainKey(TestKey(Kind::kKV, 3)), value).has_value());
+}
+
+TEST(DiskCatalogTest, ChainsArePutAndDeletedInTheBatchesOfTheirStates) {
+  TempDir dir;
+  const std::string path = (dir.path() / "cat").string();
+  auto cat = DiskCatalog::Open(path, /*sync=*/false, /*chains=*/true);
+  ASSERT_TRUE(cat.ok()) << cat.status().ToString();
+  CatalogRecord a = MakeRecord(Kind::kMamba, 1), b = MakeRecord(Kind::kMamba, 2);
+  a.chain = {TestKey(Kind::kKV, 10).hash};
+  b.chain = {TestKey(Kind::kKV, 10).hash, TestKey(Kind::kKV, 11).hash};
+  ASSERT_TRUE((*cat)->Apply(std::vector<CatalogRecord>{a, b}, {}).ok());
+  // A put without a chain (a new access stamp) keeps the stored one.
+  CatalogRecord restamped = a;
+  restamped.chain.clear();
+  restamped.stamp += 50;
+  ASSERT_TRUE((*cat)->Apply(std::span<const CatalogRecord>(&restamped, 1), {}).ok());
+  auto scan = [&] {
+    std::map<std::string, CatalogRecord> seen;
+    std::vector<std::string> bad;
+    EXPECT_TRUE((*cat)
+                    ->ForEach([&](const CatalogRecord& r) { seen[DiskKeyIdentity(r.key)] = r; },
+                              [&](const std::string& raw) { bad.push_back(raw); })
+                    .ok());
+    return std::make_pair(seen, bad);
+  };
+  auto [seen, bad] = scan();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(bad.empty());
+  EXPECT_EQ(seen[DiskKeyIdentity(a.key)].chain, a.chain);
+  EXPECT_EQ(seen[DiskKeyIdentity(a.key)].stamp, restamped.stamp);
+  EXPECT_EQ(seen[DiskKeyIdentity(b.key)].chain, b.chain);
+  // Deleting a state deletes its chain in the same batch.
+  const std::vector<DiskKey> dels = {a.key};
+  ASSERT_TRUE((*cat)->Apply({}, dels).ok());
+  std::tie(seen, bad) = scan();
+  EXPECT_EQ(seen.size(), 1u);
+  EXPECT_TRUE(bad.empty());
+  // A chain whose record went some other way is reported, to be deleted.
+  const std::vector<std::string> raw = {CatalogRecordKey(b.key)};
+  ASSERT_TRUE((*cat)->DeleteRaw(raw).ok());
+  std::tie(seen, bad) = scan();
+  EXPECT_TRUE(seen.empty());
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0], CatalogChainKey(b.key));
 }
 
 TEST(DiskCatalogTest, SecondOpenOfTheSameFolderFailsClearly) {

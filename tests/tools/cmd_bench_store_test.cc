@@ -26,7 +26,7 @@ TEST(CmdBenchStoreTest, ArgumentErrorsExitTwoNamingTheValue) {
   testing::TempDir dir;
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--layouts", "llama-3.1-8b,no-such-model"}, "--layouts: 'no-such-model'"},
-      {{"--layouts", "mamba2-2.7b"}, "no attention layers"},
+      {{"--layouts", "mamba2-2.7b"}, "'mamba2-2.7b' (a pure SSM layout"},
       {{"--pages", "1,x,16"}, "--pages: 'x'"},
       {{"--pages", "0"}, "--pages: '0'"},
       {{"--pages", "1,,16"}, "--pages: '' in '1,,16'"},

@@ -25,9 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-StoreOptions Options(const std::string& dir) {
+StoreOptions Options(const std::string& dir, const ModelLayout& layout) {
   StoreOptions o;
-  o.layout = test_layouts::Small();
+  o.layout = layout;
   o.host_bytes = 4 << 20;
   o.disk_dir = dir;
   o.disk_bytes = 16 << 20;
@@ -41,9 +41,9 @@ StoreOptions Options(const std::string& dir) {
 class DumpTest : public ::testing::Test {
  protected:
   // A fresh store folder, filled and closed.
-  std::string FreshStore() {
+  std::string FreshStore(const ModelLayout& layout = test_layouts::Small()) {
     const std::string dir = (tmp_.path() / ("store" + std::to_string(stores_++))).string();
-    const StoreOptions o = Options(dir);
+    const StoreOptions o = Options(dir, layout);
     ReplayEngineOptions e;
     e.block_size_tokens = 64;
     e.track_interval_pages = 4;
@@ -58,6 +58,16 @@ class DumpTest : public ::testing::Test {
     EXPECT_TRUE(run.ok()) << run.status().ToString();
     EXPECT_GT(run.ok() ? run->store.bytes_host_to_disk : 0, 0u);
     return dir;
+  }
+
+  // Every record `catalog` holds (a pure SSM layout's states with their chains).
+  static std::vector<CatalogRecord> Records(DiskCatalog& catalog) {
+    std::vector<CatalogRecord> records;
+    EXPECT_TRUE(catalog
+                    .ForEach([&](const CatalogRecord& r) { records.push_back(r); },
+                             [](const std::string&) {})
+                    .ok());
+    return records;
   }
 
   json ListJson(const std::string& dir) {
@@ -173,11 +183,7 @@ TEST_F(DumpTest, CatalogDamageOrphansAndOverlapsAreReported) {
   {
     auto catalog = DiskCatalog::Open(dir + "/catalog", false);
     ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
-    std::vector<CatalogRecord> records;
-    ASSERT_TRUE((*catalog)
-                    ->ForEach([&](const CatalogRecord& r) { records.push_back(r); },
-                              [](const std::string&) {})
-                    .ok());
+    const std::vector<CatalogRecord> records = Records(**catalog);
     // Remove a chain's first page: its children become orphans (warnings).
     const CatalogRecord* root = nullptr;
     for (const CatalogRecord& r : records) {
@@ -204,6 +210,68 @@ TEST_F(DumpTest, CatalogDamageOrphansAndOverlapsAreReported) {
   std::set<std::string> kinds;
   for (const json& p : v["problems"]) kinds.insert(p["kind"].get<std::string>());
   EXPECT_TRUE(kinds.contains("orphan") && kinds.contains("overlap") && kinds.contains("catalog"));
+}
+
+TEST_F(DumpTest, APureSsmStoreShowsItsStatesWithTheirChains) {
+  const std::string dir = FreshStore(test_layouts::SmallPureSsm());
+  const json list = ListJson(dir);
+  ASSERT_GT(list.size(), 0u);
+  std::set<std::string> chain_pages;
+  size_t deepest = 0;
+  for (const json& r : list) {
+    ASSERT_EQ(r["kind"], "mamba");  // no KV records at all
+    const json& chain = r["chain"];
+    ASSERT_TRUE(chain.is_array());
+    EXPECT_EQ(chain.size() + 1, r["depth_pages"].get<size_t>());
+    EXPECT_EQ(r["parent"], chain.empty() ? json(PageHash::Zero().ToHex()) : chain.back());
+    for (const json& h : chain) chain_pages.insert(h.get<std::string>());
+    chain_pages.insert(r["hash"].get<std::string>());
+    deepest = std::max(deepest, r["depth_pages"].get<size_t>());
+  }
+  CliResult text = RunCli({"dump", dir, "--list", "--kind", "mamba"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find(" chain "), std::string::npos) << text.out;
+
+  CliResult summary = RunCli({"dump", dir, "--json"});
+  ASSERT_EQ(summary.code, 0) << summary.err;
+  const json s = json::parse(summary.out);
+  EXPECT_EQ(s["pure_ssm"], true);
+  EXPECT_EQ(s["page_size_tokens"], 16);  // inferred from the chains (the layout is no preset)
+  EXPECT_EQ(s["records"]["kv"]["count"], 0);
+  EXPECT_EQ(s["records"]["mamba"]["count"], list.size());
+  uint64_t pages = 0;
+  for (const json& b : s["tree"]["pages_by_depth"]) pages += b["count"].get<uint64_t>();
+  EXPECT_EQ(pages, chain_pages.size());  // every page the chains name, once
+  EXPECT_GE(s["tree"]["chains"].get<int>(), 1);
+  EXPECT_EQ(s["tree"]["orphan_states"], 0);
+  EXPECT_EQ(s["tree"]["longest"][0]["depth_pages"], deepest);
+  CliResult good = RunCli({"dump", dir, "--verify", "--json", "--no-free-space-scan"});
+  ASSERT_EQ(good.code, 0) << good.out << good.err;
+  EXPECT_EQ(json::parse(good.out)["orphans"], 0);
+
+  // A chain entry lost (its state cannot be reached) and a record lost (its chain is left
+  // over): both warnings, reclaimed at the store's next open.
+  {
+    auto catalog = DiskCatalog::Open(dir + "/catalog", false, /*chains=*/true);
+    ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+    const std::vector<CatalogRecord> records = Records(**catalog);
+    ASSERT_GE(records.size(), 2u);
+    size_t deep = 0;  // a state past the first page has a chain entry that can go
+    while (deep < records.size() && records[deep].chain.empty()) ++deep;
+    ASSERT_LT(deep, records.size());
+    const CatalogRecord& other = records[deep == 0 ? 1 : 0];
+    const std::vector<std::string> raw = {CatalogChainKey(records[deep].key),
+                                          CatalogRecordKey(other.key)};
+    ASSERT_TRUE((*catalog)->DeleteRaw(raw).ok());
+  }
+  CliResult r = RunCli({"dump", dir, "--verify", "--json", "--no-free-space-scan"});
+  const json v = json::parse(r.out);
+  EXPECT_EQ(v["orphans"], 2) << r.out;
+  std::string details;
+  for (const json& p : v["problems"]) details += p["detail"].get<std::string>() + "\n";
+  EXPECT_NE(details.find("does not lead to its depth and parent"), std::string::npos) << details;
+  EXPECT_NE(details.find("a chain entry whose state's record is gone"), std::string::npos)
+      << details;
 }
 
 TEST_F(DumpTest, NotAStoreOrANewerFormatExitsTwo) {
@@ -283,7 +351,7 @@ TEST_F(DumpTest, MissingOrDamagedCatalogAndUnreadableDataExitOne) {
 
 TEST_F(DumpTest, ReadsAStoreThatIsOpen) {
   const std::string dir = FreshStore();
-  auto store = Store::Open(Options(dir));
+  auto store = Store::Open(Options(dir, test_layouts::Small()));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   CliResult summary = RunCli({"dump", dir, "--json"});
   ASSERT_EQ(summary.code, 0) << summary.err;

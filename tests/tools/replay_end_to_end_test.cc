@@ -101,6 +101,38 @@ TEST(ReplayEndToEndTest, AReopenedStoreServesTheSameBytesFromDisk) {
   EXPECT_EQ(again->totals.hit_states[static_cast<int>(Tier::kDisk)], 1u);
 }
 
+TEST(ReplayEndToEndTest, PureSsmStatesServeVerifiedBytesAndSurviveAReopen) {
+  testing::TempDir dir;
+  StoreOptions o = SmallStore(dir.str());
+  o.layout = test_layouts::SmallPureSsm();
+  o.host_bytes = 2 << 20;  // ~120 states: the workload's states go through host memory to disk
+  auto first = RunReplay(Open(o), Engine(), Workload("mixed", 150), {});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const ReplayTotals& t = first->totals;
+  ExpectClean(t);
+  EXPECT_GT(t.hit_pages[static_cast<int>(Tier::kHost)], 0u);
+  EXPECT_GT(t.hit_pages[static_cast<int>(Tier::kDisk)], 0u);
+  EXPECT_EQ(t.saved_pages + t.loaded_pages, 0u);  // no KV anywhere
+  EXPECT_GT(t.loaded_states, 0u);
+  // Only states are reused, each verified, standing for the pages of its prefix.
+  EXPECT_EQ(t.verified_records, t.hit_states[0] + t.hit_states[1] + t.hit_states[2]);
+  EXPECT_EQ(t.computed_pages, t.pages - t.hit_pages_total());
+  CeilingOptions co;
+  co.block_size_tokens = 64;
+  co.track_interval_pages = 4;
+  auto ceiling = ComputeCeiling(first->replayed, co);
+  ASSERT_TRUE(ceiling.ok());
+  EXPECT_LE(t.hit_pages_total(), ceiling->hybrid_hit_pages);
+  EXPECT_GT(first->store.bytes_disk_to_host, 0u);
+  EXPECT_EQ(first->store.checksum_failures, 0u);
+  // The first request again on the reopened store: its state comes from disk, its chain with it.
+  auto again = RunReplay(Open(o), Engine(), Workload("mixed", 1), {});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ExpectClean(again->totals);
+  EXPECT_EQ(again->totals.hit_states[static_cast<int>(Tier::kDisk)], 1u);
+  EXPECT_EQ(again->totals.hit_pages_total(), again->totals.pages);
+}
+
 // ---- the command line ----
 
 class ReplayCliTest : public ::testing::Test {
@@ -108,14 +140,19 @@ class ReplayCliTest : public ::testing::Test {
   void SetUp() override {
     layout_path_ = (dir_.path() / "small.json").string();
     std::ofstream(layout_path_) << LayoutToJson(test_layouts::Small());
+    ssm_layout_path_ = (dir_.path() / "small-ssm.json").string();
+    std::ofstream(ssm_layout_path_) << LayoutToJson(test_layouts::SmallPureSsm());
   }
-  std::vector<std::string> Base() {
-    return {"replay", "--layout",     layout_path_, "--block-size", "64",  "--device-bytes",
-            "512K",   "--host-bytes", "1M",         "--disk-bytes", "32M", "--track-interval",
+  std::vector<std::string> Base() { return Base(layout_path_); }
+  std::vector<std::string> Base(const std::string& layout_path) {
+    return {"replay", "--layout",     layout_path, "--block-size", "64",  "--device-bytes",
+            "512K",   "--host-bytes", "1M",        "--disk-bytes", "32M", "--track-interval",
             "4"};
   }
+  // `cachepawl replay --crash-every` over `layout` in `dir`: children killed, no wrong byte.
+  void ExpectCrashModeClean(const std::string& layout, const std::string& dir);
   testing::TempDir dir_;
-  std::string layout_path_;
+  std::string layout_path_, ssm_layout_path_;
 };
 
 TEST_F(ReplayCliTest, JsonReportOfAWorkloadInAKeptFolder) {
@@ -135,6 +172,29 @@ TEST_F(ReplayCliTest, JsonReportOfAWorkloadInAKeptFolder) {
   EXPECT_LE(j["hit_rate"]["pages"].get<double>(), j["ceiling"]["hybrid_pages"].get<double>());
   EXPECT_EQ(j["store_dir"], store_dir);
   EXPECT_FALSE(std::filesystem::is_empty(store_dir));  // kept for `cachepawl dump`
+}
+
+TEST_F(ReplayCliTest, MambaTwoReplaysAChatWorkloadThroughItsStates) {
+  // The real Mamba-2 2.7B layout (a 162 MiB state, no attention layers), sized to run in
+  // seconds: L1 holds two states, host memory three, disk about twelve; states at prompt ends.
+  CliResult r = RunCli({"replay", "--workload", "chat", "--layout", "mamba2-2.7b", "--requests",
+                        "30", "--device-bytes", "350M", "--host-bytes", "512M", "--disk-bytes",
+                        "2G", "--track-interval", "0", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_EQ(j["requests"], 30);
+  EXPECT_EQ(j["kv_page_bytes"], 0);
+  EXPECT_GT(j["mamba_state_bytes"].get<uint64_t>(), 100u << 20);
+  EXPECT_EQ(j["saved_pages"], 0);
+  EXPECT_EQ(j["loaded_pages"], 0);
+  EXPECT_GT(j["loaded_states"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["state_hits_by_tier"]["disk"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["hit_rate"]["pages"].get<double>(), 0.0);
+  EXPECT_LE(j["hit_rate"]["pages"].get<double>(), j["ceiling"]["hybrid_pages"].get<double>());
+  EXPECT_EQ(j["wrong_bytes"], 0);
+  EXPECT_EQ(j["store_errors"], 0);
+  EXPECT_EQ(j["checksum_failures"], 0);
 }
 
 TEST_F(ReplayCliTest, ConcurrencyFourReportsItsThroughputAndEveryByteRight) {
@@ -220,15 +280,22 @@ TEST_F(ReplayCliTest, BadArgumentsExitTwoWithTheFieldNamed) {
 
 // Crash mode forks the store; the binary's parent process holds no store and no threads.
 TEST_F(ReplayCliTest, CrashModeKillsTheStoreAndNeverServesAWrongByte) {
+  // The hybrid layout, and a pure SSM one (whose states must come back with their chains).
+  for (const std::string& layout : {layout_path_, ssm_layout_path_}) {
+    SCOPED_TRACE(layout);
+    ExpectCrashModeClean(layout, (dir_.path() / fs::path(layout).stem()).string());
+  }
+}
+
+void ReplayCliTest::ExpectCrashModeClean(const std::string& layout, const std::string& dir) {
   // Under ThreadSanitizer, the store processes use the RocksDB suppressions beside this file.
   const std::string supp = (fs::path(__FILE__).parent_path() / "rocksdb_tsan.supp").string();
   const char* tsan = std::getenv("TSAN_OPTIONS");
   std::string command = "TSAN_OPTIONS='suppressions=" + supp + " " + (tsan ? tsan : "") + "' ";
   command += CACHEPAWL_BINARY;
-  for (const std::string& a : Base()) command += " '" + a + "'";
+  for (const std::string& a : Base(layout)) command += " '" + a + "'";
   command += " --workload chat --requests 60 --crash-every 4 --json --seed " +
-             std::to_string(testing::SeedFromEnv(11)) + " --dir '" +
-             (dir_.path() / "crash").string() + "' 2>&1";
+             std::to_string(testing::SeedFromEnv(11)) + " --dir '" + dir + "' 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string out;

@@ -51,12 +51,18 @@ ReplayTotals Replay(Store* store, const std::vector<TraceRequest>& requests,
 }
 
 TEST(ReplayEngineTest, AnUnboundedStoreReachesTheCeilingExactly) {
-  for (bool hybrid : {true, false}) {
+  const std::vector<std::pair<ModelLayout, const char*>> layouts = {
+      {test_layouts::Small(true), " hybrid"},
+      {test_layouts::Small(false), " attention-only"},
+      {test_layouts::SmallPureSsm(), " pure SSM"}};
+  for (const auto& [layout, kind] : layouts) {
+    const bool hybrid = layout.has_ssm();
+    const bool kv = layout.has_attention();
     for (const char* workload : {"chat", "agent", "mixed"}) {
-      SCOPED_TRACE(std::string(workload) + (hybrid ? " hybrid" : " attention-only"));
+      SCOPED_TRACE(std::string(workload) + kind);
       auto requests = Workload(workload, 60);
       // An L1 of 2 MiB: it serves some prefixes and evicts (the store serves the rest).
-      MapStore store(test_layouts::Small(hybrid), {.device_pool_bytes = 2 << 20});
+      MapStore store(layout, {.device_pool_bytes = 2 << 20});
       ReplayTotals t = Replay(&store, requests, EngineOptions());
       CeilingOptions co;
       co.block_size_tokens = 64;
@@ -72,14 +78,19 @@ TEST(ReplayEngineTest, AnUnboundedStoreReachesTheCeilingExactly) {
       EXPECT_GT(t.hit_pages[static_cast<int>(Tier::kHost)], 0u);
       EXPECT_GT(t.hit_pages[static_cast<int>(Tier::kDevice)], 0u);
       EXPECT_EQ(t.computed_pages, t.pages - t.hit_pages_total());
-      EXPECT_GT(t.l1_evictions[0], 0u);
+      EXPECT_GT(t.l1_evictions[kv ? 0 : 1], 0u);
       EXPECT_EQ(t.wrong_bytes, 0u);
       EXPECT_EQ(t.store_errors, 0u) << (t.errors.empty() ? "" : t.errors[0]);
       EXPECT_EQ(t.lost_races, 0u);
-      // Every reused record was verified: pages, plus states in the hybrid case.
+      // Every reused record was verified: pages (none without KV), plus states with SSM layers.
       const uint64_t states = t.hit_states[0] + t.hit_states[1] + t.hit_states[2];
-      EXPECT_EQ(t.verified_records, t.hit_pages_total() + states);
+      EXPECT_EQ(t.verified_records, (kv ? t.hit_pages_total() : 0) + states);
       EXPECT_EQ(states > 0, hybrid);
+      if (!kv) {
+        EXPECT_EQ(t.saved_pages + t.loaded_pages, 0u);
+        EXPECT_GT(t.loaded_states, 0u);
+        EXPECT_EQ(t.l1_evictions[0], 0u);
+      }
       EXPECT_EQ(t.lookup_us.count(), requests.size());
     }
   }
@@ -99,17 +110,20 @@ TEST(ReplayEngineTest, AWrongByteFromTheStoreIsCaughtAndNamed) {
 
 TEST(ReplayEngineTest, ABoundedStoreMissesMoreButNeverServesWrongBytes) {
   auto requests = Workload("mixed", 80);
-  MapStore store(test_layouts::Small(true), {.device_pool_bytes = 128 << 10, .max_pages = 100});
-  ReplayTotals t = Replay(&store, requests, EngineOptions());
-  CeilingOptions co;
-  co.block_size_tokens = 64;
-  co.track_interval_pages = 4;
-  auto ceiling = ComputeCeiling(requests, co);
-  ASSERT_TRUE(ceiling.ok());
-  EXPECT_GT(t.hit_pages_total(), 0u);
-  EXPECT_LT(t.hit_pages_total(), ceiling->hybrid_hit_pages);
-  EXPECT_EQ(t.wrong_bytes, 0u);
-  EXPECT_EQ(t.store_errors, 0u) << (t.errors.empty() ? "" : t.errors[0]);
+  for (const ModelLayout& layout : {test_layouts::Small(true), test_layouts::SmallPureSsm()}) {
+    SCOPED_TRACE(layout.model);
+    MapStore store(layout, {.device_pool_bytes = 128 << 10, .max_pages = 100});
+    ReplayTotals t = Replay(&store, requests, EngineOptions());
+    CeilingOptions co;
+    co.block_size_tokens = 64;
+    co.track_interval_pages = 4;
+    auto ceiling = ComputeCeiling(requests, co);
+    ASSERT_TRUE(ceiling.ok());
+    EXPECT_GT(t.hit_pages_total(), 0u);
+    EXPECT_LT(t.hit_pages_total(), ceiling->hybrid_hit_pages);
+    EXPECT_EQ(t.wrong_bytes, 0u);
+    EXPECT_EQ(t.store_errors, 0u) << (t.errors.empty() ? "" : t.errors[0]);
+  }
 }
 
 TEST(ReplayEngineTest, EntriesThatVanishBeforeLoadAreMissesNotErrors) {

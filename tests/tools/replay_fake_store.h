@@ -1,7 +1,9 @@
 // MapStore: a small in-memory Store for testing the replay engine's own logic (accounting,
 // L1, fallbacks) apart from the real store, and for injecting what the real one must never do
 // (a wrong byte, an entry that vanishes between Lookup and Load). The real Store is exercised
-// end to end by replay_end_to_end_test.cc.
+// end to end by replay_end_to_end_test.cc. A pure SSM layout follows the Store's contract for it
+// (store/store.h): pages are chain links saved with their state, no device pages anywhere, and
+// Load's first_page 0 stands for the match's depth.
 #pragma once
 
 #include <cstring>
@@ -50,7 +52,7 @@ class MapStore final : public Store {
     m.page_size_tokens = layout_.page_size_tokens;
     while (m.kv_only_pages < hashes.size() && pages_.contains(hashes[m.kv_only_pages])) {
       ++m.kv_only_pages;
-      m.page_tiers.push_back(Tier::kHost);
+      if (layout_.has_attention()) m.page_tiers.push_back(Tier::kHost);
     }
     m.reusable_pages = m.kv_only_pages;
     if (layout_.has_ssm()) {
@@ -93,8 +95,12 @@ class MapStore final : public Store {
       if (it == pages_.end()) return Status::NotFound("page gone");
       CACHEPAWL_RETURN_IF_ERROR(CopyIn(Kind::kKV, device_pages[k], it->second));
     }
+    if (!layout_.has_attention() && !device_pages.empty()) {
+      return Status::InvalidArgument("device_pages: the layout has no KV");
+    }
     if (device_state_slot.has_value()) {
-      const size_t depth_pages = opts.first_page + device_pages.size();
+      size_t depth_pages = opts.first_page + device_pages.size();
+      if (!layout_.has_attention() && depth_pages == 0) depth_pages = match.reusable_pages;
       if (depth_pages != match.reusable_pages) {
         return Status::InvalidArgument("state depth " + std::to_string(depth_pages));
       }
@@ -116,6 +122,9 @@ class MapStore final : public Store {
     if (r.first_page + r.device_pages.size() > hashes.size()) {
       return Status::InvalidArgument("save: pages beyond tokens");
     }
+    if (!layout_.has_attention() && !r.device_pages.empty()) {
+      return Status::InvalidArgument("save: the layout has no KV");
+    }
     for (size_t k = 0; k < r.device_pages.size(); ++k) {
       const PageHash& h = hashes[r.first_page + k];
       CACHEPAWL_ASSIGN_OR_RETURN(std::vector<std::byte> record,
@@ -131,6 +140,9 @@ class MapStore final : public Store {
       CACHEPAWL_ASSIGN_OR_RETURN(std::vector<std::byte> record,
                                  CopyOut(Kind::kMamba, *r.device_state_slot));
       states_[Key(hashes[n - 1], r.state_depth_tokens)] = std::move(record);
+      for (size_t k = 0; !layout_.has_attention() && k < n; ++k) {
+        if (pages_.emplace(hashes[k], std::vector<std::byte>()).second) order_.push_back(hashes[k]);
+      }
     }
     Evict();
     ++saves_;

@@ -6,6 +6,7 @@
 #include "store/model_layout.h"
 #include "store/store.h"
 #include "store/store_options.h"
+#include "tests/common/test_util.h"
 
 namespace cachepawl::tools::test_layouts {
 
@@ -20,6 +21,9 @@ inline ModelLayout Small(bool hybrid = true) {
   if (hybrid) l.ssm_layers = {{1, "mamba2", {64, 3}, DType::kBf16, {4, 8, 64}, DType::kFp32}};
   return l;
 }
+
+// One Mamba-2 layer (an ~8.4 KiB state) and no attention layers: a pure SSM layout, as Mamba-2.
+inline ModelLayout SmallPureSsm() { return testing::WithoutAttention(Small(), "test/small-ssm"); }
 
 // A real store over Small(): host and disk tiers in `dir`, a store-owned device pool.
 // ~2000 page slots: more than the longest prompt (the engine locks a whole prefix, and a locked
