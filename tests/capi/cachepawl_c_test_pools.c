@@ -110,8 +110,6 @@ static cachepawl_pool* describe(const Pool* p) {
              "base: null");
   EXPECT_ERR(cachepawl_pool_set_ssm_layer(d, 0, NULL, 0, p->ssm[0], 0), CACHEPAWL_INVALID_ARGUMENT,
              "conv_base: null");
-  EXPECT_ERR(cachepawl_pool_set_ssm_layer(d, 0, p->conv[0], 0, NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
-             "ssm_base: null");
   for (i = 0; i < 2; ++i) {
     if (p->form == kSeparate) {
       EXPECT_OK(cachepawl_pool_set_kv_layer(d, i, p->kv[i], K_STRIDE, p->v[i], 0));
@@ -134,6 +132,12 @@ static void bad_registrations(cachepawl_store* s, const Pool* p) {
   EXPECT_OK(cachepawl_pool_set_ssm_layer(d, 1, p->conv[1], 0, p->ssm[1], 0));
   EXPECT_ERR(cachepawl_store_register_device_pool(s, d), CACHEPAWL_INVALID_ARGUMENT,
              "attention layer 1 not set");
+  EXPECT_OK(cachepawl_pool_set_kv_layer(d, 1, p->kv[1], 0, p->v[1], 0));
+  /* NULL ssm_base is for layers without an SSM state (shortconv); these mamba2 layers have one. */
+  EXPECT_OK(cachepawl_pool_set_ssm_layer(d, 0, p->conv[0], 0, NULL, 0));
+  EXPECT_ERR(cachepawl_store_register_device_pool(s, d), CACHEPAWL_INVALID_ARGUMENT,
+             "device_pool.ssm[0].ssm_base: null");
+  EXPECT_OK(cachepawl_pool_set_ssm_layer(d, 0, p->conv[0], 0, p->ssm[0], 0));
   EXPECT_OK(cachepawl_pool_set_kv_layer(d, 1, p->kv[1], 100, p->v[1], 0));
   EXPECT_ERR(cachepawl_store_register_device_pool(s, d), CACHEPAWL_INVALID_ARGUMENT,
              "k_page_stride");
