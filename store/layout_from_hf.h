@@ -1,6 +1,6 @@
 // Layouts from a Hugging Face config.json: the ModelLayout of the cache that transformers 5.17
 // builds for a model, read from the model's configuration the way its transformers
-// configuration class reads it.
+// configuration class reads it (checked against transformers 5.17 itself: docs/MODELS.md).
 //
 // What is read. `model_type` picks the family (HfConfigModelTypes() lists them): bamba,
 // falcon_h1, gemma3 (its decoder under "text_config"), gemma3_text, granitemoehybrid, jamba, lfm2,
@@ -57,9 +57,13 @@
 // integer)"), an out-of-range value ("num_key_value_heads: 0 (must be > 0)"), an unknown family
 // or layer type ("layers_block_type[3]: 'foo' (expected ...)"), and the inconsistencies the
 // configuration class refuses ("mamba_expand * hidden_size 5120 is not divisible by
-// n_mamba_heads 7"). Integers must be JSON integers in [0, 2^31 - 1]. The result is validated
-// (ModelLayout::Validate). LayoutFromHfConfigFile prefixes every error with "hf config PATH: "
-// and returns NotFound when the file does not exist.
+// n_mamba_heads 7"). A few files transformers loads are refused too, where the model cannot run
+// or the file contradicts itself (an index beyond the last layer, a Zamba2 hybrid_layer_ids
+// that disagrees with its layer types, two names of one attribute with different values, ...;
+// docs/MODELS.md lists them). Integers must be JSON integers in [0, 2^31 - 1], and a model has
+// at most 65536 decoder layers. The result is validated (ModelLayout::Validate).
+// LayoutFromHfConfigFile prefixes every error with "hf config PATH: " and returns NotFound when the
+// file does not exist.
 //
 // Thread safety: the functions are pure.
 #pragma once
