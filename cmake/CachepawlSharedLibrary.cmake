@@ -14,11 +14,13 @@
 # ${PROJECT_BINARY_DIR}/include/cachepawl serves add_subdirectory() users the same way as an
 # install does.
 
-# The public C++ headers: the include closure of store/store.h and tiers/device_pool.h
-# (tests/install/check_install.sh compiles each one alone against the installed tree). Nothing
-# here may include RocksDB, liburing, spdlog, fmt, xxHash, OpenSSL or CUDA headers.
+# The public C++ headers: the include closure of store/store.h, tiers/device_pool.h and
+# store/layout_from_hf.h (tests/install/check_install.sh compiles each one alone against the
+# installed tree). Nothing here may include RocksDB, liburing, spdlog, fmt, xxHash, OpenSSL,
+# nlohmann or CUDA headers.
 set(CACHEPAWL_PUBLIC_HEADERS
   store/store.h
+  store/layout_from_hf.h
   store/status.h
   store/store_options.h
   store/store_stats.h

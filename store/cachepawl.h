@@ -171,6 +171,22 @@ CACHEPAWL_API cachepawl_status cachepawl_layout_from_json_file(const char* path,
 /* JSON layout text of `len` bytes; errors name the key path or the line and column. */
 CACHEPAWL_API cachepawl_status cachepawl_layout_from_json_string(const char* json, size_t len,
                                                                  cachepawl_layout** out);
+/* The layout transformers 5.17 keeps for a Hugging Face config.json (store/layout_from_hf.h;
+ * docs/MODELS.md, "Layouts from a Hugging Face config"): config text of `len` bytes.
+ * cache_dtype: K/V and conv state dtype, state_dtype: recurrent state dtype (names as in layout
+ * files: "bf16", "fp32", "float16", ...; NULL: "bf16" / "fp32"). convention: "transformers"
+ * (conv state width d_conv) or "sglang" (d_conv - 1); NULL: "transformers". page_size_tokens
+ * > 0. model: the layout's name; NULL: the config's _name_or_path, else its model_type.
+ * Errors name the argument, or the config key and value. */
+CACHEPAWL_API cachepawl_status cachepawl_layout_from_hf_config_string(
+    const char* json, size_t len, const char* cache_dtype, const char* state_dtype,
+    const char* convention, uint32_t page_size_tokens, const char* model, cachepawl_layout** out);
+/* The same from a config.json file; errors start "hf config PATH: ". */
+CACHEPAWL_API cachepawl_status cachepawl_layout_from_hf_config_file(
+    const char* path, const char* cache_dtype, const char* state_dtype, const char* convention,
+    uint32_t page_size_tokens, const char* model, cachepawl_layout** out);
+/* The model_type values the two functions above map, one per line, sorted (new string). */
+CACHEPAWL_API cachepawl_status cachepawl_layout_hf_model_types(char** out);
 CACHEPAWL_API void cachepawl_layout_free(cachepawl_layout* layout);
 /* The canonical JSON form (new string). */
 CACHEPAWL_API cachepawl_status cachepawl_layout_to_json(const cachepawl_layout* layout, char** out);
@@ -329,7 +345,9 @@ CACHEPAWL_API cachepawl_status cachepawl_pool_set_kv_layer_interleaved(cachepawl
                                                                        size_t i, void* base,
                                                                        uint64_t page_stride);
 /* SSM layer `i`: state slot s's conv state at conv_base + s * conv_slot_stride, its SSM state
- * at ssm_base + s * ssm_slot_stride. Strides of 0 mean packed (the state's bytes). */
+ * at ssm_base + s * ssm_slot_stride. Strides of 0 mean packed (the state's bytes). A layer
+ * without an SSM state (block "shortconv", 0 bytes) takes ssm_base NULL; for every other layer
+ * a NULL ssm_base is refused when the pool is registered. */
 CACHEPAWL_API cachepawl_status cachepawl_pool_set_ssm_layer(cachepawl_pool* pool, size_t i,
                                                             void* conv_base,
                                                             uint64_t conv_slot_stride,

@@ -145,13 +145,14 @@ Status LayerArg(const cachepawl_layout* layout, Kind kind, size_t i) {
                                  " layers)");
 }
 
+}  // namespace
+
 Status NewLayout(StatusOr<ModelLayout> made, cachepawl_layout** out) {
   CACHEPAWL_RETURN_IF_ERROR(made.status());
   *out = new cachepawl_layout{std::move(made).value()};
   return Status::OK();
 }
 
-}  // namespace
 }  // namespace cachepawl::capi
 
 using namespace cachepawl;        // NOLINT(google-build-using-namespace)

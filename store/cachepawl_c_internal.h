@@ -81,6 +81,9 @@ void ClearOut(T** out) noexcept {
 // A new malloc'ed copy of `s` for a `char**` result (freed by cachepawl_string_free).
 Status NewString(const std::string& s, char** out);
 
+// A new layout handle of `made` into *out, or made's error.
+Status NewLayout(StatusOr<ModelLayout> made, cachepawl_layout** out);
+
 // StoreOptions::Validate, with a C-side message when no layout was set.
 Status ValidateOptions(const cachepawl_options& options);
 

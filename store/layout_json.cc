@@ -4,64 +4,27 @@
 // missing required keys, wrong types and out-of-range numbers name the key path
 // ("ssm_layers[2].ssm_dtype"); the result is validated, whose messages use the same paths.
 // nlohmann::json throws; every exception is caught here and becomes a Status.
-#include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "store/json_text.h"
 #include "store/model_layout.h"
 
 namespace cachepawl {
 namespace {
 
 using Json = nlohmann::json;
+using json_text::Render;
 
 constexpr uint32_t kDefaultPageSizeTokens = 16;
 // A layout file is a few KiB; anything this large is the wrong file.
 constexpr uint64_t kMaxLayoutFileBytes = 16ull << 20;
-constexpr size_t kMaxRenderedValue = 60;
 
 constexpr const char* kDTypeChoices = "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8 or fp4_e2m1";
-
-// "line L, column C" (1-based) of the 1-based byte position nlohmann reports for a parse error:
-// the last character it read, which is the end of the offending token.
-std::string LineAndColumn(std::string_view text, size_t byte) {
-  size_t offset = std::min(byte == 0 ? 0 : byte - 1, text.size());
-  size_t line = 1;
-  size_t line_start = 0;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(offset - line_start + 1);
-}
-
-// The part of a nlohmann parse_error message after its own (unreliable) position.
-std::string ParseErrorDetail(const std::string& what) {
-  size_t column = what.find("column ");
-  size_t colon = column == std::string::npos ? std::string::npos : what.find(": ", column);
-  return colon == std::string::npos ? what : what.substr(colon + 2);
-}
-
-// A value as it appears in an error message: strings in single quotes, the rest as JSON.
-std::string Render(const Json& value) {
-  // Appended rather than `"'" + str + "'"`: GCC 12 at -O2 and above reports a false
-  // -Wrestrict in operator+(const char*, std::string&&) (GCC bug 105651).
-  std::string s = value.is_string() ? std::string("'").append(value.get<std::string>()).append("'")
-                                    : value.dump();
-  if (s.size() > kMaxRenderedValue) s = s.substr(0, kMaxRenderedValue) + "...";
-  return s;
-}
 
 std::string Join(std::initializer_list<std::string_view> words) {
   std::string s;
@@ -74,77 +37,6 @@ std::string Join(std::initializer_list<std::string_view> words) {
 
 Status Bad(const std::string& path, const std::string& value, const std::string& why) {
   return Status::InvalidArgument(path + ": " + value + " (" + why + ")");
-}
-
-// Finds the first key that appears twice in one object (nlohmann keeps the last silently)
-// and names its path. Fed by the parser callback, which sees every event in document order.
-class DuplicateKeyFinder {
- public:
-  void OnEvent(Json::parse_event_t event, const Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start:
-        frames_.push_back({event == Json::parse_event_t::array_start, ChildPath(), 0, "", {}});
-        break;
-      case Json::parse_event_t::object_end:
-      case Json::parse_event_t::array_end:
-        if (!frames_.empty()) frames_.pop_back();
-        break;
-      case Json::parse_event_t::key: {
-        if (frames_.empty()) break;
-        Frame& f = frames_.back();
-        f.key = parsed.get<std::string>();
-        if (!f.keys.insert(f.key).second && duplicate_.empty()) duplicate_ = ChildPath();
-        break;
-      }
-      case Json::parse_event_t::value:
-        ChildPath();  // counts an array element
-        break;
-    }
-  }
-  // Empty when every key was unique.
-  const std::string& duplicate() const { return duplicate_; }
-
- private:
-  struct Frame {
-    bool is_array;
-    std::string path;
-    size_t next_index;
-    std::string key;
-    std::set<std::string> keys;
-  };
-
-  // The path of the element that starts now inside the innermost container.
-  std::string ChildPath() {
-    if (frames_.empty()) return "";
-    Frame& f = frames_.back();
-    if (f.is_array) return f.path + "[" + std::to_string(f.next_index++) + "]";
-    return f.path.empty() ? f.key : f.path + "." + f.key;
-  }
-
-  std::vector<Frame> frames_;
-  std::string duplicate_;
-};
-
-StatusOr<Json> ParseJsonText(std::string_view text) {
-  DuplicateKeyFinder finder;
-  Json::parser_callback_t callback = [&finder](int, Json::parse_event_t event, Json& parsed) {
-    finder.OnEvent(event, parsed);
-    return true;
-  };
-  Json doc;
-  try {
-    doc = Json::parse(text.begin(), text.end(), callback);
-  } catch (const Json::parse_error& e) {
-    return Status::InvalidArgument(LineAndColumn(text, e.byte) + ": " + ParseErrorDetail(e.what()));
-  } catch (const Json::exception& e) {
-    // Number overflow and invalid UTF-8 come without a position.
-    return Status::InvalidArgument(std::string("invalid JSON: ") + e.what());
-  }
-  if (!finder.duplicate().empty()) {
-    return Bad(finder.duplicate(), "duplicate key", "each key may appear once in an object");
-  }
-  return doc;
 }
 
 // Reads the keys of one JSON object, each error naming `path.key`.
@@ -319,54 +211,17 @@ StatusOr<ModelLayout> LayoutFromJson(const Json& doc, uint32_t default_page_size
 }
 
 StatusOr<ModelLayout> ParseLayoutText(std::string_view text, uint32_t default_page_size_tokens) {
-  CACHEPAWL_ASSIGN_OR_RETURN(Json doc, ParseJsonText(text));
+  CACHEPAWL_ASSIGN_OR_RETURN(Json doc, json_text::ParseJson(text, /*reject_duplicate_keys=*/true));
   return LayoutFromJson(doc, default_page_size_tokens);
-}
-
-// Reads a whole (small) file. NotFound when it does not exist, IOError for other failures.
-Status ReadLayoutText(const std::string& path, std::string* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return Status::NotFound("open: no such file");
-    return Status::FromErrno("open", err);
-  }
-  struct stat st {};
-  Status status;
-  if (::fstat(fd, &st) != 0) {
-    status = Status::FromErrno("fstat", errno);
-  } else if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxLayoutFileBytes) {
-    status =
-        Status::InvalidArgument(std::to_string(st.st_size) + " bytes (a layout file is at most " +
-                                std::to_string(kMaxLayoutFileBytes) + " bytes)");
-  } else {
-    out->clear();
-    char buf[1 << 16];
-    for (;;) {
-      ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        status = Status::FromErrno("read", errno);
-        break;
-      }
-      if (n == 0) break;
-      out->append(buf, static_cast<size_t>(n));
-      if (out->size() > kMaxLayoutFileBytes) {
-        status = Status::InvalidArgument("more than " + std::to_string(kMaxLayoutFileBytes) +
-                                         " bytes (not a layout file)");
-        break;
-      }
-    }
-  }
-  ::close(fd);
-  return status;
 }
 
 StatusOr<ModelLayout> LoadLayoutFileWithDefault(const std::string& path,
                                                 uint32_t default_page_size_tokens) {
   const std::string context = "layout file " + path;
   std::string text;
-  CACHEPAWL_RETURN_IF_ERROR(ReadLayoutText(path, &text).WithContext(context));
+  CACHEPAWL_RETURN_IF_ERROR(
+      json_text::ReadSmallFile(path, kMaxLayoutFileBytes, "a layout file", &text)
+          .WithContext(context));
   auto layout = ParseLayoutText(text, default_page_size_tokens);
   if (!layout.ok()) return layout.status().WithContext(context);
   return layout;

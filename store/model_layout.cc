@@ -12,6 +12,8 @@ namespace cachepawl {
 namespace {
 
 constexpr uint32_t kFingerprintVersion = 1;
+// The block whose layers keep a conv state only (LFM2): an empty ssm_shape, 0 SSM bytes.
+constexpr char kShortConvBlock[] = "shortconv";
 
 bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) {
   return __builtin_mul_overflow(a, b, out);
@@ -40,7 +42,7 @@ std::string ShapeString(const std::vector<uint64_t>& shape) {
 }
 
 bool KnownBlock(const std::string& b) {
-  return b == "mamba1" || b == "mamba2" || b == "rglru" || b == "gdn";
+  return b == "mamba1" || b == "mamba2" || b == "rglru" || b == "gdn" || b == kShortConvBlock;
 }
 
 std::optional<uint64_t> KBytes(const ModelLayout& l, const AttentionLayerSpec& a) {
@@ -134,8 +136,10 @@ Status ModelLayout::Validate() const {
       return bad(f + ".layer_index", std::to_string(s.layer_index), "overlaps another SSM layer");
     }
     if (!KnownBlock(s.block)) {
-      return bad(f + ".block", "'" + s.block + "'", "expected mamba1, mamba2, rglru or gdn");
+      return bad(f + ".block", "'" + s.block + "'",
+                 "expected mamba1, mamba2, rglru, gdn or shortconv");
     }
+    const bool conv_only = s.block == kShortConvBlock;
     if (!IsValidDType(static_cast<uint8_t>(s.conv_dtype))) {
       return bad(f + ".conv_dtype", std::to_string(static_cast<int>(s.conv_dtype)),
                  "unknown dtype");
@@ -147,12 +151,16 @@ Status ModelLayout::Validate() const {
       return bad(f + ".conv_shape", ShapeString(s.conv_shape),
                  "needs at least one dimension, all > 0, product within 64 bits");
     }
-    if (!Elements(s.ssm_shape)) {
+    if (conv_only && !s.ssm_shape.empty()) {
+      return bad(f + ".ssm_shape", ShapeString(s.ssm_shape),
+                 "a shortconv layer has no SSM state: must be []");
+    }
+    if (!conv_only && !Elements(s.ssm_shape)) {
       return bad(f + ".ssm_shape", ShapeString(s.ssm_shape),
                  "needs at least one dimension, all > 0, product within 64 bits");
     }
     auto c = ShapeBytes(s.conv_shape, s.conv_dtype);
-    auto m = ShapeBytes(s.ssm_shape, s.ssm_dtype);
+    auto m = conv_only ? std::optional<uint64_t>(0) : ShapeBytes(s.ssm_shape, s.ssm_dtype);
     if (!c) {
       return bad(f + ".conv_shape", ShapeString(s.conv_shape),
                  "byte size overflows or is not a multiple of 16 elements for fp4");
@@ -296,8 +304,13 @@ std::string ModelLayout::Describe() const {
   for (size_t i = 0; i < ssm_layers.size(); ++i) {
     const auto& s = ssm_layers[i];
     o << "  [" << s.layer_index << "] " << s.block << " conv=" << ShapeString(s.conv_shape) << " "
-      << DTypeName(s.conv_dtype) << " ssm=" << ShapeString(s.ssm_shape) << " "
-      << DTypeName(s.ssm_dtype) << "  state=" << ConvStateBytes(i) + SsmStateBytes(i) << " B\n";
+      << DTypeName(s.conv_dtype);
+    if (s.ssm_shape.empty()) {
+      o << " ssm=none";
+    } else {
+      o << " ssm=" << ShapeString(s.ssm_shape) << " " << DTypeName(s.ssm_dtype);
+    }
+    o << "  state=" << ConvStateBytes(i) + SsmStateBytes(i) << " B\n";
   }
   o << "kv page bytes:    " << KvPageBytes() << " (" << HumanBytes(KvPageBytes()) << ")\n";
   o << "kv bytes/token:   " << (page_size_tokens ? KvPageBytes() / page_size_tokens : 0) << "\n";

@@ -10,7 +10,7 @@
 //                    V[a] : same shape
 //   Mamba record = for each SSM layer s (in the order of `ssm_layers`):
 //                    conv[s] : conv_shape of conv_dtype
-//                    ssm[s]  : ssm_shape  of ssm_dtype
+//                    ssm[s]  : ssm_shape  of ssm_dtype (none for a shortconv layer)
 //
 // Segments are packed back to back (no padding); records are padded to 4 KiB by the tiers.
 // The fingerprint is a SHA-256 of a canonical encoding of every field, so two layouts are
@@ -40,13 +40,14 @@ struct AttentionLayerSpec {
 
 // A recurrent layer with a fixed-size per-sequence state. Mamba-1/2 keep a conv state and an
 // SSM state; other recurrent blocks (RG-LRU, Gated DeltaNet) map onto the same two tensors
-// (`block` records which, and is part of the fingerprint).
+// (`block` records which, and is part of the fingerprint). A "shortconv" layer (LFM2's gated
+// short convolution) keeps a conv state only: its ssm_shape is empty and its SSM segment 0 bytes.
 struct SsmLayerSpec {
   uint32_t layer_index = 0;
-  std::string block = "mamba2";      // mamba1, mamba2, rglru, gdn
+  std::string block = "mamba2";      // mamba1, mamba2, rglru, gdn, shortconv
   std::vector<uint64_t> conv_shape;  // e.g. {conv_dim, d_conv - 1}
   DType conv_dtype = DType::kBf16;
-  std::vector<uint64_t> ssm_shape;  // e.g. {nheads, head_dim, d_state}
+  std::vector<uint64_t> ssm_shape;  // e.g. {nheads, head_dim, d_state}; {} for shortconv
   DType ssm_dtype = DType::kFp32;
 };
 
@@ -68,8 +69,9 @@ struct ModelLayout {
   // OK, or InvalidArgument naming the field and value at fault, e.g.
   // "attention_layers[3].num_kv_heads: 0 (must be > 0)". Checks: page size > 0, tp_rank <
   // tp_size, at least one layer, layer indices unique within each kind and < num_layers,
-  // non-zero heads/dims/shapes, known dtypes and blocks, fp4 sizes a multiple of 16, and that no
-  // size below overflows 64 bits. Every other method assumes Validate() returned OK.
+  // non-zero heads/dims/shapes (an empty ssm_shape for shortconv layers, a non-empty one for
+  // every other block), known dtypes and blocks, fp4 sizes a multiple of 16, and that no size
+  // below overflows 64 bits. Every other method assumes Validate() returned OK.
   Status Validate() const;
 
   bool has_attention() const { return !attention_layers.empty(); }
@@ -79,7 +81,7 @@ struct ModelLayout {
   uint64_t KBytesPerPage(size_t attention_layer) const;
   // Bytes of one KV page record: all attention layers, K and V.
   uint64_t KvPageBytes() const;
-  // Bytes of one layer's conv / SSM state for one sequence.
+  // Bytes of one layer's conv / SSM state for one sequence (SSM: 0 for a shortconv layer).
   uint64_t ConvStateBytes(size_t ssm_layer) const;
   uint64_t SsmStateBytes(size_t ssm_layer) const;
   // Bytes of one Mamba state record: all SSM layers, conv and SSM.

@@ -93,6 +93,9 @@ Status DevicePoolDescription::Validate(const ModelLayout& layout) const {
       const std::string n = "device_pool.ssm[" + std::to_string(s) + "].";
       tensors.push_back({n + "conv", 1, reinterpret_cast<uintptr_t>(ssm[s].conv_base),
                          ssm[s].conv_slot_stride, layout.ConvStateBytes(s), num_state_slots});
+      // A layer without an SSM state (shortconv) has no tensor there: its base and stride are
+      // not read and may be null / 0.
+      if (layout.SsmStateBytes(s) == 0) continue;
       tensors.push_back({n + "ssm", 1, reinterpret_cast<uintptr_t>(ssm[s].ssm_base),
                          ssm[s].ssm_slot_stride, layout.SsmStateBytes(s), num_state_slots});
     }

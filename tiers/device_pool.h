@@ -18,7 +18,8 @@
 //     whole pages with copy engines and no kernel).
 // For SSM layer s, state slot i's conv state is ConvStateBytes(s) contiguous bytes at
 // conv_base + i * conv_slot_stride, its SSM state SsmStateBytes(s) bytes at
-// ssm_base + i * ssm_slot_stride.
+// ssm_base + i * ssm_slot_stride. A layer without an SSM state (shortconv, 0 bytes) has no SSM
+// tensor: its ssm_base and ssm_slot_stride are ignored (null / 0 are fine).
 //
 // Thread safety: a DevicePoolDescription is a value.
 #pragma once

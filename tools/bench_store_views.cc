@@ -100,6 +100,7 @@ class BenchView final : public PoolView {
     for (size_t s = 0; s < d.ssm.size(); ++s) {
       st.push_back({d.ssm[s].conv_base, d.ssm[s].conv_slot_stride, layout.ConvSegment(s).offset,
                     layout.ConvSegment(s).bytes});
+      if (layout.SsmSegment(s).bytes == 0) continue;  // shortconv: no SSM tensor to copy
       st.push_back({d.ssm[s].ssm_base, d.ssm[s].ssm_slot_stride, layout.SsmSegment(s).offset,
                     layout.SsmSegment(s).bytes});
     }

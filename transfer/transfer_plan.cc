@@ -21,6 +21,9 @@ RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescriptio
   m.num_slots = kind == Kind::kKV ? pool.num_pages : pool.num_state_slots;
   if (m.num_slots == 0) return m;
   auto add = [&](RecordSegment rs, const std::byte* base, uint64_t stride, int layer) {
+    // An empty segment (the SSM state of a shortconv layer) moves nothing: no segment, no tile,
+    // no copy, and its (unused) base and stride take no part in the direct-record detection.
+    if (rs.bytes == 0) return;
     m.segments.push_back({rs.offset, rs.bytes, reinterpret_cast<uintptr_t>(base), stride, layer});
   };
   if (kind == Kind::kKV) {

@@ -36,7 +36,7 @@ from .errors import (
     Unavailable,
 )
 from .fence import Fence, Prefetch
-from .layout import Kind, Layout, Tier, preset_names
+from .layout import Kind, Layout, Tier, hf_model_types, preset_names
 from .match import Lock, Match
 from .options import WRITE_POLICIES, validate_options
 from .pool import DevicePool, buffer_address
@@ -91,6 +91,7 @@ __all__ = [
     "WRITE_POLICIES",
     "__version__",
     "buffer_address",
+    "hf_model_types",
     "library_path",
     "library_version",
     "library_version_number",

@@ -83,6 +83,17 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_layout_from_preset", _status, (_str, _u32, _P(LayoutP))),
     ("cachepawl_layout_from_json_file", _status, (_str, _P(LayoutP))),
     ("cachepawl_layout_from_json_string", _status, (_str, _size, _P(LayoutP))),
+    (
+        "cachepawl_layout_from_hf_config_string",
+        _status,
+        (_str, _size, _str, _str, _str, _u32, _str, _P(LayoutP)),
+    ),
+    (
+        "cachepawl_layout_from_hf_config_file",
+        _status,
+        (_str, _str, _str, _str, _u32, _str, _P(LayoutP)),
+    ),
+    ("cachepawl_layout_hf_model_types", _status, (_P(_vp),)),
     ("cachepawl_layout_free", None, (LayoutP,)),
     ("cachepawl_layout_to_json", _status, (LayoutP, _P(_vp))),
     ("cachepawl_layout_page_size_tokens", _status, (LayoutP, _P(_u32))),

@@ -10,7 +10,8 @@ from __future__ import annotations
 import ctypes
 import enum
 import json
-from typing import Any, Dict, List, Union
+import os
+from typing import Any, Dict, List, Optional, Union
 
 from . import _convert, _lib
 from .errors import InvalidArgument, check, get
@@ -56,16 +57,26 @@ def to_kind(kind: KindLike, name: str = "kind") -> Kind:
         raise InvalidArgument(f"{name}: {v} (expected Kind.KV (0) or Kind.STATE (1))") from None
 
 
+def _lines(fn: Any) -> List[str]:
+    out = ctypes.c_void_p()
+    check(fn(ctypes.byref(out)))
+    return [n for n in _lib.take_string(out.value).split("\n") if n]
+
+
 def preset_names() -> List[str]:
     """The built-in layout presets, sorted."""
-    out = ctypes.c_void_p()
-    check(lib.cachepawl_layout_preset_names(ctypes.byref(out)))
-    return [n for n in _lib.take_string(out.value).split("\n") if n]
+    return _lines(lib.cachepawl_layout_preset_names)
+
+
+def hf_model_types() -> List[str]:
+    """The Hugging Face ``model_type`` values :meth:`Layout.from_hf_config` maps, sorted."""
+    return _lines(lib.cachepawl_layout_hf_model_types)
 
 
 class Layout(_lib.Owner):
     """A model's cache layout (a value). Build one with :meth:`from_preset`,
-    :meth:`from_json` or :meth:`from_file`, or read a store's with ``Store.layout``."""
+    :meth:`from_json`, :meth:`from_file` or :meth:`from_hf_config`, or read a store's with
+    ``Store.layout``."""
 
     def __init__(self, handle: Any) -> None:
         # Internal: takes ownership of a non-NULL cachepawl_layout*.
@@ -98,6 +109,50 @@ class Layout(_lib.Owner):
         """A JSON layout file; errors start "layout file PATH: "."""
         h = _lib.LayoutP()
         check(lib.cachepawl_layout_from_json_file(_convert.path("path", path), ctypes.byref(h)))
+        return cls(h)
+
+    @classmethod
+    def from_hf_config(
+        cls,
+        config: Union[str, bytes, "os.PathLike[str]", Dict[str, Any]],
+        *,
+        dtype: str = "bf16",
+        state_dtype: str = "fp32",
+        convention: str = "transformers",
+        page_size_tokens: int = 16,
+        model: Optional[str] = None,
+    ) -> "Layout":
+        """The layout transformers 5.17 keeps for a Hugging Face ``config.json``
+        (docs/MODELS.md, "Layouts from a Hugging Face config").
+
+        ``config`` is a path (str or os.PathLike) to the file, its JSON text (a str or bytes
+        that starts with "{"), or the config as a dict. ``dtype``: K/V and conv state dtype;
+        ``state_dtype``: recurrent state dtype; ``convention``: "transformers" (conv state
+        width d_conv) or "sglang" (d_conv - 1); ``model``: the layout's name (default: the
+        config's ``_name_or_path``, else its ``model_type``). Errors name the argument, or the
+        config key and value (``InvalidArgument``); a missing file is ``NotFound``."""
+        args = (
+            _convert.text("dtype", dtype),
+            _convert.text("state_dtype", state_dtype),
+            _convert.text("convention", convention),
+            _convert.u32("page_size_tokens", page_size_tokens),
+            None if model is None else _convert.text("model", model),
+        )
+        h = _lib.LayoutP()
+        if isinstance(config, dict):
+            config = json.dumps(config)
+        if isinstance(config, (bytes, bytearray)) or (
+            isinstance(config, str) and config.lstrip().startswith("{")
+        ):
+            b = config.encode("utf-8") if isinstance(config, str) else bytes(config)
+            check(lib.cachepawl_layout_from_hf_config_string(b, len(b), *args, ctypes.byref(h)))
+        elif isinstance(config, (str, os.PathLike)):
+            path = _convert.path("config", config)
+            check(lib.cachepawl_layout_from_hf_config_file(path, *args, ctypes.byref(h)))
+        else:
+            raise TypeError(
+                f"config: expected a path, JSON text or a dict, got {type(config).__name__}"
+            )
         return cls(h)
 
     # --- sizes -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ dropped afterwards.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 from . import _convert, _lib
 from .errors import InvalidArgument, check
@@ -106,16 +106,22 @@ class DevicePool(_lib.Owner):
         return self
 
     def set_ssm_layer(
-        self, i: int, conv_base: int, conv_slot_stride: int, ssm_base: int, ssm_slot_stride: int
+        self,
+        i: int,
+        conv_base: int,
+        conv_slot_stride: int,
+        ssm_base: Optional[int],
+        ssm_slot_stride: int,
     ) -> "DevicePool":
         """SSM layer i: slot s's conv state at conv_base + s * conv_slot_stride, its SSM state
-        at ssm_base + s * ssm_slot_stride."""
+        at ssm_base + s * ssm_slot_stride. A shortconv layer (no SSM state) takes ssm_base
+        None (or 0); any other layer's missing ssm_base is refused at registration."""
         return self._set_layer(
             lib.cachepawl_pool_set_ssm_layer,
             i,
             ("conv_base", conv_base),
             ("conv_slot_stride", conv_slot_stride),
-            ("ssm_base", ssm_base),
+            ("ssm_base", 0 if ssm_base is None else ssm_base),
             ("ssm_slot_stride", ssm_slot_stride),
         )
 

@@ -15,6 +15,7 @@ Forms (one entry per attention layer of the layout, in order; one per SSM layer)
 * ``kv=[T, ...]``: K and V interleaved per page, ``[num_pages, 2, page_size, kv_heads,
   head_dim]``;
 * ``ssm=[(conv, ssm), ...]``: ``[num_slots, *conv_shape]`` and ``[num_slots, *ssm_shape]``;
+  a shortconv layer (LFM2: a conv state and no SSM state) is ``(conv, None)`` or ``(conv,)``;
 * ``kv_blocks=T`` / ``state_blocks=T``: block-contiguous, dim 0 the page (state slot) and the
   rest exactly one KV record (state record) in page-first order; any dtype (uint8 is usual).
 
@@ -252,12 +253,27 @@ def _ssm_setters(c: _Checker, layout: Layout, d: Dict[str, Any], ssm: Any) -> Li
     ssm_layers = d["ssm_layers"]
     for s, entry in enumerate(_layers("ssm", ssm, len(ssm_layers), "SSM", d["model"])):
         spec = ssm_layers[s]
-        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+        conv_only = not spec["ssm_shape"]  # shortconv: a conv state, no SSM state
+        if conv_only:
+            if not isinstance(entry, (tuple, list)) or len(entry) not in (1, 2):
+                raise InvalidArgument(
+                    f"ssm[{s}]: expected (conv,) or (conv, None): layer {spec['layer_index']} "
+                    f"is {spec['block']} (no SSM state)"
+                )
+            if len(entry) == 2 and entry[1] is not None:
+                raise InvalidArgument(
+                    f"ssm[{s}][1]: expected None: layer {spec['layer_index']} is "
+                    f"{spec['block']} (no SSM state)"
+                )
+        elif not isinstance(entry, (tuple, list)) or len(entry) != 2 or entry[1] is None:
             raise InvalidArgument(f"ssm[{s}]: expected a (conv, ssm) pair of tensors")
         parts = []
         for j, (part, nbytes) in enumerate(
             (("conv", layout.conv_state_bytes(s)), ("ssm", layout.ssm_state_bytes(s)))
         ):
+            if part == "ssm" and conv_only:
+                parts.append((0, 0))
+                continue
             dtype = spec[f"{part}_dtype"]
             what = f"{part if part == 'conv' else 'SSM'} state {spec[f'{part}_shape']} of {dtype}"
             parts.append(
@@ -272,7 +288,7 @@ def describe(
     layout: Layout,
     *,
     kv: Optional[Sequence[Any]] = None,
-    ssm: Optional[Sequence[Tuple[Any, Any]]] = None,
+    ssm: Optional[Sequence[Sequence[Any]]] = None,
     kv_blocks: Any = None,
     state_blocks: Any = None,
     num_pages: Optional[int] = None,

@@ -358,3 +358,76 @@ def test_duck_typed_tensor_devices() -> None:
         ssm=[tuple(FakeTensor(x._v, FakeDevice("cuda")) for x in layer) for layer in t["ssm"]],
     )
     assert all_gpu.device == 0  # "cuda" without an index is device 0
+
+
+SHORTCONV_LAYOUT_JSON = BASE_OPTIONS["layout_json"].replace(
+    '{"layer_index": 3, "block": "mamba2", "conv_shape": [8, 3], "conv_dtype": "bf16",\n'
+    '   "ssm_shape": [2, 4, 8], "ssm_dtype": "fp32"}',
+    '{"layer_index": 3, "block": "shortconv", "conv_shape": [8, 3], "ssm_shape": []}',
+)
+
+
+@pytest.mark.parametrize("shortconv_entry", ["pair", "single"])
+def test_shortconv_layers_take_no_ssm_tensor(
+    make_store: Callable[..., cachepawl.Store], shortconv_entry: str
+) -> None:
+    """A shortconv layer (LFM2) has a conv state and no SSM state: its ssm entry is
+    (conv, None) or (conv,), and states still round-trip byte for byte."""
+    layout = cachepawl.Layout.from_json(SHORTCONV_LAYOUT_JSON)
+    assert layout.ssm_state_bytes(1) == 0 and layout.state_bytes == CONV + SSM + CONV
+    store = make_store(layout=layout, layout_json=None, device_pool_bytes=0)
+    kv = [[bytearray(PAGES * K), bytearray(PAGES * K)] for _ in range(2)]
+    conv = [bytearray(SLOTS * CONV), bytearray(SLOTS * CONV)]
+    ssm0 = bytearray(SLOTS * SSM)
+    for i, buf in enumerate([b for layer in kv for b in layer] + conv + [ssm0]):
+        buf[:] = record(len(buf), 700 + i)
+    conv_views = [view(shape=(SLOTS, 8, 3), ptr=buffer_address(c)) for c in conv]
+    shortconv = (conv_views[1], None) if shortconv_entry == "pair" else (conv_views[1],)
+    store.register_tensors(
+        kv=[tuple(view(ptr=buffer_address(b)) for b in layer) for layer in kv],
+        ssm=[
+            (
+                conv_views[0],
+                view(shape=(SLOTS, 2, 4, 8), itemsize=4, dtype="float32", ptr=buffer_address(ssm0)),
+            ),
+            shortconv,
+        ],
+    )
+    toks = tokens(2 * PAGE, first=900)
+    store.save(toks, [0, 1], state_slot=0, state_depth_tokens=2 * PAGE).wait(timeout=30)
+    m = store.lookup(toks)
+    assert m.reusable_pages == 2
+    with store.lock(m):
+        store.load(m, [2, 3], 1).wait(timeout=30)
+    for layer in kv:
+        for b in layer:
+            assert b[2 * K : 4 * K] == b[0 : 2 * K]
+    assert conv[0][CONV : 2 * CONV] == conv[0][:CONV]
+    assert ssm0[SSM : 2 * SSM] == ssm0[:SSM]
+    assert conv[1][CONV : 2 * CONV] == conv[1][:CONV]
+
+
+def test_shortconv_entries_are_checked(make_store: Callable[..., cachepawl.Store]) -> None:
+    layout = cachepawl.Layout.from_json(SHORTCONV_LAYOUT_JSON)
+    kv = [(view(), view()), (view(), view())]
+    conv = view(shape=(SLOTS, 8, 3))
+    ssm = view(shape=(SLOTS, 2, 4, 8), itemsize=4, dtype="float32")
+    with pytest.raises(
+        cachepawl.InvalidArgument, match=r"ssm\[1\]\[1\]: expected None: layer 3 is shortconv"
+    ):
+        describe(layout, kv=kv, ssm=[(conv, ssm), (conv, ssm)])
+    with pytest.raises(
+        cachepawl.InvalidArgument, match=r"ssm\[1\]: expected \(conv,\) or \(conv, None\)"
+    ):
+        describe(layout, kv=kv, ssm=[(conv, ssm), conv])
+    with pytest.raises(cachepawl.InvalidArgument, match=r"ssm\[0\]: expected a \(conv, ssm\) pair"):
+        describe(layout, kv=kv, ssm=[(conv, None), (conv,)])
+    with pytest.raises(cachepawl.InvalidArgument, match=r"ssm\[0\]: expected a \(conv, ssm\) pair"):
+        describe(layout, kv=kv, ssm=[(conv,), (conv,)])
+    # DevicePool directly: a None ssm_base is refused at registration for a layer with a state.
+    store = engine_store(make_store)  # the tiny hybrid layout: two mamba2 layers
+    engine = Engine("separate")
+    pool = engine.pool()
+    pool.set_ssm_layer(1, buffer_address(engine.ssm[1][0]), 0, None, 0)
+    with pytest.raises(cachepawl.InvalidArgument, match=r"device_pool\.ssm\[1\]\.ssm_base: null"):
+        store.register_device_pool(pool)

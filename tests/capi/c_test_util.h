@@ -45,6 +45,13 @@ int32_t test_cuda_device(void);
 /* Opens a store of the tiny layout on test_cuda_device(); disk_dir NULL: host only. */
 cachepawl_store* open_tiny_store(const char* disk_dir, uint64_t device_pool_bytes);
 
+/* Saves `num_pages` device pages `src` (the full pages of `tokens`, namespace `ns`) and state
+ * slot `src_slot` at their depth, looks the tokens up (all pages reusable), and loads them into
+ * pages `dst` and slot `dst_slot`, waiting for each fence. */
+void save_and_load_back(cachepawl_store* s, const char* ns, const uint32_t* tokens,
+                        size_t num_pages, uint32_t page_size, const uint64_t* src,
+                        uint64_t src_slot, const uint64_t* dst, uint64_t dst_slot);
+
 /* The parts of the test, one per file. */
 void test_library_and_layouts(void);
 void test_options(void);
@@ -55,5 +62,6 @@ void test_engine_pools(void);
 void test_close_and_lifetimes(const char* dir);
 void test_threads(const char* dir);
 void test_pure_ssm(const char* dir);
+void test_hf_layouts(void);
 
 #endif /* CACHEPAWL_TESTS_CAPI_C_TEST_UTIL_H_ */

@@ -117,6 +117,28 @@ cachepawl_store* open_tiny_store(const char* disk_dir, uint64_t device_pool_byte
   return s;
 }
 
+void save_and_load_back(cachepawl_store* s, const char* ns, const uint32_t* tokens,
+                        size_t num_pages, uint32_t page_size, const uint64_t* src,
+                        uint64_t src_slot, const uint64_t* dst, uint64_t dst_slot) {
+  const size_t ns_len = ns == NULL ? 0 : strlen(ns);
+  const size_t num_tokens = num_pages * page_size;
+  cachepawl_match* m = NULL;
+  cachepawl_fence* f = NULL;
+  size_t n = 0;
+  EXPECT_OK(cachepawl_store_save(s, ns, ns_len, tokens, num_tokens, 0, src, num_pages, src_slot,
+                                 num_tokens, &f));
+  EXPECT_OK(cachepawl_fence_wait(f, CACHEPAWL_WAIT_FOREVER));
+  cachepawl_fence_free(f);
+  f = NULL;
+  EXPECT_OK(cachepawl_store_lookup(s, ns, ns_len, tokens, num_tokens, &m));
+  EXPECT_OK(cachepawl_match_reusable_pages(m, &n));
+  CHECK(n == num_pages);
+  EXPECT_OK(cachepawl_store_load(s, m, dst, num_pages, dst_slot, 0, 0, &f));
+  EXPECT_OK(cachepawl_fence_wait(f, CACHEPAWL_WAIT_FOREVER));
+  cachepawl_fence_free(f);
+  cachepawl_match_free(m);
+}
+
 void test_library_and_layouts(void) {
   static const char kBadDtype[] =
       "{\"model\": \"m\", \"num_layers\": 1, \"attention_layers\": [{\"layer_index\": 0, "
@@ -360,6 +382,7 @@ int main(void) {
   test_close_and_lifetimes(dir);
   test_threads(dir);
   test_pure_ssm(dir);
+  test_hf_layouts();
   remove_tree(dir);
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;

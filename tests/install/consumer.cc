@@ -2,13 +2,14 @@
 // with find_package(Cachepawl) and with pkg-config): it includes only <cachepawl/...> headers
 // and links only libcachepawl.so.
 //
-// It opens a store in CPU mode with a store-owned device pool, a small host tier and a disk
-// tier in DIR, writes KV pages and a Mamba state into device slots, Saves them, Looks the
-// prompt up, Loads it into other slots and compares every byte; then closes the store, reopens
-// it from DIR (host tier empty: the disk path) and loads and compares again. Any error or
-// mismatch is printed and the exit status is 1.
+// It reads a Hugging Face config.json's layout, then opens a store in CPU mode with a store-owned
+// device pool, a small host tier and a disk tier in DIR, writes KV pages and a Mamba state into
+// device slots, Saves them, Looks the prompt up, Loads it into other slots and compares every byte;
+// then closes the store, reopens it from DIR (host tier empty: the disk path) and loads and
+// compares again. Any error or mismatch is printed and the exit status is 1.
 //
 //   consumer DIR        (DIR: an empty folder the store may use)
+#include <cachepawl/store/layout_from_hf.h>
 #include <cachepawl/store/store.h>
 #include <cachepawl/tiers/device_pool.h>  // unused here; an engine with its own pool needs it
 
@@ -50,6 +51,22 @@ std::vector<std::byte> Pattern(uint64_t bytes, uint64_t seed) {
 bool Check(const Status& s, const char* what) {
   if (!s.ok()) std::fprintf(stderr, "consumer: %s: %s\n", what, s.ToString().c_str());
   return s.ok();
+}
+
+// The Hugging Face config reader is installed API too: a two-layer Mamba-2 config gives conv
+// states of [2 * 64 + 2 * 1 * 16, 4].
+bool ReadsAHfConfig() {
+  HfLayoutOptions o;
+  o.page_size_tokens = kPageTokens;
+  auto l = LayoutFromHfConfig(R"({"model_type": "mamba2", "hidden_size": 64, "num_heads": 2,
+                                  "head_dim": 64, "n_groups": 1, "state_size": 16,
+                                  "num_hidden_layers": 2})",
+                              o);
+  if (!Check(l.status(), "LayoutFromHfConfig")) return false;
+  const bool right =
+      l->ssm_layers.size() == 2 && l->ssm_layers[1].conv_shape == std::vector<uint64_t>{160, 4};
+  if (!right) std::fprintf(stderr, "consumer: LayoutFromHfConfig: %s", l->Describe().c_str());
+  return right;
 }
 
 StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& dir) {
@@ -123,6 +140,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
+  if (!ReadsAHfConfig()) return 1;
   std::vector<uint32_t> tokens(kPages * kPageTokens);
   std::iota(tokens.begin(), tokens.end(), 7);
 

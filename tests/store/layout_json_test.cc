@@ -76,6 +76,27 @@ TEST(LayoutJsonTest, NonDefaultFieldsRoundTrip) {
   EXPECT_TRUE(*back == l);
 }
 
+TEST(LayoutJsonTest, ShortConvLayersRoundTripWithAnEmptySsmShape) {
+  ModelLayout l;
+  l.model = "LiquidAI/LFM2-tiny";
+  l.num_layers = 2;
+  l.attention_layers = {{1, 2, 64, DType::kBf16, 0}};
+  l.ssm_layers = {{0, "shortconv", {256, 3}, DType::kBf16, {}, DType::kFp32}};
+  ASSERT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  const std::string json = LayoutToJson(l);
+  EXPECT_NE(json.find(R"("block":"shortconv","conv_shape":[256,3],"conv_dtype":"bf16",)"
+                      R"("ssm_shape":[],"ssm_dtype":"fp32")"),
+            std::string::npos)
+      << json;
+  auto back = ParseLayoutJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << json;
+  EXPECT_TRUE(*back == l);
+  EXPECT_EQ(back->FingerprintHex(), l.FingerprintHex());
+  EXPECT_EQ(back->MambaSlotBytes(), 256u * 3 * 2);
+  ExpectInvalid(Replace(kMinimal, R"("block": "mamba2")", R"("block": "shortconv")"),
+                {"ssm_layers[0].ssm_shape: [2, 32, 16]", "must be []"});
+}
+
 TEST(LayoutJsonTest, OptionalKeysTakeTheirDefaults) {
   auto l = ParseLayoutJson(kMinimal);
   ASSERT_TRUE(l.ok()) << l.status().ToString();

@@ -127,7 +127,38 @@ TEST(ModelLayoutTest, RejectsUnknownDTypeValuesCastFromBadIntegers) {
 TEST(ModelLayoutTest, RejectsUnknownBlocks) {
   ModelLayout l = Small();
   l.ssm_layers[1].block = "mamba3";
-  ExpectInvalid(l, {"ssm_layers[1].block: 'mamba3'", "mamba1, mamba2, rglru or gdn"});
+  ExpectInvalid(l, {"ssm_layers[1].block: 'mamba3'", "mamba1, mamba2, rglru, gdn or shortconv"});
+}
+
+TEST(ModelLayoutTest, ShortConvLayersKeepAConvStateOnly) {
+  ModelLayout l = Small();
+  l.ssm_layers[1] = {2, "shortconv", {80, 3}, DType::kFp16, {}, DType::kFp32};
+  ASSERT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  // conv 80 * 3 * 2 = 480; no SSM state.
+  EXPECT_EQ(l.ConvStateBytes(1), 480u);
+  EXPECT_EQ(l.SsmStateBytes(1), 0u);
+  EXPECT_EQ(l.MambaSlotBytes(), 576u + 1024u + 480u);
+  EXPECT_EQ(l.ConvSegment(1).offset, 1600u);
+  EXPECT_EQ(l.SsmSegment(1).offset, 2080u);
+  EXPECT_EQ(l.SsmSegment(1).bytes, 0u);
+  EXPECT_NE(l.Describe().find("[2] shortconv conv=[80, 3] fp16 ssm=none  state=480 B"),
+            std::string::npos)
+      << l.Describe();
+  // An empty shape is distinct from every non-empty one in the fingerprint.
+  ModelLayout gdn = Small();
+  EXPECT_NE(l.FingerprintHex(), gdn.FingerprintHex());
+}
+
+TEST(ModelLayoutTest, OnlyShortConvLayersMayOmitTheSsmState) {
+  ModelLayout l = Small();
+  l.ssm_layers[1].block = "shortconv";
+  ExpectInvalid(l, {"ssm_layers[1].ssm_shape: [2, 8, 8]", "shortconv", "must be []"});
+  l = Small();
+  l.ssm_layers[1].ssm_shape = {};
+  ExpectInvalid(l, {"ssm_layers[1].ssm_shape: []", "at least one dimension"});
+  l = Small();
+  l.ssm_layers[1] = {2, "shortconv", {}, DType::kBf16, {}, DType::kFp32};
+  ExpectInvalid(l, {"ssm_layers[1].conv_shape: []", "at least one dimension"});
 }
 
 TEST(ModelLayoutTest, Fp4NeedsAMultipleOf16ElementsAndCountsItsScales) {

@@ -281,6 +281,87 @@ TEST_F(StoreTest, EvictsToDiskAndLoadsBackThroughHost) {
   EXPECT_GT(store->Stats().bytes_disk_to_host, 0u);
 }
 
+TEST_F(StoreTest, ShortConvStatesRoundTripThroughHostAndDisk) {
+  const ModelLayout layout = TinyShortConv();
+  ASSERT_EQ(layout.RecordBytes(Kind::kMamba), 48u + 256u + 48u);
+  // Host holds 16 slots; 8 prompts of 3 pages and a state each push some of them to disk.
+  auto store = OpenOrDie(Options(layout, 16 * 8192, 8 << 20));
+  ASSERT_NE(store, nullptr);
+  std::vector<std::vector<uint32_t>> prompts;
+  for (int r = 0; r < 8; ++r) {
+    prompts.push_back(Tokens(7000 + 100 * r, 4 * 3));
+    SaveAll(store.get(), "", prompts.back(), /*with_state=*/true);
+  }
+  bool any_disk_state = false;
+  for (const auto& p : prompts) {
+    auto m = store->Lookup("", p);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    ASSERT_EQ(m->reusable_pages, 3u);
+    any_disk_state = any_disk_state || m->state_tier == Tier::kDisk;
+    EXPECT_TRUE(LoadAndVerify(store.get(), *m).ok());  // every byte of pages and state
+  }
+  EXPECT_TRUE(any_disk_state) << "no state went to disk: the disk record path went untested";
+  EXPECT_TRUE(store->Close().ok());
+}
+
+TEST_F(StoreTest, AnEnginePoolWithoutShortConvSsmTensorsRoundTripsStates) {
+  const ModelLayout layout = TinyShortConv();
+  StoreOptions o = Options(layout, 64 * 8192, 0);
+  o.device_pool_bytes = 0;  // the engine registers its own, per layer
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  constexpr uint64_t kPages = 4, kStates = 2;
+  std::vector<std::vector<std::byte>> tensors;
+  auto tensor = [&](uint64_t bytes) {
+    tensors.emplace_back(bytes);
+    return tensors.back().data();
+  };
+  tensors.reserve(8);
+  std::vector<std::byte*> k, v, conv, ssm;
+  for (size_t a = 0; a < layout.attention_layers.size(); ++a) {
+    k.push_back(tensor(kPages * layout.KBytesPerPage(a)));
+    v.push_back(tensor(kPages * layout.KBytesPerPage(a)));
+  }
+  conv.push_back(tensor(kStates * layout.ConvStateBytes(0)));
+  ssm.push_back(tensor(kStates * layout.SsmStateBytes(0)));
+  conv.push_back(tensor(kStates * layout.ConvStateBytes(1)));
+  ssm.push_back(nullptr);  // the shortconv layer has no SSM tensor
+  ASSERT_TRUE(store
+                  ->RegisterDevicePool(DevicePoolDescription::LayerFirst(layout, -1, kPages, k, v,
+                                                                         false, kStates, conv, ssm))
+                  .ok());
+  for (size_t i = 0; i < tensors.size(); ++i) FillRandom(tensors[i], 1 + i);  // the "prefill"
+  auto tokens = Tokens(11, 4);
+  SaveRequest req;
+  req.tokens = tokens;
+  const std::vector<uint64_t> pages{0};
+  req.device_pages = pages;
+  req.device_state_slot = 0;
+  req.state_depth_tokens = 4;
+  auto f = store->Save(req);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE(f->Wait().ok());
+  auto m = store->Lookup("", tokens);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 1u);
+  const std::vector<uint64_t> into{1};
+  auto lf = store->Load(*m, into, 1);
+  ASSERT_TRUE(lf.ok()) << lf.status().ToString();
+  ASSERT_TRUE(lf->Wait().ok());
+  auto slot_bytes = [](const std::byte* base, uint64_t bytes, uint64_t slot) {
+    return std::vector<std::byte>(base + slot * bytes, base + (slot + 1) * bytes);
+  };
+  for (size_t a = 0; a < layout.attention_layers.size(); ++a) {
+    const uint64_t kb = layout.KBytesPerPage(a);
+    EXPECT_EQ(slot_bytes(k[a], kb, 1), slot_bytes(k[a], kb, 0)) << "K of layer " << a;
+    EXPECT_EQ(slot_bytes(v[a], kb, 1), slot_bytes(v[a], kb, 0)) << "V of layer " << a;
+  }
+  EXPECT_EQ(slot_bytes(conv[0], 48, 1), slot_bytes(conv[0], 48, 0));
+  EXPECT_EQ(slot_bytes(ssm[0], 256, 1), slot_bytes(ssm[0], 256, 0));
+  EXPECT_EQ(slot_bytes(conv[1], 48, 1), slot_bytes(conv[1], 48, 0)) << "the shortconv layer";
+  EXPECT_TRUE(store->Close().ok());
+}
+
 TEST_F(StoreTest, ReopenInANewProcessServesDiskHits) {
   const StoreOptions o = Options(TinyHybrid(), 1 << 20, 8 << 20);
   auto prompt = Tokens(42, 4 * 5);

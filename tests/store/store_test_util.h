@@ -25,6 +25,15 @@ inline ModelLayout TinyHybrid() {
   return l;
 }
 
+// TinyHybrid with its second SSM layer a shortconv layer (LFM2): a conv state, no SSM state,
+// so the state record is conv 1, ssm 1, conv 3 (48 + 256 + 48 bytes).
+inline ModelLayout TinyShortConv() {
+  ModelLayout l = TinyHybrid();
+  l.model = "test/tiny-shortconv";
+  l.ssm_layers[1] = {3, "shortconv", {8, 3}, DType::kBf16, {}, DType::kFp32};
+  return l;
+}
+
 inline ModelLayout TinyAttentionOnly() {
   ModelLayout l = TinyHybrid();
   l.model = "test/tiny-attention";

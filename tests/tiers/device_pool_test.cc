@@ -118,6 +118,25 @@ TEST(DevicePoolDescription, RejectsOverlappingTensors) {
   EXPECT_TRUE(d.Validate(l).ok()) << d.Validate(l).ToString();
 }
 
+TEST(DevicePoolDescription, AShortConvLayerNeedsNoSsmTensor) {
+  ModelLayout l = TwoByTwo();
+  l.ssm_layers[1].block = "shortconv";
+  l.ssm_layers[1].ssm_shape.clear();
+  ASSERT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  Buffers b;
+  auto d = LayerFirstPool(l, b, 8, 3, false);
+  d.ssm[1].ssm_base = nullptr;  // nothing to point at
+  d.ssm[1].ssm_slot_stride = 0;
+  EXPECT_TRUE(d.Validate(l).ok()) << d.Validate(l).ToString();
+  d.ssm[0].ssm_base = nullptr;  // a layer with a state still needs its tensor
+  EXPECT_NE(d.Validate(l).message().find("device_pool.ssm[0].ssm_base: null"), std::string::npos);
+  std::byte* kv = b.New(l.KvPageBytes() * 8);
+  std::byte* st = b.New(l.MambaSlotBytes() * 3);
+  auto block = DevicePoolDescription::BlockContiguous(l, -1, kv, 8, 0, st, 3, 0);
+  EXPECT_TRUE(block.Validate(l).ok()) << block.Validate(l).ToString();
+  EXPECT_EQ(block.Conv(1, 2) + l.ConvStateBytes(1), st + 3 * l.MambaSlotBytes());
+}
+
 TEST(DevicePoolDescription, GpuPoolWithoutGpuIsRejected) {
   if (cuda::GpuAvailable()) GTEST_SKIP() << "a GPU is present; this checks the no-GPU path";
   const ModelLayout l = TwoByTwo();

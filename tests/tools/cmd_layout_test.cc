@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "store/layout_from_hf.h"
 #include "store/model_layout.h"
 #include "tests/common/test_util.h"
 #include "tools/command.h"
@@ -103,6 +104,78 @@ TEST(CmdLayoutTest, BadFilesExitTwoNamingTheFileAndTheFault) {
   ExpectUsageError({"layout", dtype}, "attention_layers[0].dtype: 'fp13' (unknown dtype");
 
   ExpectUsageError({"layout", dir.str()}, "Is a directory");
+}
+
+// A small hybrid config.json (Bamba: attention at layers 1 and 3, Mamba-2 elsewhere).
+constexpr char kBambaConfig[] = R"json({"model_type": "bamba", "_name_or_path": "org/tiny",
+  "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "attn_layer_indices": [1, 3], "mamba_n_heads": 8, "mamba_d_state": 16, "mamba_n_groups": 1,
+  "time_step_limit": [0.0, Infinity]})json";
+
+TEST(CmdLayoutTest, FromHfConfigPrintsTheLayoutTransformersKeeps) {
+  testing::TempDir dir;
+  const std::string path = dir.str() + "/config.json";
+  std::ofstream(path) << kBambaConfig;
+  Result r = RunCli({"layout", "--from-hf-config", path});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  auto want = LayoutFromHfConfigFile(path, HfLayoutOptions{});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  EXPECT_EQ(r.out, want->Describe());
+  EXPECT_NE(r.out.find("org/tiny"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[0] mamba2 conv=[544, 4] bf16 ssm=[8, 64, 16] fp32"), std::string::npos)
+      << r.out;
+
+  Result json =
+      RunCli({"layout", "--from-hf-config", path, "--json", "--dtype", "fp16", "--state-dtype",
+              "bf16", "--convention", "sglang", "--page-size", "32", "--model", "mine"});
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  HfLayoutOptions o;
+  o.cache_dtype = DType::kFp16;
+  o.state_dtype = DType::kBf16;
+  o.convention = StateConvention::kSglang;
+  o.page_size_tokens = 32;
+  o.model = "mine";
+  EXPECT_EQ(json.out, LayoutToJson(*LayoutFromHfConfigFile(path, o)));
+  EXPECT_NE(json.out.find(R"("conv_shape":[544,3],"conv_dtype":"fp16")"), std::string::npos)
+      << json.out;
+  // What --json printed is a layout file the command reads back.
+  const std::string layout_file = dir.str() + "/layout.json";
+  std::ofstream(layout_file) << json.out;
+  Result back = RunCli({"layout", layout_file});
+  ASSERT_EQ(back.code, kExitOk) << back.err;
+  EXPECT_EQ(back.out, LayoutFromHfConfigFile(path, o)->Describe());
+}
+
+TEST(CmdLayoutTest, FromHfConfigUsageErrorsNameTheFlagAndValue) {
+  testing::TempDir dir;
+  const std::string path = dir.str() + "/config.json";
+  std::ofstream(path) << kBambaConfig;
+  ExpectUsageError({"layout", "--from-hf-config", path, "--dtype", "fp13"},
+                   "--dtype: 'fp13' (unknown dtype)");
+  ExpectUsageError({"layout", "--from-hf-config", path, "--state-dtype", "f32x"},
+                   "--state-dtype: 'f32x' (unknown dtype)");
+  ExpectUsageError({"layout", "--from-hf-config", path, "--convention", "vllm"},
+                   "--convention: 'vllm' (expected transformers or sglang)");
+  ExpectUsageError({"layout", "--from-hf-config", path, "--page-size", "0"},
+                   "page_size_tokens: 0 (must be > 0)");
+  ExpectUsageError({"layout", "jamba-v0.1", "--from-hf-config", path},
+                   "--from-hf-config takes no preset or layout file (got 'jamba-v0.1')");
+  ExpectUsageError({"layout", "jamba-v0.1", "--dtype", "fp16"},
+                   "--dtype goes with --from-hf-config");
+  ExpectUsageError({"layout", "jamba-v0.1", "--convention", "sglang"},
+                   "--convention goes with --from-hf-config");
+  ExpectUsageError({"layout", "--list", "--from-hf-config", path}, "--list takes no other");
+  ExpectUsageError({"layout", "--from-hf-config"}, "--from-hf-config");
+  const std::string missing = dir.str() + "/none.json";
+  ExpectUsageError({"layout", "--from-hf-config", missing},
+                   "hf config " + missing + ": open: no such file");
+  const std::string bad = dir.str() + "/bad.json";
+  std::ofstream(bad) << R"({"model_type": "bamba", "num_key_value_heads": 0})";
+  ExpectUsageError({"layout", "--from-hf-config", bad},
+                   "hf config " + bad + ": num_key_value_heads: 0 (must be > 0)");
+  const std::string gpt2 = dir.str() + "/gpt2.json";
+  std::ofstream(gpt2) << R"({"model_type": "gpt2"})";
+  ExpectUsageError({"layout", "--from-hf-config", gpt2}, "model_type: 'gpt2'");
 }
 
 }  // namespace

@@ -46,6 +46,9 @@ std::vector<Case> Layouts() {
       {"odd_fp8", MakeHybridLayout(5, 2, 3, 40, DType::kFp8E4M3, 3, 77, 9)},  // 600-byte K
       {"kv_only", MakeHybridLayout(16, 4, 8, 128, DType::kFp16, 0, 0, 0)},
       {"mamba_only", MakeHybridLayout(16, 0, 0, 0, DType::kBf16, 2, 512, 300)},
+      // SSM layer 1 keeps a conv state only (LFM2): a 0-byte segment inside the record.
+      {"shortconv",
+       testing::WithShortConvLayer(MakeHybridLayout(16, 2, 2, 64, DType::kBf16, 3, 96, 40), 1)},
   };
 }
 
@@ -81,7 +84,7 @@ TEST_P(RoundTripTest, EveryByteArrivesAndNothingElseChanges) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllForms, RoundTripTest,
-    ::testing::Combine(::testing::Values(0, 1, 2, 3),
+    ::testing::Combine(::testing::Values(0, 1, 2, 3, 4),
                        ::testing::Values(PoolForm::kLayerFirst, PoolForm::kInterleaved,
                                          PoolForm::kBlockContiguous, PoolForm::kPaddedBlocks),
                        // 8 KiB: records split across many 4 KiB chunks; 1 MiB: 8 chunks.

@@ -105,6 +105,48 @@ TEST(RecordMap, TilesLayersAndDirectDetection) {
   EXPECT_EQ(none.num_slots, 0u);
 }
 
+TEST(RecordMap, AShortConvLayerAddsNoSegmentTileOrCopyForItsEmptySsmState) {
+  const ModelLayout l =
+      testing::WithShortConvLayer(MakeHybridLayout(16, 1, 2, 64, DType::kBf16, 2, 96, 40), 0);
+  for (PoolForm form : {PoolForm::kLayerFirst, PoolForm::kBlockContiguous}) {
+    SCOPED_TRACE(PoolFormName(form));
+    TestPool pool(l, -1, form, 4, 3);
+    ASSERT_TRUE(pool.desc().Validate(l).ok()) << pool.desc().Validate(l).ToString();
+    RecordMap m = RecordMap::Build(l, pool.desc(), Kind::kMamba, 256);
+    // conv 0 (576 B), conv 1 (576 B) and ssm 1 (40 * 16 * 4 = 2560 B): three segments.
+    ASSERT_EQ(m.segments.size(), 3u);
+    for (const auto& s : m.segments) EXPECT_GT(s.bytes, 0u);
+    for (const auto& t : m.tiles) EXPECT_GT(t.bytes, 0u);
+    EXPECT_EQ(m.tile_offset.back(), l.MambaSlotBytes());
+    EXPECT_EQ(m.direct, form == PoolForm::kBlockContiguous);
+    RecordMap kv = RecordMap::Build(l, pool.desc(), Kind::kKV, 256);
+    const RecordMap* maps[2] = {&kv, &m};
+    Operation op;
+    op.direction = Direction::kLoadBack;
+    std::vector<std::byte> host(3 * l.MambaSlotBytes());
+    std::vector<HostPlacement> payloads;
+    for (uint64_t i = 0; i < 3; ++i) {
+      op.units.push_back({Kind::kMamba, {Tier::kHost, i}, {Tier::kDevice, i}});
+      payloads.push_back({host.data() + i * l.MambaSlotBytes(), 0});
+    }
+    PlannedOperation plan;
+    PlanOperation(op, payloads, maps, 1024, &plan);
+    uint64_t copied = 0;
+    for (const auto& r : plan.direct) {
+      EXPECT_GT(r.width, 0u);
+      copied += r.bytes();
+    }
+    for (const auto& c : plan.chunks) {
+      for (const auto& r : c.copies) {
+        EXPECT_GT(r.width, 0u);
+        copied += r.bytes();
+      }
+      for (const auto& j : c.jobs[1]) EXPECT_GT(j.tile_count, 0u);
+    }
+    EXPECT_EQ(copied, 3 * l.MambaSlotBytes());
+  }
+}
+
 TEST(PlanOperation, ChunksNeverExceedAHalfAndCoverEveryByte) {
   const ModelLayout l = MakeHybridLayout(16, 3, 2, 64, DType::kBf16, 2, 256, 300);
   TestPool pool(l, -1, PoolForm::kLayerFirst, 16, 4);

@@ -40,6 +40,14 @@ inline ModelLayout MakeHybridLayout(uint32_t page, uint32_t attn_layers, uint32_
   return l;
 }
 
+// MakeHybridLayout with SSM layer `s` turned into a shortconv layer (a conv state, no SSM state).
+inline ModelLayout WithShortConvLayer(ModelLayout l, size_t s) {
+  l.model += "-shortconv";
+  l.ssm_layers[s].block = "shortconv";
+  l.ssm_layers[s].ssm_shape.clear();
+  return l;
+}
+
 enum class PoolForm { kLayerFirst, kInterleaved, kBlockContiguous, kPaddedBlocks };
 
 inline const char* PoolFormName(PoolForm f) {
@@ -78,7 +86,8 @@ class TestPool {
     }
     for (size_t s = 0; states && s < layout.ssm_layers.size(); ++s) {
       conv.push_back(New(layout.ConvStateBytes(s) * states));
-      ssm.push_back(New(layout.SsmStateBytes(s) * states));
+      // A shortconv layer has no SSM state: no tensor (a null base, as engines pass it).
+      ssm.push_back(layout.SsmStateBytes(s) > 0 ? New(layout.SsmStateBytes(s) * states) : nullptr);
     }
     desc_ =
         DevicePoolDescription::LayerFirst(layout, device, pages, k, v, inter, states, conv, ssm);
@@ -176,6 +185,7 @@ class TestPool {
     return p;
   }
   void Write(std::byte* dst, const std::byte* src, uint64_t n) const {
+    if (n == 0) return;  // an empty segment's address may be null
     if (device_ >= 0) {
       (void)cuda::CopySync(dst, src, n);
     } else {
@@ -183,6 +193,7 @@ class TestPool {
     }
   }
   void Read(std::byte* dst, const std::byte* src, uint64_t n) const {
+    if (n == 0) return;
     if (device_ >= 0) {
       (void)cuda::CopySync(dst, src, n);
     } else {
