@@ -43,6 +43,9 @@ struct StoreStats {
   uint64_t loads = 0, prefetches = 0;
   uint64_t in_flight_operations = 0;  // now
   uint64_t disk_queue_depth = 0;      // now
+  // Pages the prefix index holds now (a pure SSM layout's are the links of its states' chains:
+  // index memory, no tier bytes; each leads to a cached state).
+  uint64_t index_entries = 0;
   LatencySummary lookup_latency, load_latency, save_latency;
 
   std::string ToJson() const;        // one JSON object; keys as the field names above
