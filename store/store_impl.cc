@@ -381,6 +381,7 @@ StoreStats StoreImpl::Stats() const {
     st.io_errors = io_errors_;
     if (closed_) return st;
     IndexStats is = index_->Stats();
+    st.index_entries = is.entries;
     for (int t = 0; t < kNumTiers; ++t) {
       for (int k = 0; k < kNumKinds; ++k) {
         st.resident_entries[t][k] = is.located[k][t];

@@ -87,6 +87,7 @@ std::string StoreStats::ToJson() const {
       {"prefetches", prefetches},
       {"in_flight_operations", in_flight_operations},
       {"disk_queue_depth", disk_queue_depth},
+      {"index_entries", index_entries},
       {"lookup_latency", LatencyJson(lookup_latency)},
       {"load_latency", LatencyJson(load_latency)},
       {"save_latency", LatencyJson(save_latency)},
@@ -129,6 +130,8 @@ std::string StoreStats::ToPrometheus() const {
              static_cast<double>(failed_operations));
   PromScalar(o, "in_flight_operations", "gauge", "operations in flight",
              static_cast<double>(in_flight_operations));
+  PromScalar(o, "index_entries", "gauge", "pages the prefix index holds",
+             static_cast<double>(index_entries));
   PromLatency(o, "lookup", lookup_latency);
   PromLatency(o, "load", load_latency);
   PromLatency(o, "save", save_latency);

@@ -18,9 +18,11 @@ struct LatencySummary {
 struct StoreStats {
   // Lookups.
   uint64_t lookups = 0;
-  uint64_t lookup_pages = 0;       // full pages asked for
-  uint64_t hit_pages = 0;          // reusable pages returned (hybrid rule)
-  uint64_t kv_only_hit_pages = 0;  // pages with KV but no usable state (not hits)
+  uint64_t lookup_pages = 0;  // full pages asked for
+  uint64_t hit_pages = 0;     // reusable pages returned (hybrid rule)
+  // Pages with KV but no usable state (not hits); pure SSM: pages the store knew (on a cached
+  // state's chain) past the state a lookup reused.
+  uint64_t kv_only_hit_pages = 0;
   // Per tier and kind: pages/states served by Load from that tier, and their bytes.
   std::array<std::array<uint64_t, kNumKinds>, kNumTiers> loaded_entries{};
   std::array<std::array<uint64_t, kNumKinds>, kNumTiers> loaded_bytes{};
@@ -43,6 +45,9 @@ struct StoreStats {
   uint64_t loads = 0, prefetches = 0;
   uint64_t in_flight_operations = 0;  // now
   uint64_t disk_queue_depth = 0;      // now
+  // Pages the prefix index holds now (a pure SSM layout's are the links of its states' chains:
+  // index memory, no tier bytes; each leads to a cached state).
+  uint64_t index_entries = 0;
   LatencySummary lookup_latency, load_latency, save_latency;
 
   std::string ToJson() const;        // one JSON object; keys as the field names above

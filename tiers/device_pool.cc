@@ -57,7 +57,8 @@ Status DevicePoolDescription::Validate(const ModelLayout& layout) const {
   }
   if (num_pages > 0 && !layout.has_attention()) {
     return Status::InvalidArgument("device_pool.num_pages: " + std::to_string(num_pages) +
-                                   " (the layout has no attention layers)");
+                                   " (the layout has no attention layers, so no KV pages: a pure "
+                                   "SSM pool has 0 and state slots only)");
   }
   if (num_state_slots > 0 && !layout.has_ssm()) {
     return Status::InvalidArgument(

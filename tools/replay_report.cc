@@ -233,6 +233,7 @@ StoreStats AddStoreStats(const StoreStats& a, const StoreStats& b) {
   s.prefetches += b.prefetches;
   s.in_flight_operations = b.in_flight_operations;
   s.disk_queue_depth = b.disk_queue_depth;
+  s.index_entries = b.index_entries;
   s.lookup_latency = AddLatency(a.lookup_latency, b.lookup_latency);
   s.load_latency = AddLatency(a.load_latency, b.load_latency);
   s.save_latency = AddLatency(a.save_latency, b.save_latency);

@@ -4,10 +4,13 @@
 // byte with what was saved for its key, in a poisoned slot.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/store.h"
@@ -169,6 +172,7 @@ TEST_F(PureSsmStoreTest, PromptsBranchingAtTheSameDepthShareTheStateBefore) {
   EXPECT_EQ(st.resident_entries[kHost][kState], 3u);
   EXPECT_EQ(st.resident_entries[kHost][kKv], 0u);
   EXPECT_EQ(st.resident_bytes[kHost][kKv], 0u);
+  EXPECT_EQ(st.index_entries, 5u);  // A's 4 pages and B's own 4th
 }
 
 TEST_F(PureSsmStoreTest, LookupReturnsExactlyTheDeepestStateDepth) {
@@ -296,6 +300,7 @@ TEST_F(PureSsmStoreTest, EvictedStatesTakeTheirChainsWithThem) {
     EXPECT_TRUE(LoadState(store.get(), m).ok());
   }
   EXPECT_EQ(hits, st.resident_entries[kHost][kState]);
+  EXPECT_EQ(store->Stats().index_entries, 3 * hits);  // the chains of the states left, no more
   EXPECT_EQ(LookupOrDie(store.get(), prompts.back()).reusable_pages, 3u);  // the most recent
 }
 
@@ -316,6 +321,75 @@ TEST_F(PureSsmStoreTest, AChainLockedPastItsStateIsPrunedAtUnlock) {
   EXPECT_EQ(after.kv_only_pages, 2u);   // the locked pages stay until Unlock
   ASSERT_TRUE(store->Unlock(*lock).ok());
   EXPECT_EQ(LookupOrDie(store.get(), p).kv_only_pages, 0u);
+  const StoreStats st = store->Stats();
+  EXPECT_EQ(st.index_entries, st.resident_entries[kHost][kState]);  // one-page chains
+}
+
+TEST_F(PureSsmStoreTest, EngineThreadsUnderHostPressureServeOnlyRightBytesAndKeepNoStrayPages) {
+  // Host memory for 8 states, write-back to disk: 4 threads save states at 2 and 4 pages of
+  // prompts that share their first 2 pages, look them up, lock (the state, or the chain past
+  // it) and load them, while evictions write states to disk and drop chains.
+  StoreOptions o = Options(8 * kSlotBytes, 4 << 20);
+  o.write_policy = WritePolicy::kWriteBack;
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  auto prompt_of = [](int t, int i) {
+    std::vector<uint32_t> prompt = Tokens(1, 2 * kPage);  // shared by every prompt
+    const auto own = Tokens(10000 * (t + 1) + 100 * (i % 5), 2 * kPage);
+    prompt.insert(prompt.end(), own.begin(), own.end());
+    return prompt;
+  };
+  std::atomic<int> loads{0}, unexpected{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        const auto prompt = prompt_of(t, i);
+        auto m = store->Lookup("", prompt);
+        if (!m.ok()) {
+          ++unexpected;
+          continue;
+        }
+        if (m->reusable_pages > 0) {
+          // Every other time the lock covers the whole chain the store knows, past the state.
+          const size_t pages = i % 2 == 0 ? m->reusable_pages : m->kv_only_pages;
+          auto lock = store->Lock(*m, pages);
+          if (lock.ok() && lock->with_state) {
+            const Status s = LoadState(store.get(), *m);
+            if (s.ok()) {
+              ++loads;
+            } else if (!s.IsNotFound() && !s.IsNoSpace() && !s.IsBusy()) {
+              ++unexpected;
+              ADD_FAILURE() << s.ToString();
+            }
+          }
+          if (lock.ok()) {
+            EXPECT_TRUE(store->Unlock(*lock).ok());
+          }
+        }
+        SaveState(store.get(), "", prompt, 2);
+        SaveState(store.get(), "", prompt, 4);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(unexpected.load(), 0);
+  EXPECT_GT(loads.load(), 0);
+  // Every page the index holds leads to a cached state: the union of the chains up to each
+  // prompt's deepest state, and nothing else.
+  std::set<PageHash> chains;
+  for (int t = 0; t < 4; ++t) {
+    for (int i = 0; i < 5; ++i) {
+      const auto prompt = prompt_of(t, i);
+      const PrefixMatch m = LookupOrDie(store.get(), prompt);
+      for (size_t p = 0; p < m.reusable_pages; ++p) chains.insert(m.hashes[p]);
+    }
+  }
+  const StoreStats st = store->Stats();
+  EXPECT_EQ(st.index_entries, chains.size());
+  EXPECT_GT(st.bytes_host_to_disk, 0u);
+  EXPECT_EQ(st.checksum_failures, 0u);
+  EXPECT_TRUE(store->Close().ok());
 }
 
 TEST_F(PureSsmStoreTest, StatesEvictedToDiskComeBackByteExact) {

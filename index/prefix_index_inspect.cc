@@ -1,0 +1,240 @@
+// PrefixIndex: Lookup, Ancestors, DumpEntries, Stats, CheckInvariants (see
+// index/prefix_index_internal.h for the layout).
+#include <algorithm>
+#include <array>
+#include <shared_mutex>  // std::shared_lock
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "index/prefix_index.h"
+#include "index/prefix_index_internal.h"
+
+namespace cachepawl {
+
+using namespace prefix_index_internal;  // NOLINT(google-build-using-namespace): its internals
+
+// ===== Lookup / inspection ===================================================================
+
+EntryInfo Core::Info(uint32_t i) const {
+  const HotEntry& e = hot[i];
+  const ColdEntry& ec = cold[i];
+  EntryInfo info;
+  info.hash = e.hash;
+  if (e.parent != kNone) info.parent = hot[e.parent].hash;
+  info.depth_pages = e.depth;
+  info.kv = KvLocations(i);
+  info.state = StateLocations(i);
+  info.children = ec.children;
+  info.kv_locks = ec.kv_locks;
+  info.state_locks = ec.state_locks;
+  for (int t = 0; t < kNumTiers; ++t) info.kv_pins[t] = ec.kv_pins[t];
+  info.kv_last_use = e.last_use.load(std::memory_order_relaxed);
+  if (e.state != kNone) {
+    const State& s = states[e.state];
+    for (int t = 0; t < kNumTiers; ++t) info.state_pins[t] = s.pins[t];
+    info.state_last_use = s.last_use.load(std::memory_order_relaxed);
+  }
+  return info;
+}
+
+std::optional<EntryInfo> PrefixIndex::Lookup(const PageHash& hash) const {
+  const Impl& m = *impl_;
+  std::shared_lock lock(m.mu);
+  const uint32_t i = m.FindIndex(hash);
+  if (i == kNone) return std::nullopt;
+  return m.Info(i);
+}
+
+std::optional<std::vector<PageHash>> PrefixIndex::Ancestors(const PageHash& hash) const {
+  const Impl& m = *impl_;
+  std::shared_lock lock(m.mu);
+  const uint32_t i = m.FindIndex(hash);
+  if (i == kNone) return std::nullopt;
+  std::vector<PageHash> out(m.hot[i].depth - 1);
+  uint32_t at = m.hot[i].parent;
+  for (size_t k = out.size(); k-- > 0; at = m.hot[at].parent) out[k] = m.hot[at].hash;
+  return out;
+}
+
+std::vector<EntryInfo> PrefixIndex::DumpEntries() const {
+  const Impl& m = *impl_;
+  std::shared_lock lock(m.mu);
+  std::vector<EntryInfo> out;
+  out.reserve(m.table.size());
+  for (uint32_t i = 0; i < m.entry_ids.high_water(); ++i) {
+    if (m.hot[i].depth != 0) out.push_back(m.Info(i));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const EntryInfo& a, const EntryInfo& b) { return a.hash < b.hash; });
+  return out;
+}
+
+IndexStats PrefixIndex::Stats() const {
+  const Impl& m = *impl_;
+  std::shared_lock lock(m.mu);
+  IndexStats s = m.errors;
+  s.entries = m.table.size();
+  s.states = m.live_states;
+  for (int k = 0; k < kNumKinds; ++k) {
+    const uint64_t unit = k == kKv ? m.options.kv_page_bytes : m.options.mamba_state_bytes;
+    for (int t = 0; t < kNumTiers; ++t) {
+      s.located[k][t] = m.located[k][t];
+      s.located_bytes[k][t] = m.located[k][t] * unit;
+      s.evictable[k][t] = m.evictable[k][t];
+    }
+  }
+  s.locked_entries = m.locked_entries;
+  uint64_t mem = sizeof(Impl) + m.hot.MemoryBytes() + m.cold.MemoryBytes() +
+                 m.entry_ids.MemoryBytes() + m.states.MemoryBytes() + m.state_ids.MemoryBytes() +
+                 m.table.MemoryBytes() + m.path.capacity() * sizeof(uint32_t);
+  // An unordered_map node holds the pair and a next pointer (and the cached hash is not kept
+  // for integer keys); buckets are one pointer each.
+  mem += m.spilled.size() * (sizeof(std::pair<const uint64_t, uint64_t>) + sizeof(void*)) +
+         m.spilled.bucket_count() * sizeof(void*);
+  for (const auto& per_kind : m.queues) {
+    for (const VictimQueue& q : per_kind) mem += q.MemoryBytes();
+  }
+  s.memory_bytes = mem;
+  s.matches = m.matches.load(std::memory_order_relaxed);
+  s.match_pages = m.match_pages.load(std::memory_order_relaxed);
+  return s;
+}
+
+// ===== invariants ============================================================================
+
+Status PrefixIndex::CheckInvariants() const {
+  const Impl& m = *impl_;
+  std::shared_lock lock(m.mu);
+  auto fail = [](const std::string& what) { return Status::Internal("index invariant: " + what); };
+  const uint32_t high = m.entry_ids.high_water();
+  std::vector<uint32_t> children(high, 0);
+  std::vector<std::array<uint32_t, kNumTiers>> tier_children(high, {0, 0, 0});
+  uint64_t live = 0, states = 0, spilled = 0, locked = 0;
+  uint64_t located[kNumKinds][kNumTiers] = {};
+  uint64_t evictable[kNumKinds][kNumTiers] = {};
+  std::vector<uint32_t> by_depth;
+  for (uint32_t i = 0; i < high; ++i) {
+    const HotEntry& e = m.hot[i];
+    const ColdEntry& ec = m.cold[i];
+    if (e.depth == 0) continue;
+    ++live;
+    by_depth.push_back(i);
+    const std::string who = Describe(e.hash);
+    if (m.FindIndex(e.hash) != i) return fail(who + ": not found at its own index");
+    if (e.parent == kNone) {
+      if (e.depth != 1) return fail(who + ": no parent but depth " + std::to_string(e.depth));
+    } else {
+      if (e.parent >= high || m.hot[e.parent].depth == 0) {
+        return fail(who + ": parent index " + std::to_string(e.parent) + " is free");
+      }
+      if (e.depth != m.hot[e.parent].depth + 1) {
+        return fail(who + ": depth " + std::to_string(e.depth) + " under a parent of depth " +
+                    std::to_string(m.hot[e.parent].depth));
+      }
+      ++children[e.parent];
+      for (int t = 0; t < kNumTiers; ++t) {
+        if (e.kv_mask & Bit(t)) ++tier_children[e.parent][t];
+      }
+    }
+    if (e.kv_mask >> kNumTiers) return fail(who + ": bad tier mask");
+    if (e.kv_mask != 0 && !m.options.kv_payload) return fail(who + ": KV held without payload");
+    if (ec.flags & kPickedBit) return fail(who + ": picked mark left behind");
+    for (int t = 0; t < kNumTiers; ++t) {
+      const bool held = e.kv_mask & Bit(t);
+      const bool spill = m.spilled.count(Impl::SpillKey(i, t)) != 0;
+      if (held) ++located[kKv][t];
+      if (spill) ++spilled;
+      if (spill != (held && e.kv_slot[t] == kSpilledSlot)) return fail(who + ": spilled slot");
+      if (!held && e.kv_slot[t] != 0) return fail(who + ": slot left in a tier not held");
+      if (ec.kv_pins[t] != 0 && !held) return fail(who + ": KV pinned where not held");
+      if (m.KvEvictable(i, t)) ++evictable[kKv][t];
+      if (m.StateEvictable(i, t)) ++evictable[kMamba][t];
+    }
+    if (ec.state_locks > ec.kv_locks) return fail(who + ": state locks exceed KV locks");
+    if (ec.kv_locks != 0) ++locked;
+    if (e.state != kNone) {
+      ++states;
+      if (e.state >= m.state_ids.high_water()) return fail(who + ": state index out of range");
+      const State& s = m.states[e.state];
+      if (s.entry != i) return fail(who + ": state points elsewhere");
+      if (s.mask == 0 || (s.mask >> kNumTiers)) return fail(who + ": state with bad mask");
+      for (int t = 0; t < kNumTiers; ++t) {
+        if (s.mask & Bit(t)) ++located[kMamba][t];
+        if (s.pins[t] != 0 && !(s.mask & Bit(t))) return fail(who + ": state pinned, not held");
+      }
+      if (s.flags & kPickedBit) return fail(who + ": state picked mark left behind");
+    }
+  }
+  if (live != m.table.size()) return fail("table size differs from live entries");
+  if (live != m.entry_ids.live()) return fail("entry allocator's live count");
+  bool table_ok = true;
+  m.table.ForEach([&](const PageTable::Slot& slot) {
+    if (slot.index >= high || m.hot[slot.index].depth == 0 ||
+        PageTable::Tag(PageTable::Mix(m.hot[slot.index].hash)) != slot.tag) {
+      table_ok = false;
+    }
+  });
+  if (!table_ok) return fail("table slot names a free entry or has a wrong tag");
+  if (states != m.live_states) return fail("live state count");
+  if (spilled != m.spilled.size()) return fail("spilled slot map has stray keys");
+  if (locked != m.locked_entries) return fail("locked entry count");
+  for (uint32_t i : by_depth) {
+    const HotEntry& e = m.hot[i];
+    const ColdEntry& ec = m.cold[i];
+    if (ec.children != children[i]) return fail(Describe(e.hash) + ": child count");
+    for (int t = 0; t < kNumTiers; ++t) {
+      if (ec.tier_children[t] != tier_children[i][t]) {
+        return fail(Describe(e.hash) + ": child count in " + std::string(TierName(Tier(t))));
+      }
+    }
+  }
+  for (int k = 0; k < kNumKinds; ++k) {
+    for (int t = 0; t < kNumTiers; ++t) {
+      const std::string what =
+          std::string(KindName(Kind(k))) + " in " + std::string(TierName(Tier(t)));
+      if (located[k][t] != m.located[k][t]) return fail("located count of " + what);
+      if (evictable[k][t] != m.evictable[k][t]) return fail("evictable count of " + what);
+    }
+  }
+  // kv_locks == sum of state_locks over the subtree: accumulate from the deepest entries up.
+  std::sort(by_depth.begin(), by_depth.end(),
+            [&](uint32_t a, uint32_t b) { return m.hot[a].depth > m.hot[b].depth; });
+  std::vector<uint64_t> subtree(high, 0);
+  for (uint32_t i : by_depth) {
+    const HotEntry& e = m.hot[i];
+    const ColdEntry& ec = m.cold[i];
+    subtree[i] += ec.state_locks;
+    if (subtree[i] != ec.kv_locks) {
+      return fail(Describe(e.hash) + ": kv_locks " + std::to_string(ec.kv_locks) +
+                  " but the subtree holds " + std::to_string(subtree[i]) + " locks");
+    }
+    if (e.parent != kNone) subtree[e.parent] += subtree[i];
+  }
+  // Every evictable entry has a queue item no more recent than the entry.
+  for (int k = 0; k < kNumKinds; ++k) {
+    for (int t = 0; t < kNumTiers; ++t) {
+      std::unordered_map<uint32_t, uint64_t> oldest;
+      for (const VictimItem& item : m.queues[k][t].items()) {
+        if (!m.SameIdentity(item)) continue;
+        auto [it, fresh] = oldest.emplace(item.index, item.last_use);
+        if (!fresh) it->second = std::min(it->second, item.last_use);
+      }
+      for (uint32_t i : by_depth) {
+        const HotEntry& e = m.hot[i];
+        const bool ev = k == kKv ? m.KvEvictable(i, t) : m.StateEvictable(i, t);
+        if (!ev) continue;
+        const uint64_t now =
+            (k == kKv ? e.last_use : m.states[e.state].last_use).load(std::memory_order_relaxed);
+        auto it = oldest.find(i);
+        if (it == oldest.end() || it->second > now) {
+          return fail(Describe(e.hash) + ": evictable " + std::string(KindName(Kind(k))) + " in " +
+                      std::string(TierName(Tier(t))) + " has no queue item");
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace cachepawl

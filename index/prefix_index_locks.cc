@@ -1,0 +1,250 @@
+// PrefixIndex: locks, transfer pins, eviction (see index/prefix_index_internal.h for the layout).
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "index/prefix_index.h"
+#include "index/prefix_index_internal.h"
+
+namespace cachepawl {
+
+using namespace prefix_index_internal;  // NOLINT(google-build-using-namespace): its internals
+
+// ===== locks and pins ========================================================================
+
+Status PrefixIndex::Lock(const PageHash& node) {
+  Impl& m = *impl_;
+  Impl::Exclusive section(m);
+  uint32_t n;
+  CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(node, &n));
+  m.path.clear();
+  for (uint32_t i = n; i != kNone; i = m.hot[i].parent) {
+    if (m.cold[i].kv_locks == kMaxCount) {
+      ++m.errors.err_overflow;
+      return Status::FailedPrecondition(Describe(m.hot[i].hash) + ": lock count at limit");
+    }
+    m.path.push_back(i);
+  }
+  if (m.cold[n].state_locks == kMaxCount) {
+    ++m.errors.err_overflow;
+    return Status::FailedPrecondition(Describe(node) + ": lock count at limit");
+  }
+  for (uint32_t i : m.path) {
+    ColdEntry& ec = m.cold[i];
+    if (ec.kv_locks != 0 && i != n) {  // already locked: evictability does not change
+      ++ec.kv_locks;
+      continue;
+    }
+    const Impl::Before before = m.Snapshot(i);
+    if (ec.kv_locks++ == 0) ++m.locked_entries;
+    if (i == n) ++ec.state_locks;
+    m.After(i, before);
+  }
+  return Status::OK();
+}
+
+Status PrefixIndex::Unlock(const PageHash& node) {
+  Impl& m = *impl_;
+  Impl::Exclusive section(m);
+  uint32_t n;
+  CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(node, &n));
+  if (m.cold[n].state_locks == 0) {
+    ++m.errors.err_not_locked;
+    return Status::FailedPrecondition(Describe(node) + ": not locked (double unlock?)");
+  }
+  // kv_locks of each ancestor >= state_locks of `node` >= 1 (invariant), so no check fails
+  // past this point.
+  for (uint32_t i = n; i != kNone; i = m.hot[i].parent) {
+    ColdEntry& ec = m.cold[i];
+    if (ec.kv_locks > 1 && i != n) {  // stays locked: evictability does not change
+      --ec.kv_locks;
+      continue;
+    }
+    const Impl::Before before = m.Snapshot(i);
+    if (--ec.kv_locks == 0) --m.locked_entries;
+    if (i == n) --ec.state_locks;
+    m.After(i, before);
+  }
+  return Status::OK();
+}
+
+Status Core::PinOne(const PageHash& hash, int k, int t, bool pin) {
+  uint32_t i;
+  CACHEPAWL_RETURN_IF_ERROR(FindKnown(hash, &i));
+  HotEntry& e = hot[i];
+  ColdEntry& ec = cold[i];
+  const Kind kind = static_cast<Kind>(k);
+  const Tier tier = static_cast<Tier>(t);
+  uint16_t* count = nullptr;
+  if (k == kKv) {
+    if (e.kv_mask & Bit(t)) count = &ec.kv_pins[t];
+  } else if (e.state != kNone && (states[e.state].mask & Bit(t))) {
+    count = &states[e.state].pins[t];
+  }
+  if (pin) {
+    if (count == nullptr) {
+      ++errors.err_not_located;
+      return Status::NotFound(Describe(hash) + ": no " + Where(kind, tier) + " to pin");
+    }
+    if (*count == kMaxPins) {
+      ++errors.err_overflow;
+      return Status::FailedPrecondition(Describe(hash) + ": " + Where(kind, tier) +
+                                        " pin count at limit");
+    }
+  } else if (count == nullptr || *count == 0) {
+    ++errors.err_not_pinned;
+    return Status::FailedPrecondition(Describe(hash) + ": " + Where(kind, tier) + " is not pinned");
+  }
+  const Before before = Snapshot(i);
+  if (pin) {
+    ++*count;
+  } else {
+    --*count;
+  }
+  After(i, before);
+  return Status::OK();
+}
+
+namespace {
+
+template <typename PinFn>
+Status PinAll(std::span<const PageHash> hashes, PinFn&& pin_one) {
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    Status s = pin_one(hashes[i], /*forward=*/true);
+    if (!s.ok()) {
+      // The reverse of a step that succeeded cannot fail.
+      for (size_t j = i; j-- > 0;) (void)pin_one(hashes[j], /*forward=*/false);
+      return s;
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status PrefixIndex::PinForTransfer(std::span<const PageHash> hashes, Kind kind, Tier tier) {
+  Impl& m = *impl_;
+  Impl::Exclusive section(m);
+  CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
+  const int k = static_cast<int>(kind), t = static_cast<int>(tier);
+  return PinAll(hashes,
+                [&](const PageHash& h, bool forward) { return m.PinOne(h, k, t, forward); });
+}
+
+Status PrefixIndex::PinForTransfer(const PageHash& hash, Kind kind, Tier tier) {
+  return PinForTransfer(std::span<const PageHash>(&hash, 1), kind, tier);
+}
+
+Status PrefixIndex::Unpin(std::span<const PageHash> hashes, Kind kind, Tier tier) {
+  Impl& m = *impl_;
+  Impl::Exclusive section(m);
+  CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
+  const int k = static_cast<int>(kind), t = static_cast<int>(tier);
+  return PinAll(hashes,
+                [&](const PageHash& h, bool forward) { return m.PinOne(h, k, t, !forward); });
+}
+
+Status PrefixIndex::Unpin(const PageHash& hash, Kind kind, Tier tier) {
+  return Unpin(std::span<const PageHash>(&hash, 1), kind, tier);
+}
+
+// ===== eviction ==============================================================================
+
+std::vector<Victim> Core::PickKv(int t, size_t max_count) {
+  std::vector<Victim> out;
+  VictimQueue& q = queues[kKv][t];
+  std::vector<uint32_t> picked;
+  std::unordered_map<uint32_t, uint32_t> picked_children;
+  while (out.size() < max_count && !q.empty()) {
+    const VictimItem item = q.top();
+    q.Pop();
+    if (!SameIdentity(item)) continue;  // removed, or its index reused
+    HotEntry& e = hot[item.index];
+    ColdEntry& ec = cold[item.index];
+    ec.flags &= static_cast<uint8_t>(~Bit(t));
+    if (ec.flags & kPickedBit) continue;  // a duplicate item of a victim of this call
+    const auto pc = picked_children.find(item.index);
+    if (!KvEvictable(item.index, t, pc == picked_children.end() ? 0 : pc->second)) continue;
+    const uint64_t last_use = e.last_use.load(std::memory_order_relaxed);
+    if (last_use != item.last_use) {  // used since it was queued: queue it where it belongs
+      ec.flags |= Bit(t);
+      q.Push(ItemFor(item.index, last_use));
+      continue;
+    }
+    ec.flags |= kPickedBit;
+    picked.push_back(item.index);
+    out.push_back(Victim{e.hash, Kind::kKV, static_cast<Tier>(t), KvSlot(item.index, t), e.depth});
+    if (e.parent != kNone) {
+      const uint32_t n = ++picked_children[e.parent];
+      if (KvEvictable(e.parent, t, n)) QueueKv(e.parent, t, /*may_rebuild=*/false);
+    }
+  }
+  // Victims stay evictable until the caller clears them.
+  for (uint32_t i : picked) {
+    cold[i].flags &= static_cast<uint8_t>(~kPickedBit);
+    QueueKv(i, t, /*may_rebuild=*/false);
+  }
+  MaybeRebuild(kKv, t);
+  return out;
+}
+
+std::vector<Victim> Core::PickStates(int t, size_t max_count) {
+  std::vector<Victim> out;
+  VictimQueue& q = queues[kMamba][t];
+  std::vector<uint32_t> picked;
+  while (out.size() < max_count && !q.empty()) {
+    const VictimItem item = q.top();
+    q.Pop();
+    if (!SameIdentity(item)) continue;
+    HotEntry& e = hot[item.index];
+    if (e.state == kNone) continue;
+    State& s = states[e.state];
+    s.flags &= static_cast<uint8_t>(~Bit(t));
+    if (s.flags & kPickedBit) continue;
+    if (!StateEvictable(item.index, t)) continue;
+    const uint64_t last_use = s.last_use.load(std::memory_order_relaxed);
+    if (last_use != item.last_use) {
+      s.flags |= Bit(t);
+      q.Push(ItemFor(item.index, last_use));
+      continue;
+    }
+    s.flags |= kPickedBit;
+    picked.push_back(item.index);
+    out.push_back(Victim{e.hash, Kind::kMamba, static_cast<Tier>(t), s.slot[t], e.depth});
+  }
+  for (uint32_t i : picked) {
+    states[hot[i].state].flags &= static_cast<uint8_t>(~kPickedBit);
+    QueueState(i, t, /*may_rebuild=*/false);
+  }
+  MaybeRebuild(kMamba, t);
+  return out;
+}
+
+StatusOr<std::vector<Victim>> PrefixIndex::PickVictims(Tier tier, Kind kind, size_t max_count) {
+  Impl& m = *impl_;
+  Impl::Exclusive section(m);
+  CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
+  const int t = static_cast<int>(tier);
+  return kind == Kind::kKV ? m.PickKv(t, max_count) : m.PickStates(t, max_count);
+}
+
+StatusOr<std::vector<Victim>> PrefixIndex::PickVictimsForBytes(Tier tier, Kind kind,
+                                                               uint64_t bytes) {
+  Impl& m = *impl_;
+  Impl::Exclusive section(m);
+  CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
+  const bool kv = kind == Kind::kKV;
+  const uint64_t unit = kv ? m.options.kv_page_bytes : m.options.mamba_state_bytes;
+  if (unit == 0) {
+    ++m.errors.err_bytes_unknown;
+    return Status::InvalidArgument(
+        std::string(kv ? "index.kv_page_bytes" : "index.mamba_state_bytes") +
+        ": 0 (PickVictimsForBytes needs the size of one entry)");
+  }
+  const uint64_t count = bytes / unit + (bytes % unit != 0 ? 1 : 0);
+  const int t = static_cast<int>(tier);
+  return kv ? m.PickKv(t, count) : m.PickStates(t, count);
+}
+
+}  // namespace cachepawl
