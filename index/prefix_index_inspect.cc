@@ -77,6 +77,7 @@ IndexStats PrefixIndex::Stats() const {
   s.entries = m.table.size();
   s.states = m.live_states;
   for (int k = 0; k < kNumKinds; ++k) {
+    if (k == static_cast<int>(Kind::kWindowKV)) continue;  // not held by the index yet
     const uint64_t unit = k == kKv ? m.options.kv_page_bytes : m.options.mamba_state_bytes;
     for (int t = 0; t < kNumTiers; ++t) {
       s.located[k][t] = m.located[k][t];
@@ -190,6 +191,7 @@ Status PrefixIndex::CheckInvariants() const {
     }
   }
   for (int k = 0; k < kNumKinds; ++k) {
+    if (k == static_cast<int>(Kind::kWindowKV)) continue;  // not held by the index yet
     for (int t = 0; t < kNumTiers; ++t) {
       const std::string what =
           std::string(KindName(Kind(k))) + " in " + std::string(TierName(Tier(t)));
@@ -213,6 +215,7 @@ Status PrefixIndex::CheckInvariants() const {
   }
   // Every evictable entry has a queue item no more recent than the entry.
   for (int k = 0; k < kNumKinds; ++k) {
+    if (k == static_cast<int>(Kind::kWindowKV)) continue;  // not held by the index yet
     for (int t = 0; t < kNumTiers; ++t) {
       std::unordered_map<uint32_t, uint64_t> oldest;
       for (const VictimItem& item : m.queues[k][t].items()) {

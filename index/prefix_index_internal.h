@@ -114,7 +114,7 @@ inline Status CheckKindTier(Kind kind, Tier tier) {
   }
   if (!IsValidTier(static_cast<uint8_t>(tier))) {
     return Status::InvalidArgument("tier: " + std::to_string(static_cast<int>(tier)) +
-                                   " (expected 0..2)");
+                                   " (expected 0..1)");
   }
   return Status::OK();
 }

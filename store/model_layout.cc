@@ -12,6 +12,7 @@ namespace cachepawl {
 namespace {
 
 constexpr uint32_t kFingerprintVersion = 1;
+constexpr uint32_t kFingerprintVersionWindowed = 2;
 // The block whose layers keep a conv state only (LFM2): an empty ssm_shape, 0 SSM bytes.
 constexpr char kShortConvBlock[] = "shortconv";
 
@@ -213,6 +214,66 @@ RecordSegment ModelLayout::VSegment(size_t a) const {
   return {k.offset + k.bytes, k.bytes};
 }
 
+bool ModelLayout::has_window() const {
+  for (const auto& a : attention_layers) {
+    if (a.sliding_window != 0) return true;
+  }
+  return false;
+}
+
+Kind ModelLayout::AttentionKind(size_t a) const {
+  return attention_layers.at(a).sliding_window != 0 ? Kind::kWindowKV : Kind::kKV;
+}
+
+bool ModelLayout::Stores(Kind kind) const {
+  switch (kind) {
+    case Kind::kMamba:
+      return has_ssm();
+    case Kind::kKV:
+    case Kind::kWindowKV:
+      for (size_t a = 0; a < attention_layers.size(); ++a) {
+        if (AttentionKind(a) == kind) return true;
+      }
+      return false;
+  }
+  return false;
+}
+
+uint32_t ModelLayout::WindowTokens() const {
+  uint32_t w = 0;
+  for (const auto& a : attention_layers) w = std::max(w, a.sliding_window);
+  return w;
+}
+
+uint32_t ModelLayout::WindowPages() const {
+  if (page_size_tokens == 0) return 0;
+  return static_cast<uint32_t>((uint64_t{WindowTokens()} + page_size_tokens - 1) /
+                               page_size_tokens);
+}
+
+uint64_t ModelLayout::RecordBytes(Kind kind) const {
+  if (kind == Kind::kMamba) return MambaSlotBytes();
+  uint64_t total = 0;
+  for (size_t a = 0; a < attention_layers.size(); ++a) {
+    if (AttentionKind(a) == kind) total += 2 * KBytesPerPage(a);
+  }
+  return total;
+}
+
+RecordSegment ModelLayout::KRecordSegment(size_t a) const {
+  const Kind kind = AttentionKind(a);
+  uint64_t off = 0;
+  for (size_t i = 0; i < a; ++i) {
+    if (AttentionKind(i) == kind) off += 2 * KBytesPerPage(i);
+  }
+  return {off, KBytesPerPage(a)};
+}
+
+RecordSegment ModelLayout::VRecordSegment(size_t a) const {
+  RecordSegment k = KRecordSegment(a);
+  return {k.offset + k.bytes, k.bytes};
+}
+
 RecordSegment ModelLayout::ConvSegment(size_t s) const {
   uint64_t off = 0;
   for (size_t i = 0; i < s; ++i) off += ConvStateBytes(i) + SsmStateBytes(i);
@@ -227,7 +288,9 @@ RecordSegment ModelLayout::SsmSegment(size_t s) const {
 std::array<uint8_t, 32> ModelLayout::Fingerprint() const {
   Encoder e;
   e.Str("cachepawl-layout");
-  e.U32(kFingerprintVersion);
+  // Windowed layers change how a page's KV is split into records: such layouts are tagged
+  // version 2, so a disk tier written before they were kept apart is refused, not misread.
+  e.U32(has_window() ? kFingerprintVersionWindowed : kFingerprintVersion);
   e.Str(model);
   e.U32(num_layers);
   e.U32(page_size_tokens);
@@ -313,6 +376,13 @@ std::string ModelLayout::Describe() const {
     o << "  state=" << ConvStateBytes(i) + SsmStateBytes(i) << " B\n";
   }
   o << "kv page bytes:    " << KvPageBytes() << " (" << HumanBytes(KvPageBytes()) << ")\n";
+  if (has_window()) {
+    o << "  full-attention:  " << RecordBytes(Kind::kKV) << " ("
+      << HumanBytes(RecordBytes(Kind::kKV)) << ", every page)\n";
+    o << "  windowed:        " << RecordBytes(Kind::kWindowKV) << " ("
+      << HumanBytes(RecordBytes(Kind::kWindowKV)) << ", the last " << WindowPages()
+      << " pages before a reused depth: window " << WindowTokens() << " tokens)\n";
+  }
   o << "kv bytes/token:   " << (page_size_tokens ? KvPageBytes() / page_size_tokens : 0) << "\n";
   o << "mamba slot bytes: " << MambaSlotBytes() << " (" << HumanBytes(MambaSlotBytes()) << ")\n";
   o << "fingerprint:      " << FingerprintHex() << "\n";

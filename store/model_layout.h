@@ -5,12 +5,19 @@
 // and SSM state) take, and how those bytes are arranged in a "page-first" record: the unit the
 // host and disk tiers store and the copy engines move.
 //
-//   KV record    = for each attention layer a (in the order of `attention_layers`):
+//   KV page      = for each attention layer a (in the order of `attention_layers`):
 //                    K[a] : [page_size_tokens, num_kv_heads, head_dim] of dtype
 //                    V[a] : same shape
+//                  (what a block-contiguous device page holds: KSegment / VSegment)
 //   Mamba record = for each SSM layer s (in the order of `ssm_layers`):
 //                    conv[s] : conv_shape of conv_dtype
 //                    ssm[s]  : ssm_shape  of ssm_dtype (none for a shortconv layer)
+//
+// Sliding-window layers (sliding_window > 0) are stored apart (docs/DESIGN.md, "Sliding-window
+// layers"): a page is then two records, Kind::kKV with the K/V of the full-attention layers and
+// Kind::kWindowKV with the K/V of the windowed layers, each in attention-layer order
+// (KRecordSegment / VRecordSegment). A layout without windowed layers has one KV record, the
+// whole KV page. A layout whose attention layers are all windowed has no kKV record at all.
 //
 // Segments are packed back to back (no padding); records are padded to 4 KiB by the tiers.
 // The fingerprint is a SHA-256 of a canonical encoding of every field, so two layouts are
@@ -76,28 +83,46 @@ struct ModelLayout {
 
   bool has_attention() const { return !attention_layers.empty(); }
   bool has_ssm() const { return !ssm_layers.empty(); }
+  // Some attention layer has a sliding window (its KV is then stored as Kind::kWindowKV).
+  bool has_window() const;
+  // Whether the tiers hold records of `kind` for this layout: kKV when some attention layer has
+  // full attention, kWindowKV when some has a window, kMamba when there are SSM layers.
+  bool Stores(Kind kind) const;
+  // The kind attention layer `a`'s K/V is stored as: kWindowKV when it has a window, else kKV.
+  Kind AttentionKind(size_t attention_layer) const;
+  // The largest window in tokens (0 without windowed layers), and the pages a load at a depth
+  // needs of it: ceil(window / page_size_tokens).
+  uint32_t WindowTokens() const;
+  uint32_t WindowPages() const;
 
   // Bytes of K (equally V) of one attention layer for one page.
   uint64_t KBytesPerPage(size_t attention_layer) const;
-  // Bytes of one KV page record: all attention layers, K and V.
+  // Bytes of one KV page: all attention layers, K and V (a device page; for layouts without
+  // windowed layers also the kKV record).
   uint64_t KvPageBytes() const;
   // Bytes of one layer's conv / SSM state for one sequence (SSM: 0 for a shortconv layer).
   uint64_t ConvStateBytes(size_t ssm_layer) const;
   uint64_t SsmStateBytes(size_t ssm_layer) const;
   // Bytes of one Mamba state record: all SSM layers, conv and SSM.
   uint64_t MambaSlotBytes() const;
-  uint64_t RecordBytes(Kind kind) const {
-    return kind == Kind::kKV ? KvPageBytes() : MambaSlotBytes();
-  }
+  // Bytes of one record of `kind`: kKV the full-attention layers' K/V of a page (KvPageBytes()
+  // without windowed layers), kWindowKV the windowed layers' K/V of a page, kMamba the state.
+  // 0 when the layout does not store that kind.
+  uint64_t RecordBytes(Kind kind) const;
 
-  // Where K / V of attention layer `a` lie in the KV record.
+  // Where K / V of attention layer `a` lie in the KV page (all attention layers).
   RecordSegment KSegment(size_t attention_layer) const;
   RecordSegment VSegment(size_t attention_layer) const;
+  // Where K / V of attention layer `a` lie in the record of its kind (AttentionKind(a)); equal
+  // to KSegment / VSegment for layouts without windowed layers.
+  RecordSegment KRecordSegment(size_t attention_layer) const;
+  RecordSegment VRecordSegment(size_t attention_layer) const;
   // Where conv / SSM state of SSM layer `s` lie in the Mamba record.
   RecordSegment ConvSegment(size_t ssm_layer) const;
   RecordSegment SsmSegment(size_t ssm_layer) const;
 
-  // SHA-256 of the canonical encoding (version-tagged).
+  // SHA-256 of the canonical encoding (version-tagged: version 1, and version 2 for layouts with
+  // windowed layers, whose records are arranged differently since windowed KV is kept apart).
   std::array<uint8_t, 32> Fingerprint() const;
   std::string FingerprintHex() const;
 

@@ -42,8 +42,9 @@ size_t StoreImpl::StartDiskWritesLocked(const std::vector<EntryKey>& keys, bool 
 
 void StoreImpl::SubmitDiskWrites(std::vector<DiskWriteJob> jobs, std::vector<DiskWrite> writes,
                                  int attempt) {
-  if (!layout_.has_attention()) {
-    // Pure SSM: a state goes to disk with its chain, which a restart needs to reach it. Walked
+  if (!layout_.Stores(Kind::kKV)) {
+    // No full-attention KV records (pure SSM, or every attention layer windowed): a state goes
+    // to disk with its chain, which a restart needs to reach it. Walked
     // here, outside mu_: the state's host copy is pinned, so its entry and ancestors stay.
     for (DiskWrite& w : writes) {
       if (w.key.kind != Kind::kMamba) continue;
@@ -58,7 +59,7 @@ void StoreImpl::SubmitDiskWrites(std::vector<DiskWriteJob> jobs, std::vector<Dis
 
 std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(size_t count) {
   std::vector<DiskKey> removed;
-  for (Kind kind : {Kind::kMamba, Kind::kKV}) {
+  for (Kind kind : {Kind::kMamba, Kind::kWindowKV, Kind::kKV}) {
     if (removed.size() >= count) break;
     auto victims = index_->PickVictims(Tier::kDisk, kind, count - removed.size() + 4);
     if (!victims.ok()) continue;

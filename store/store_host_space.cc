@@ -19,7 +19,7 @@ constexpr size_t kEvictAheadBatch = 64;
 
 size_t StoreImpl::EvictForBytesLocked(uint64_t missing_bytes, size_t max_victims, size_t* writes) {
   size_t freed = 0;
-  for (Kind victim_kind : {Kind::kMamba, Kind::kKV}) {
+  for (Kind victim_kind : {Kind::kMamba, Kind::kWindowKV, Kind::kKV}) {
     const uint64_t victim_bytes = host_->slot_bytes(victim_kind);
     if (victim_bytes == 0) continue;  // the layout has no such kind
     const size_t wanted = static_cast<size_t>(

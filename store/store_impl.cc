@@ -36,8 +36,9 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options) {
 
   IndexOptions io;
   io.require_mamba = s->layout_.has_ssm();
-  // Pure SSM (no attention layers): pages are chain links without KV; states are the payload.
-  io.kv_payload = s->layout_.has_attention();
+  // Pure SSM (no attention layers), or every attention layer windowed: pages carry no
+  // full-attention KV; the chain names them, states (and windowed KV) are the payload.
+  io.kv_payload = s->layout_.Stores(Kind::kKV);
   io.track_interval_pages = std::max<uint32_t>(1, options.track_interval_pages);
   io.kv_page_bytes = io.kv_payload ? RecordSlotBytes(s->layout_, Kind::kKV) : 0;
   io.mamba_state_bytes = s->layout_.has_ssm() ? RecordSlotBytes(s->layout_, Kind::kMamba) : 0;
@@ -288,6 +289,11 @@ Status CheckKind(Kind kind, const ModelLayout& layout) {
     return Status::InvalidArgument("kind: kv (layout '" + layout.model +
                                    "' has no attention layers)");
   }
+  if (kind == Kind::kWindowKV) {
+    return Status::InvalidArgument(
+        "kind: window (a device pool has KV pages of every attention layer, windowed ones "
+        "included: use kind kv)");
+  }
   return Status::OK();
 }
 }  // namespace
@@ -317,10 +323,12 @@ Status StoreImpl::CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) cons
     return Status::FailedPrecondition("the store has no store-owned device pool");
   }
   CACHEPAWL_RETURN_IF_ERROR(device_arena_->CheckSlot(kind, slot));
-  if (bytes != layout_.RecordBytes(kind)) {
+  // A device slot of kind kv is a whole KV page (every attention layer).
+  const uint64_t want = kind == Kind::kKV ? layout_.KvPageBytes() : layout_.RecordBytes(kind);
+  if (bytes != want) {
     return Status::InvalidArgument("record: " + std::to_string(bytes) + " bytes (a " +
-                                   std::string(KindName(kind)) + " record has " +
-                                   std::to_string(layout_.RecordBytes(kind)) + ")");
+                                   std::string(KindName(kind)) + " device record has " +
+                                   std::to_string(want) + ")");
   }
   return Status::OK();
 }

@@ -121,7 +121,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
     // Waiting for space releases mu_; the pinned sources and filling_ entries stay meanwhile.
     // (This load's own pins are not yet counted in loads_pinning_host_: a wait for space must
     // not wait for the load that is waiting.)
-    for (Kind kind : {Kind::kKV, Kind::kMamba}) {
+    for (Kind kind : kAllKinds) {
       const size_t n = static_cast<size_t>(std::count_if(
           fills.begin(), fills.end(), [&](const DiskFill& f) { return f.key.kind == kind; }));
       if (n == 0) continue;

@@ -36,7 +36,7 @@ StatusOr<size_t> RebuildIndexFromDisk(DiskTier& disk, PrefixIndex& index,
   auto chains = disk.TakeRecoveredChains();
   for (const DiskRecordInfo& r : mamba) {
     std::vector<PageHash> chain;
-    if (!layout.has_attention()) {
+    if (!layout.Stores(Kind::kKV)) {
       if (auto c = chains.find(DiskKeyIdentity(r.key)); c != chains.end()) chain = c->second;
       chain.push_back(r.key.hash);
       if (!index.InsertChain(std::nullopt, chain).ok()) chain.clear();  // all or nothing

@@ -6,30 +6,44 @@ namespace cachepawl {
 
 std::string_view KindName(Kind kind) {
   switch (kind) {
-    case Kind::kKV: return "kv";
-    case Kind::kMamba: return "mamba";
+    case Kind::kKV:
+      return "kv";
+    case Kind::kMamba:
+      return "mamba";
+    case Kind::kWindowKV:
+      return "window";
   }
   return "unknown-kind";
 }
 
 std::string_view TierName(Tier tier) {
   switch (tier) {
-    case Tier::kDevice: return "device";
-    case Tier::kHost: return "host";
-    case Tier::kDisk: return "disk";
+    case Tier::kDevice:
+      return "device";
+    case Tier::kHost:
+      return "host";
+    case Tier::kDisk:
+      return "disk";
   }
   return "unknown-tier";
 }
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFp32: return "fp32";
-    case DType::kFp16: return "fp16";
-    case DType::kBf16: return "bf16";
-    case DType::kFp8E4M3: return "fp8_e4m3";
-    case DType::kFp8E5M2: return "fp8_e5m2";
-    case DType::kInt8: return "int8";
-    case DType::kFp4E2M1: return "fp4_e2m1";
+    case DType::kFp32:
+      return "fp32";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp8E4M3:
+      return "fp8_e4m3";
+    case DType::kFp8E5M2:
+      return "fp8_e5m2";
+    case DType::kInt8:
+      return "int8";
+    case DType::kFp4E2M1:
+      return "fp4_e2m1";
   }
   return "unknown-dtype";
 }
@@ -37,6 +51,7 @@ std::string_view DTypeName(DType dtype) {
 std::optional<Kind> ParseKind(std::string_view name) {
   if (name == "kv" || name == "KV") return Kind::kKV;
   if (name == "mamba" || name == "Mamba") return Kind::kMamba;
+  if (name == "window" || name == "window_kv") return Kind::kWindowKV;
   return std::nullopt;
 }
 
@@ -58,19 +73,25 @@ std::optional<DType> ParseDType(std::string_view name) {
   return std::nullopt;
 }
 
-bool IsValidKind(uint8_t raw) { return raw <= static_cast<uint8_t>(Kind::kMamba); }
+bool IsValidKind(uint8_t raw) { return raw <= static_cast<uint8_t>(Kind::kWindowKV); }
 bool IsValidTier(uint8_t raw) { return raw <= static_cast<uint8_t>(Tier::kDisk); }
 bool IsValidDType(uint8_t raw) { return raw <= static_cast<uint8_t>(DType::kFp4E2M1); }
 
 std::optional<uint64_t> DTypeStorageBytes(DType dtype, uint64_t elements) {
   uint64_t width = 0;
   switch (dtype) {
-    case DType::kFp32: width = 4; break;
+    case DType::kFp32:
+      width = 4;
+      break;
     case DType::kFp16:
-    case DType::kBf16: width = 2; break;
+    case DType::kBf16:
+      width = 2;
+      break;
     case DType::kFp8E4M3:
     case DType::kFp8E5M2:
-    case DType::kInt8: width = 1; break;
+    case DType::kInt8:
+      width = 1;
+      break;
     case DType::kFp4E2M1:
       if (elements % 16 != 0) return std::nullopt;
       // Two values per byte plus one 1-byte scale per 16 values.

@@ -8,10 +8,16 @@
 
 namespace cachepawl {
 
-// What a cache entry holds: the K and V of one page of tokens for all attention layers, or the
-// conv + SSM state of one sequence for all SSM layers at one exact depth.
-enum class Kind : uint8_t { kKV = 0, kMamba = 1 };
-inline constexpr int kNumKinds = 2;
+// What a cache entry holds:
+//   kKV       the K and V of one page of tokens for the full-attention layers (for layouts
+//             without sliding-window layers: every attention layer);
+//   kMamba    the conv + SSM state of one sequence for all SSM layers at one exact depth;
+//   kWindowKV the K and V of one page of tokens for the sliding-window attention layers, kept
+//             apart so that a tier can drop it where no cached prefix can use it (only layouts
+//             with such layers have it; see ModelLayout::Stores).
+enum class Kind : uint8_t { kKV = 0, kMamba = 1, kWindowKV = 2 };
+inline constexpr int kNumKinds = 3;
+inline constexpr Kind kAllKinds[kNumKinds] = {Kind::kKV, Kind::kMamba, Kind::kWindowKV};
 
 // Where bytes live, fastest first.
 enum class Tier : uint8_t { kDevice = 0, kHost = 1, kDisk = 2 };
@@ -29,9 +35,10 @@ enum class DType : uint8_t {
   kFp4E2M1 = 6,
 };
 
-std::string_view KindName(Kind kind);    // "kv", "mamba"
-std::string_view TierName(Tier tier);    // "device", "host", "disk"
-std::string_view DTypeName(DType dtype); // "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "fp4_e2m1"
+std::string_view KindName(Kind kind);  // "kv", "mamba", "window"
+std::string_view TierName(Tier tier);  // "device", "host", "disk"
+std::string_view DTypeName(
+    DType dtype);  // "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "fp4_e2m1"
 std::optional<Kind> ParseKind(std::string_view name);
 std::optional<Tier> ParseTier(std::string_view name);
 std::optional<DType> ParseDType(std::string_view name);  // also accepts "float16", "bfloat16"...

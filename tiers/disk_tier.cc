@@ -77,16 +77,16 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
   std::unique_ptr<DiskTier> tier(new DiskTier(options, layout));
   DiskTier& t = *tier;
   t.fingerprint_ = layout.Fingerprint();
-  for (Kind k : {Kind::kKV, Kind::kMamba}) {
+  for (Kind k : kAllKinds) {
     const int i = static_cast<int>(k);
-    const bool used = k == Kind::kKV ? layout.has_attention() : layout.has_ssm();
+    const bool used = layout.Stores(k);
     t.payload_bytes_[i] = used ? layout.RecordBytes(k) : 0;
     t.record_bytes_[i] = used ? RecordSlotBytes(layout, k) : 0;
   }
   const std::vector<std::string> data_files = options.DataFiles();
   const uint64_t n = data_files.size();
   const uint64_t per_file = options.capacity_bytes / n / kDirectIoAlignment * kDirectIoAlignment;
-  const uint64_t largest = std::max(t.record_bytes_[0], t.record_bytes_[1]);
+  const uint64_t largest = *std::max_element(t.record_bytes_.begin(), t.record_bytes_.end());
   if (per_file < largest) {
     return Status::InvalidArgument(
         "disk.capacity_bytes: " + std::to_string(options.capacity_bytes) + " gives " +
@@ -100,7 +100,9 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
 
   // The catalog first: a mismatch must be reported before anything on disk is touched.
   const std::string catalog_dir = options.CatalogDir();
-  const bool chains = !layout.has_attention();  // states carry their chains
+  // Without full-attention KV records (pure SSM, or every attention layer windowed) no record
+  // chain reaches a state from the root: states carry their chains.
+  const bool chains = !layout.Stores(Kind::kKV);
   CACHEPAWL_RETURN_IF_ERROR(CreateFolder(options.dir).WithContext("disk.dir"));
   auto catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog, chains);
   if (!catalog.ok()) {
@@ -173,7 +175,7 @@ Status DiskTier::Recover(const std::vector<DiskDataFiles::FileReport>& reports) 
   std::vector<CatalogRecord> good;
   std::vector<DiskKey> drop;
   std::vector<std::string> bad_raw;
-  const bool chains = !layout_.has_attention();
+  const bool chains = !layout_.Stores(Kind::kKV);
   uint64_t bad_chains = 0;
   CACHEPAWL_RETURN_IF_ERROR(catalog_->ForEach(
       [&](const CatalogRecord& r) {
@@ -235,13 +237,14 @@ std::optional<DiskExtent> DiskTier::AllocateLocked(uint64_t bytes, std::vector<D
     *error = full();
     return std::nullopt;
   }
-  // Evict least recently used unpinned records, Mamba states first, until a range fits. Their
+  // Evict least recently used unpinned records, Mamba states first, then windowed KV, until a
+  // range fits. Their
   // extents are freed in the allocator now, but nothing is allocated from them before the
   // catalog batch deleting their records returns OK (invariant 4).
   std::vector<std::shared_ptr<Entry>> victims;
   while (allocator_->LargestFree() < bytes) {
     Entry* victim = nullptr;
-    for (Kind k : {Kind::kMamba, Kind::kKV}) {
+    for (Kind k : {Kind::kMamba, Kind::kWindowKV, Kind::kKV}) {
       for (Entry* e : lru_[static_cast<int>(k)]) {
         if (e->readers == 0) {
           victim = e;
@@ -300,7 +303,7 @@ StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const Pag
     return Status::InvalidArgument("key " + key.ToString() + ": the layout has no " +
                                    std::string(KindName(key.kind)) + " records");
   }
-  const bool with_chain = !layout_.has_attention();
+  const bool with_chain = !layout_.Stores(Kind::kKV);
   if (with_chain && !ChainFitsState(key, parent, chain, layout_.page_size_tokens)) {
     Count(Counter::kChainErrors);
     const uint64_t pages = key.depth / std::max<uint64_t>(1, layout_.page_size_tokens);
@@ -539,6 +542,7 @@ DiskTierStats DiskTier::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   s.records_kv = records_[static_cast<int>(Kind::kKV)];
   s.records_mamba = records_[static_cast<int>(Kind::kMamba)];
+  s.records_window = records_[static_cast<int>(Kind::kWindowKV)];
   if (allocator_) {
     s.bytes_used = allocator_->used_bytes();
     s.capacity_bytes = allocator_->capacity_bytes();

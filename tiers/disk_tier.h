@@ -91,6 +91,7 @@ struct DiskRecordInfo {
 struct DiskTierStats {
   uint64_t records_kv = 0;
   uint64_t records_mamba = 0;
+  uint64_t records_window = 0;  // windowed-layer KV records (layouts with windowed layers)
   uint64_t bytes_used = 0;
   uint64_t capacity_bytes = 0;
   uint64_t largest_free_bytes = 0;

@@ -17,8 +17,9 @@ constexpr uint64_t kMaxChunkBytes = uint64_t{1} << 30;
 
 uint64_t LargestSlotBytes(const ModelLayout& layout) {
   uint64_t b = 0;
-  if (layout.has_attention()) b = std::max(b, RecordSlotBytes(layout, Kind::kKV));
-  if (layout.has_ssm()) b = std::max(b, RecordSlotBytes(layout, Kind::kMamba));
+  for (Kind k : kAllKinds) {
+    if (layout.Stores(k)) b = std::max(b, RecordSlotBytes(layout, k));
+  }
   return b;
 }
 
@@ -86,9 +87,8 @@ StatusOr<std::unique_ptr<HostArena>> HostArena::Open(const ModelLayout& layout,
   }
 
   std::unique_ptr<HostArena> arena(new HostArena(layout, options));
-  for (Kind k : {Kind::kKV, Kind::kMamba}) {
-    const bool has = k == Kind::kKV ? layout.has_attention() : layout.has_ssm();
-    if (!has) continue;
+  for (Kind k : kAllKinds) {
+    if (!layout.Stores(k)) continue;
     arena->slot_bytes_[static_cast<int>(k)] = RecordSlotBytes(layout, k);
     arena->slot_units_[static_cast<int>(k)] = RecordSlotBytes(layout, k) / kUnit;
   }

@@ -17,6 +17,7 @@ class CpuBackend final : public TransferBackend {
   CpuBackend(const RecordMap* const maps[kNumKinds], uint64_t chunk_bytes) {
     maps_[0] = maps[0];
     maps_[1] = maps[1];
+    maps_[2] = maps[2];
     for (auto& s : staging_) s.reset(new std::byte[chunk_bytes]);
   }
 
@@ -38,7 +39,10 @@ class CpuBackend final : public TransferBackend {
         RunCopies(chunk.copies, stage, /*to_host=*/true);
       } else {
         RunCopies(chunk.copies, stage, /*to_host=*/false);
-        if (maps_[1] != nullptr) RunJobs(*maps_[1], chunk.jobs[1], stage, false);
+        // States and windowed KV first; a layer's fence then waits only for its full KV.
+        for (int k : {1, 2}) {
+          if (maps_[k] != nullptr) RunJobs(*maps_[k], chunk.jobs[k], stage, false);
+        }
         const RecordMap& kv = *maps_[0];
         if (op->per_layer && !chunk.jobs[0].empty()) {
           for (size_t a = 0; a + 1 < kv.layer_tiles.size(); ++a) {

@@ -140,6 +140,7 @@ class CudaBackend final : public TransferBackend {
         chunks_(options.staging_chunks) {
     maps_[0] = maps[0];
     maps_[1] = maps[1];
+    maps_[2] = maps[2];
   }
 
   ~CudaBackend() override {
@@ -435,7 +436,9 @@ class CudaBackend final : public TransferBackend {
       CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, chunk_base, false, d.copy));
       CP_CUDA(cudaEventRecord(d.produced[h], d.copy));
       CP_CUDA(cudaStreamWaitEvent(d.kernel, d.produced[h], 0));
+      // States and windowed KV first; a layer's fence then waits only for its full KV.
       CACHEPAWL_RETURN_IF_ERROR(Launch(1, chunk_base, chunk.jobs[1], false, d.kernel));
+      CACHEPAWL_RETURN_IF_ERROR(Launch(2, chunk_base, chunk.jobs[2], false, d.kernel));
       if (op.per_layer) {
         for (size_t a = 0; a + 1 < kv.layer_tiles.size(); ++a) {
           CACHEPAWL_RETURN_IF_ERROR(Launch(

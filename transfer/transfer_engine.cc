@@ -105,11 +105,12 @@ StatusOr<std::unique_ptr<TransferEngine>> TransferEngine::Create(
   }
   std::unique_ptr<TransferEngine> e(new TransferEngine(layout, pool, host, options));
   e->gpu_ = gpu;
-  for (Kind k : {Kind::kKV, Kind::kMamba}) {
+  const RecordMap* maps[kNumKinds] = {};
+  for (Kind k : kAllKinds) {
     e->maps_[static_cast<int>(k)] =
         std::make_unique<RecordMap>(RecordMap::Build(layout, pool, k, options.tile_bytes));
+    maps[static_cast<int>(k)] = e->maps_[static_cast<int>(k)].get();
   }
-  const RecordMap* maps[kNumKinds] = {e->maps_[0].get(), e->maps_[1].get()};
   if (gpu) {
     CACHEPAWL_ASSIGN_OR_RETURN(e->backend_, internal::MakeCudaBackend(maps, options, pool.device));
   } else {
@@ -171,7 +172,7 @@ Status TransferEngine::Validate(const Operation& op) const {
   const Tier src_tier = wb ? Tier::kDevice : Tier::kHost;
   const Tier dst_tier = wb ? Tier::kHost : Tier::kDevice;
   // Runs once per unit on the submitting thread: no allocation unless a unit is bad.
-  std::vector<uint64_t> destinations;  // (slot << 1) | kind, sorted below to find repeats
+  std::vector<uint64_t> destinations;  // (slot << 2) | kind, sorted below to find repeats
   destinations.reserve(op.units.size());
   const auto at = [](size_t i) { return "units[" + std::to_string(i) + "]"; };
   for (size_t i = 0; i < op.units.size(); ++i) {
@@ -193,18 +194,18 @@ Status TransferEngine::Validate(const Operation& op) const {
       return Status::InvalidArgument(at(i) + (wb ? ".src.slot: " : ".dst.slot: ") +
                                      std::to_string(dev.slot) + " (the device pool has " +
                                      std::to_string(m.num_slots) +
-                                     (u.kind == Kind::kKV ? " KV pages)" : " state slots)"));
+                                     (u.kind == Kind::kMamba ? " state slots)" : " KV pages)"));
     }
     Status st = host_->CheckSlot(host.slot, u.kind);
     if (!st.ok()) return st.WithContext(at(i) + (wb ? ".dst" : ".src"));
-    destinations.push_back((u.dst.slot << 1) | static_cast<uint64_t>(u.kind));  // slots < 2^63
+    destinations.push_back((u.dst.slot << 2) | static_cast<uint64_t>(u.kind));  // slots < 2^62
   }
   std::sort(destinations.begin(), destinations.end());
   const auto repeat = std::adjacent_find(destinations.begin(), destinations.end());
   if (repeat != destinations.end()) {
     // Name the second unit with that destination, as a reader scanning the list would.
-    const uint64_t slot = *repeat >> 1;
-    const Kind kind = static_cast<Kind>(*repeat & 1);
+    const uint64_t slot = *repeat >> 2;
+    const Kind kind = static_cast<Kind>(*repeat & 3);
     size_t seen = 0;
     for (size_t i = 0; i < op.units.size(); ++i) {
       if (op.units[i].kind == kind && op.units[i].dst.slot == slot && ++seen == 2) {
@@ -245,7 +246,8 @@ Fence TransferEngine::Submit(Operation op) {
         op.direction == Direction::kWriteBack ? op.units[i].dst : op.units[i].src;
     placements[i] = {host_->SlotPayload(host.slot), host_->RegionOf(host.slot)};
   }
-  const RecordMap* maps[kNumKinds] = {maps_[0].get(), maps_[1].get()};
+  const RecordMap* maps[kNumKinds] = {};
+  for (int k = 0; k < kNumKinds; ++k) maps[k] = maps_[k].get();
   internal::PlanOperation(op, placements, maps, options_.staging_chunk_bytes(), planned.get());
   staged_chunks_.fetch_add(planned->chunks.size(), std::memory_order_relaxed);
   if (plan_start != 0) {

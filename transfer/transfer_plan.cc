@@ -15,10 +15,10 @@ RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescriptio
                            uint64_t tile_bytes) {
   RecordMap m;
   m.kind = kind;
-  const bool has = kind == Kind::kKV ? layout.has_attention() : layout.has_ssm();
-  if (!has) return m;
+  if (!layout.Stores(kind)) return m;
   m.record_bytes = layout.RecordBytes(kind);
-  m.num_slots = kind == Kind::kKV ? pool.num_pages : pool.num_state_slots;
+  const bool attention = kind != Kind::kMamba;
+  m.num_slots = attention ? pool.num_pages : pool.num_state_slots;
   if (m.num_slots == 0) return m;
   auto add = [&](RecordSegment rs, const std::byte* base, uint64_t stride, int layer) {
     // An empty segment (the SSM state of a shortconv layer) moves nothing: no segment, no tile,
@@ -26,11 +26,14 @@ RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescriptio
     if (rs.bytes == 0) return;
     m.segments.push_back({rs.offset, rs.bytes, reinterpret_cast<uintptr_t>(base), stride, layer});
   };
-  if (kind == Kind::kKV) {
+  if (attention) {
+    // The layers of this kind only (full-attention or windowed), at their record offsets; the
+    // device side is where the engine's page of all layers keeps them.
     for (size_t a = 0; a < layout.attention_layers.size(); ++a) {
-      add(layout.KSegment(a), pool.attention[a].k_base, pool.attention[a].k_page_stride,
+      if (layout.AttentionKind(a) != kind) continue;
+      add(layout.KRecordSegment(a), pool.attention[a].k_base, pool.attention[a].k_page_stride,
           static_cast<int>(a));
-      add(layout.VSegment(a), pool.attention[a].v_base, pool.attention[a].v_page_stride,
+      add(layout.VRecordSegment(a), pool.attention[a].v_base, pool.attention[a].v_page_stride,
           static_cast<int>(a));
     }
   } else {
@@ -39,12 +42,14 @@ RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescriptio
       add(layout.SsmSegment(s), pool.ssm[s].ssm_base, pool.ssm[s].ssm_slot_stride, -1);
     }
   }
-  int last_layer = -1;
+  // layer_tiles has an entry for every attention layer, an empty range for a layer of the
+  // other attention kind.
+  size_t next_layer = 0;
   for (uint32_t i = 0; i < m.segments.size(); ++i) {
     const Segment& s = m.segments[i];
-    if (s.attention_layer >= 0 && s.attention_layer != last_layer) {
+    while (s.attention_layer >= 0 && next_layer <= static_cast<size_t>(s.attention_layer)) {
       m.layer_tiles.push_back(static_cast<uint32_t>(m.tiles.size()));
-      last_layer = s.attention_layer;
+      ++next_layer;
     }
     for (uint64_t off = 0; off < s.bytes; off += tile_bytes) {
       m.tiles.push_back({i, off, std::min(tile_bytes, s.bytes - off)});
@@ -52,7 +57,12 @@ RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescriptio
     }
   }
   m.tile_offset.push_back(m.record_bytes);
-  if (kind == Kind::kKV) m.layer_tiles.push_back(static_cast<uint32_t>(m.tiles.size()));
+  if (attention) {
+    while (next_layer <= layout.attention_layers.size()) {
+      m.layer_tiles.push_back(static_cast<uint32_t>(m.tiles.size()));
+      ++next_layer;
+    }
+  }
   // Direct: every segment at the same stride, placed as in the record.
   m.direct = true;
   const Segment& s0 = m.segments[0];

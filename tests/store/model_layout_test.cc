@@ -49,8 +49,34 @@ TEST(ModelLayoutTest, SmallLayoutIsValidAndItsSizesAreTheHandCalculation) {
   EXPECT_EQ(l.ConvStateBytes(1), 480u);
   EXPECT_EQ(l.SsmStateBytes(1), 512u);
   EXPECT_EQ(l.MambaSlotBytes(), 576u + 1024u + 480u + 512u);
-  EXPECT_EQ(l.RecordBytes(Kind::kKV), l.KvPageBytes());
+  // Layer 3 has a 128-token window: its K/V is the kWindowKV record, layer 1's the kKV record.
+  EXPECT_TRUE(l.has_window());
+  EXPECT_EQ(l.RecordBytes(Kind::kKV), 2 * 4096u);
+  EXPECT_EQ(l.RecordBytes(Kind::kWindowKV), 2 * 2048u);
+  EXPECT_EQ(l.RecordBytes(Kind::kKV) + l.RecordBytes(Kind::kWindowKV), l.KvPageBytes());
   EXPECT_EQ(l.RecordBytes(Kind::kMamba), l.MambaSlotBytes());
+  EXPECT_EQ(l.AttentionKind(0), Kind::kKV);
+  EXPECT_EQ(l.AttentionKind(1), Kind::kWindowKV);
+  EXPECT_EQ(l.WindowTokens(), 128u);
+  EXPECT_EQ(l.WindowPages(), 8u);  // ceil(128 / 16)
+  for (Kind k : kAllKinds) EXPECT_TRUE(l.Stores(k)) << KindName(k);
+  // Record segments restart at 0 in each kind's record; page segments run over all layers.
+  EXPECT_EQ(l.KRecordSegment(1).offset, 0u);
+  EXPECT_EQ(l.VRecordSegment(1).offset, 2048u);
+  EXPECT_EQ(l.KSegment(1).offset, 2 * 4096u);
+  EXPECT_EQ(l.KRecordSegment(0).offset, l.KSegment(0).offset);
+  ModelLayout full = l;
+  full.attention_layers[1].sliding_window = 0;
+  EXPECT_FALSE(full.has_window());
+  EXPECT_FALSE(full.Stores(Kind::kWindowKV));
+  EXPECT_EQ(full.RecordBytes(Kind::kKV), full.KvPageBytes());
+  EXPECT_EQ(full.RecordBytes(Kind::kWindowKV), 0u);
+  EXPECT_EQ(full.WindowPages(), 0u);
+  ModelLayout windowed = l;
+  windowed.attention_layers[0].sliding_window = 40;
+  EXPECT_FALSE(windowed.Stores(Kind::kKV));
+  EXPECT_EQ(windowed.RecordBytes(Kind::kKV), 0u);
+  EXPECT_EQ(windowed.WindowPages(), 8u);  // the largest window governs
   EXPECT_TRUE(l.has_attention());
   EXPECT_TRUE(l.has_ssm());
 }
@@ -239,9 +265,10 @@ TEST(ModelLayoutTest, RejectsALayoutWithoutLayers) {
 
 TEST(ModelLayoutTest, FingerprintIsTheDocumentedEncoding) {
   // Computed independently with Python's hashlib over the encoding described in
-  // model_layout.cc (little-endian integers, length-prefixed strings, version 1).
+  // model_layout.cc (little-endian integers, length-prefixed strings). Small() has a windowed
+  // layer: version 2; the same layout without it is version 1.
   EXPECT_EQ(Small().FingerprintHex(),
-            "9e1b9daa9072ad04b97ec4a0f082e5c89a112695f8071a8c25bba96df16c2faa");
+            "8e4b675ef35ee24b81da76de01d66a27e292d513d0b6e4fd140ab1176af96496");
   auto fp = Small().Fingerprint();
   std::string hex = Small().FingerprintHex();
   ASSERT_EQ(hex.size(), 64u);
