@@ -40,6 +40,9 @@ struct IndexOptions {
   // PickVictimsForBytes (0 = unknown).
   uint64_t kv_page_bytes = 0;
   uint64_t mamba_state_bytes = 0;
+  // STUB (replaced by the index branch): windowed KV.
+  uint32_t window_pages = 0;
+  uint64_t window_page_bytes = 0;
 
   // InvalidArgument naming the field and value at fault.
   Status Validate() const;
@@ -86,6 +89,9 @@ struct MatchResult {
   // Where the Mamba state after page reusable_pages-1 is; empty when reusable_pages is 0 or no
   // tier holds one there (always the case for a miss under require_mamba).
   TierLocations state;
+  // STUB (replaced by the index branch).
+  std::vector<TierLocations> window;
+  size_t window_first_page = 0;
 
   void Clear();
 };
@@ -108,6 +114,7 @@ struct EntryInfo {
   uint32_t depth_pages = 0;        // 1 for the first page of a chain
   TierLocations kv;
   TierLocations state;       // the Mamba state after this page
+  TierLocations window;      // STUB (replaced by the index branch)
   uint32_t children = 0;     // entries whose parent this is
   uint32_t kv_locks = 0;     // engine locks on this page or a descendant
   uint32_t state_locks = 0;  // engine locks on exactly this node (its Mamba state)

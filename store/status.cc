@@ -7,19 +7,32 @@ namespace cachepawl {
 
 const char* StatusCodeName(Status::Code code) {
   switch (code) {
-    case Status::Code::kOk: return "OK";
-    case Status::Code::kInvalidArgument: return "InvalidArgument";
-    case Status::Code::kNotFound: return "NotFound";
-    case Status::Code::kCorruption: return "Corruption";
-    case Status::Code::kIOError: return "IOError";
-    case Status::Code::kNoSpace: return "NoSpace";
-    case Status::Code::kBusy: return "Busy";
-    case Status::Code::kUnavailable: return "Unavailable";
-    case Status::Code::kFailedPrecondition: return "FailedPrecondition";
-    case Status::Code::kTimedOut: return "TimedOut";
-    case Status::Code::kAborted: return "Aborted";
-    case Status::Code::kInternal: return "Internal";
-    case Status::Code::kIncompatible: return "Incompatible";
+    case Status::Code::kOk:
+      return "OK";
+    case Status::Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Status::Code::kNotFound:
+      return "NotFound";
+    case Status::Code::kCorruption:
+      return "Corruption";
+    case Status::Code::kIOError:
+      return "IOError";
+    case Status::Code::kNoSpace:
+      return "NoSpace";
+    case Status::Code::kBusy:
+      return "Busy";
+    case Status::Code::kUnavailable:
+      return "Unavailable";
+    case Status::Code::kFailedPrecondition:
+      return "FailedPrecondition";
+    case Status::Code::kTimedOut:
+      return "TimedOut";
+    case Status::Code::kAborted:
+      return "Aborted";
+    case Status::Code::kInternal:
+      return "Internal";
+    case Status::Code::kIncompatible:
+      return "Incompatible";
   }
   return "Unknown";
 }

@@ -17,18 +17,18 @@ class [[nodiscard]] Status {
  public:
   enum class Code : int {
     kOk = 0,
-    kInvalidArgument = 1,   // bad argument, config, file content or trace line
-    kNotFound = 2,          // a key, file or entry that is not there (a miss is not an error)
-    kCorruption = 3,        // bytes on disk or in a catalog that fail verification
-    kIOError = 4,           // the OS said no (errno is in the message)
-    kNoSpace = 5,           // a tier is full of locked or in-flight entries
-    kBusy = 6,              // the entry is locked or in flight
-    kUnavailable = 7,       // a facility is missing (no GPU, no io_uring)
-    kFailedPrecondition = 8,// the object is in the wrong state (closed, not open)
-    kTimedOut = 9,          // a wait ran out of time
-    kAborted = 10,          // cancelled, or abandoned because the store is closing
-    kInternal = 11,         // a broken invariant: a bug in Cachepawl
-    kIncompatible = 12,     // on-disk layout or format that this build or layout cannot use
+    kInvalidArgument = 1,     // bad argument, config, file content or trace line
+    kNotFound = 2,            // a key, file or entry that is not there (a miss is not an error)
+    kCorruption = 3,          // bytes on disk or in a catalog that fail verification
+    kIOError = 4,             // the OS said no (errno is in the message)
+    kNoSpace = 5,             // a tier is full of locked or in-flight entries
+    kBusy = 6,                // the entry is locked or in flight
+    kUnavailable = 7,         // a facility is missing (no GPU, no io_uring)
+    kFailedPrecondition = 8,  // the object is in the wrong state (closed, not open)
+    kTimedOut = 9,            // a wait ran out of time
+    kAborted = 10,            // cancelled, or abandoned because the store is closing
+    kInternal = 11,           // a broken invariant: a bug in Cachepawl
+    kIncompatible = 12,       // on-disk layout or format that this build or layout cannot use
   };
 
   Status() = default;  // OK
@@ -86,7 +86,7 @@ const char* StatusCodeName(Status::Code code);
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (status_.ok()) status_ = Status::Internal("StatusOr constructed from an OK Status");
   }
@@ -118,17 +118,17 @@ class [[nodiscard]] StatusOr {
 }  // namespace cachepawl
 
 // Returns early from the enclosing function when `expr` (a Status) is not OK.
-#define CACHEPAWL_RETURN_IF_ERROR(expr)                  \
-  do {                                                   \
-    ::cachepawl::Status _cp_status = (expr);             \
-    if (!_cp_status.ok()) return _cp_status;             \
+#define CACHEPAWL_RETURN_IF_ERROR(expr)      \
+  do {                                       \
+    ::cachepawl::Status _cp_status = (expr); \
+    if (!_cp_status.ok()) return _cp_status; \
   } while (0)
 
 #define CACHEPAWL_CONCAT_INNER(a, b) a##b
 #define CACHEPAWL_CONCAT(a, b) CACHEPAWL_CONCAT_INNER(a, b)
 // `CACHEPAWL_ASSIGN_OR_RETURN(auto x, Foo());` declares x from a StatusOr or returns its Status.
-#define CACHEPAWL_ASSIGN_OR_RETURN(lhs, expr)                                   \
-  auto CACHEPAWL_CONCAT(_cp_or_, __LINE__) = (expr);                            \
-  if (!CACHEPAWL_CONCAT(_cp_or_, __LINE__).ok())                                \
-    return CACHEPAWL_CONCAT(_cp_or_, __LINE__).status();                        \
+#define CACHEPAWL_ASSIGN_OR_RETURN(lhs, expr)            \
+  auto CACHEPAWL_CONCAT(_cp_or_, __LINE__) = (expr);     \
+  if (!CACHEPAWL_CONCAT(_cp_or_, __LINE__).ok())         \
+    return CACHEPAWL_CONCAT(_cp_or_, __LINE__).status(); \
   lhs = std::move(CACHEPAWL_CONCAT(_cp_or_, __LINE__)).value()

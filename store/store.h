@@ -58,11 +58,18 @@ struct PrefixMatch {
   // Fastest tier of each of the first kv_only_pages pages; empty for pure SSM (no page is held).
   std::vector<Tier> page_tiers;
   std::optional<Tier> state_tier;  // fastest tier of the state at reusable_pages (if any)
+  // Layouts with sliding-window layers: their KV is needed only for the last
+  // layout.WindowPages() pages before a reused depth. window_tiers[i] is the fastest tier of
+  // the windowed KV of page window_first_page + i; the pages [window_first_page,
+  // reusable_pages) are all there is (empty without windowed layers or without a hit).
+  size_t window_first_page = 0;
+  std::vector<Tier> window_tiers;
 
   uint64_t reusable_tokens() const { return uint64_t{reusable_pages} * page_size_tokens; }
 };
 
-// An engine lock on the first `pages` pages of a match (and the state at that depth).
+// An engine lock on the first `pages` pages of a match (and the state at that depth, and the
+// windowed KV of the last layout.WindowPages() pages before it).
 struct PrefixLock {
   std::vector<PageHash> hashes;
   bool with_state = false;

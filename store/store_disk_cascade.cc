@@ -12,15 +12,36 @@
 
 namespace cachepawl {
 
-size_t StoreImpl::StartDiskWritesLocked(const std::vector<EntryKey>& keys, bool evict_after) {
+std::vector<EntryKey> StoreImpl::WithWindowsLocked(const std::vector<EntryKey>& keys) const {
+  const uint32_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
+  std::vector<EntryKey> out = keys;
+  for (const EntryKey& key : keys) {
+    if (key.kind != Kind::kMamba || window == 0) continue;
+    // The state's window: its own page and the window - 1 before it.
+    std::optional<PageHash> cur = key.hash;
+    for (uint32_t i = 0; i < window && cur; ++i) {
+      auto e = index_->Lookup(*cur);
+      if (!e) break;
+      if (!e->window.empty()) out.push_back({*cur, Kind::kWindowKV});
+      cur = e->parent;
+    }
+  }
+  return out;
+}
+
+size_t StoreImpl::StartDiskWritesLocked(const std::vector<EntryKey>& state_and_others,
+                                        bool evict_after) {
   if (!disk_) return 0;
+  // A state goes to disk with its window: otherwise the windowed KV it needs stays in host
+  // memory, unevictable (a needed window leaves a tier only where another tier holds it).
+  const std::vector<EntryKey> keys = WithWindowsLocked(state_and_others);
   std::vector<DiskWriteJob> jobs;
   std::vector<DiskWrite> writes;
   for (const EntryKey& key : keys) {
     if (disk_writing_.count(key)) continue;
     auto e = index_->Lookup(key.hash);
     if (!e) continue;
-    const TierLocations& loc = key.kind == Kind::kKV ? e->kv : e->state;
+    const TierLocations& loc = LocationsOf(*e, key.kind);
     if (!loc.Has(Tier::kHost) || loc.Has(Tier::kDisk)) continue;
     if (!index_->PinForTransfer(key.hash, key.kind, Tier::kHost).ok()) continue;
     disk_writing_.insert(key);

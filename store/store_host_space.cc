@@ -128,7 +128,7 @@ size_t StoreImpl::EvictFromHostLocked(Kind kind, size_t wanted, size_t* writes_s
     if (filling_.count(key) > 0) continue;  // published by a Save still in flight: it stays
     auto e = index_->Lookup(v.hash);
     if (!e) continue;
-    const TierLocations& loc = v.kind == Kind::kKV ? e->kv : e->state;
+    const TierLocations& loc = LocationsOf(*e, v.kind);
     if (disk_ && !loc.Has(Tier::kDisk) && policy_->OnEvict() && !evict_unwritten_.count(key)) {
       // Write-on-evict: the entry is written first (asynchronously); once on disk it is clean
       // and the next eviction frees it. Later KV victims of this call may be its ancestors:
@@ -165,11 +165,12 @@ void StoreImpl::PruneLocked(const PageHash& hash) {
   std::optional<PageHash> cur = hash;
   while (cur) {
     auto e = index_->Lookup(*cur);
-    if (!e || !e->kv.empty() || !e->state.empty() || e->children > 0) return;
-    if (filling_.count({*cur, Kind::kKV}) || filling_.count({*cur, Kind::kMamba})) return;
+    if (!e || !e->kv.empty() || !e->state.empty() || !e->window.empty() || e->children > 0) return;
+    for (Kind k : kAllKinds) {
+      if (filling_.count({*cur, k})) return;
+    }
     if (!index_->Remove(*cur).ok()) return;
-    policy_->Forget({*cur, Kind::kKV});
-    policy_->Forget({*cur, Kind::kMamba});
+    for (Kind k : kAllKinds) policy_->Forget({*cur, k});
     cur = e->parent;
   }
 }

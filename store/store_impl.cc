@@ -41,6 +41,10 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options) {
   io.kv_payload = s->layout_.Stores(Kind::kKV);
   io.track_interval_pages = std::max<uint32_t>(1, options.track_interval_pages);
   io.kv_page_bytes = io.kv_payload ? RecordSlotBytes(s->layout_, Kind::kKV) : 0;
+  // Sliding-window layers: a reusable prefix needs their KV for its last WindowPages() pages.
+  io.window_pages = s->layout_.WindowPages();
+  io.window_page_bytes =
+      s->layout_.Stores(Kind::kWindowKV) ? RecordSlotBytes(s->layout_, Kind::kWindowKV) : 0;
   io.mamba_state_bytes = s->layout_.has_ssm() ? RecordSlotBytes(s->layout_, Kind::kMamba) : 0;
   auto index = PrefixIndex::Create(io);
   if (!index.ok()) return index.status();
@@ -214,6 +218,9 @@ StatusOr<PrefixMatch> StoreImpl::LookupHashes(std::span<const PageHash> hashes) 
   m.page_tiers.reserve(r.pages.size());
   for (const TierLocations& loc : r.pages) m.page_tiers.push_back(*loc.Fastest());
   if (r.reusable_pages > 0) m.state_tier = r.state.Fastest();
+  m.window_first_page = r.window_first_page;
+  m.window_tiers.reserve(r.window.size());
+  for (const TierLocations& loc : r.window) m.window_tiers.push_back(*loc.Fastest());
   lookups_.fetch_add(1, std::memory_order_relaxed);
   lookup_pages_.fetch_add(hashes.size(), std::memory_order_relaxed);
   hit_pages_.fetch_add(r.reusable_pages, std::memory_order_relaxed);
@@ -377,8 +384,9 @@ StoreStats StoreImpl::Stats() const {
       }
     }
     st.saves = saves_;
-    st.saved_pages = saved_pages_;
-    st.saved_states = saved_states_;
+    st.saved_pages = saved_entries_[static_cast<int>(Kind::kKV)];
+    st.saved_states = saved_entries_[static_cast<int>(Kind::kMamba)];
+    st.saved_window_pages = saved_entries_[static_cast<int>(Kind::kWindowKV)];
     st.refreshed_pages = refreshed_;
     st.loads = loads_;
     st.prefetches = prefetches_;

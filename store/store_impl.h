@@ -181,7 +181,12 @@ class StoreImpl final : public Store {
   // Starts disk writes of host-resident entries: pins their host slots until the writes finish
   // and hands the batch to the disk submitter thread (never submits under mu_). Entries already
   // on disk or being written are skipped. Returns how many writes were started. Requires mu_.
+  // A state's windowed KV (layouts with sliding-window layers) goes with it: the windowed KV of
+  // its page and the WindowPages() - 1 before it that has a host copy and no disk copy.
   size_t StartDiskWritesLocked(const std::vector<EntryKey>& keys, bool evict_after);
+  // `keys` followed by the windowed-KV keys of the windows of the states among them (those the
+  // index holds anywhere). Requires mu_.
+  std::vector<EntryKey> WithWindowsLocked(const std::vector<EntryKey>& keys) const;
   // Runs on the disk submitter thread: submits the writes, and hands their completion to the
   // completion worker.
   void SubmitDiskWrites(std::vector<DiskWriteJob> jobs, std::vector<DiskWrite> writes, int attempt);
@@ -265,9 +270,10 @@ class StoreImpl final : public Store {
   std::unordered_set<EntryKey, EntryKeyHasher> evict_unwritten_;             // guarded by mu_
   std::array<std::array<uint64_t, kNumKinds>, kNumTiers> evictions_{};       // guarded by mu_
   std::array<std::array<uint64_t, kNumKinds>, kNumTiers> loaded_entries_{};  // guarded by mu_
-  uint64_t saves_ = 0, saved_pages_ = 0, saved_states_ = 0, refreshed_ = 0;  // guarded by mu_
-  uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0, no_space_ = 0;      // guarded by mu_
-  uint64_t checksum_failures_ = 0, io_errors_ = 0;                           // guarded by mu_
+  uint64_t saves_ = 0, refreshed_ = 0;                                       // guarded by mu_
+  std::array<uint64_t, kNumKinds> saved_entries_{};                      // per kind; guarded by mu_
+  uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0, no_space_ = 0;  // guarded by mu_
+  uint64_t checksum_failures_ = 0, io_errors_ = 0;                       // guarded by mu_
   uint64_t evict_write_failures_ = 0;  // write-on-evict writes that failed; guarded by mu_
   uint64_t loads_pinning_host_ = 0;    // loads holding host pins; guarded by mu_
   bool evict_ahead_pending_ = false;   // an EvictAhead pass is posted or running; guarded by mu_

@@ -84,10 +84,9 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
     auto add = [&](const EntryKey& key, size_t page, uint64_t device_slot) -> Status {
       auto e = index_->Lookup(key.hash);
       const TierLocations* loc = nullptr;
-      if (e) loc = key.kind == Kind::kKV ? &e->kv : &e->state;
+      if (e) loc = &LocationsOf(*e, key.kind);
       if (loc == nullptr || loc->empty()) {
-        return Status::NotFound(std::string(key.kind == Kind::kKV ? "page " : "state at page ") +
-                                std::to_string(page) + " is no longer cached");
+        return Status::NotFound(EntryName(key.kind, page) + " is no longer cached");
       }
       if (loc->Has(Tier::kHost)) {
         CACHEPAWL_RETURN_IF_ERROR(index_->PinForTransfer(key.hash, key.kind, Tier::kHost));
@@ -107,9 +106,21 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
       CountHitLocked(key);
       return Status::OK();
     };
+    // Full-attention KV of every page; windowed KV only of the pages a model at depth
+    // first + count reads: the last WindowPages() before it (the engine holds those before
+    // `first` already).
+    const bool full_kv = layout_.Stores(Kind::kKV);
+    const size_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
+    const size_t window_from = first + count - std::min(count, window);
     for (size_t j = 0; j < count; ++j) {
-      Status s = add({match.hashes[first + j], Kind::kKV}, first + j, device_pages[j]);
-      if (!s.ok()) return rollback(s);
+      if (full_kv) {
+        Status s = add({match.hashes[first + j], Kind::kKV}, first + j, device_pages[j]);
+        if (!s.ok()) return rollback(s);
+      }
+      if (first + j >= window_from && window > 0) {
+        Status s = add({match.hashes[first + j], Kind::kWindowKV}, first + j, device_pages[j]);
+        if (!s.ok()) return rollback(s);
+      }
     }
     if (device_state_slot) {
       Status s = add({match.hashes[first + count - 1], Kind::kMamba}, first + count - 1,
@@ -309,7 +320,7 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
       auto want = [&](const EntryKey& key) -> Status {
         auto e = index_->Lookup(key.hash);
         if (!e) return Status::OK();
-        const TierLocations& loc = key.kind == Kind::kKV ? e->kv : e->state;
+        const TierLocations& loc = LocationsOf(*e, key.kind);
         if (!loc.Has(Tier::kDisk) || loc.Has(Tier::kHost) || filling_.count(key)) {
           return Status::OK();
         }
@@ -321,8 +332,13 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
         return Status::OK();
       };
       Status s;
-      for (size_t i = 0; layout_.has_attention() && i < match.kv_only_pages && s.ok(); ++i) {
+      for (size_t i = 0; layout_.Stores(Kind::kKV) && i < match.kv_only_pages && s.ok(); ++i) {
         s = want({match.hashes[i], Kind::kKV});
+      }
+      // Windowed KV: only the pages a load at the match's depth reads.
+      for (size_t i = match.window_first_page;
+           !match.window_tiers.empty() && i < match.reusable_pages && s.ok(); ++i) {
+        s = want({match.hashes[i], Kind::kWindowKV});
       }
       if (s.ok() && match.reusable_pages > 0 && layout_.has_ssm()) {
         s = want({match.hashes[match.reusable_pages - 1], Kind::kMamba});

@@ -61,8 +61,25 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
                                      "]: the all-zero hash");
     }
   }
-  // The entries to insert. Pure SSM: the chain up to the state (pages alone carry nothing).
-  const size_t chain = layout_.has_attention() ? std::max(first + count, state_pages) : state_pages;
+  // Windowed KV is saved for the pages a load at this Save's depth reads: the last
+  // WindowPages() before the state's depth (or, without a state, before the end of the given
+  // pages). Attention-only layouts can reuse any depth: every given page keeps it.
+  const bool full_kv = layout_.Stores(Kind::kKV);
+  const size_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
+  const size_t window_end = req.device_state_slot ? state_pages : first + count;
+  const size_t window_from = !layout_.has_ssm() ? 0 : window_end - std::min(window_end, window);
+  auto keeps_window = [&](size_t page) {
+    return window > 0 && page >= window_from && page < window_end;
+  };
+  // The entries to insert: up to the last page that holds something. Pure SSM, or no
+  // full-attention layers: pages alone carry nothing; the chain goes up to the state (and the
+  // last windowed page).
+  size_t chain = state_pages;
+  if (full_kv) {
+    chain = std::max(first + count, state_pages);
+  } else if (window > 0 && count > 0 && window_end > first && window_end > window_from) {
+    chain = std::max(chain, std::min(window_end, first + count));
+  }
 
   // What no tier holds (nor a Save in flight fills) needs a host slot: `fresh`, the pages first,
   // then the state.
@@ -78,8 +95,15 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
     if (chain == 0) return Fence::Completed(Status::OK());
     CACHEPAWL_RETURN_IF_ERROR(
         index_->InsertChain(std::nullopt, hashes.first(chain)).WithContext("SaveRequest"));
-    for (size_t j = 0; j < count; ++j) {
+    // `fresh` in kind order: full KV, windowed KV, the state (PrepareSaveChunk allocates runs
+    // per kind in that order).
+    for (size_t j = 0; full_kv && j < count; ++j) {
       const SaveWant w{{hashes[first + j], Kind::kKV}, req.device_pages[j]};
+      CachedLocked(w.key) ? (void)++refreshed_ : fresh.push_back(w);
+    }
+    for (size_t j = 0; j < count; ++j) {
+      if (!keeps_window(first + j)) continue;
+      const SaveWant w{{hashes[first + j], Kind::kWindowKV}, req.device_pages[j]};
       CachedLocked(w.key) ? (void)++refreshed_ : fresh.push_back(w);
     }
     if (req.device_state_slot) {
@@ -145,7 +169,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
 bool StoreImpl::CachedLocked(const EntryKey& key) {
   auto e = index_->Lookup(key.hash);
   if (!e) return false;
-  const TierLocations& loc = key.kind == Kind::kKV ? e->kv : e->state;
+  const TierLocations& loc = LocationsOf(*e, key.kind);
   return loc.Has(Tier::kHost) || loc.Has(Tier::kDisk) || filling_.count(key) > 0;
 }
 
@@ -155,24 +179,26 @@ Status StoreImpl::PrepareSaveChunk(std::span<const SaveWant> part, std::span<con
   const uint64_t allocate_start = profile::Now();
   std::unique_lock<std::mutex> lock(mu_);
   if (closed_) return Status::FailedPrecondition("store is closed");
-  // Host slots, as runs: the pages first, then the state (at most one, at the end).
+  // Host slots, as runs per kind, in the order of `part`: full KV, windowed KV, the state (at
+  // most one, at the end).
   std::vector<HostSlotId> slots;
-  const size_t pages = static_cast<size_t>(std::count_if(
-      part.begin(), part.end(), [](const SaveWant& w) { return w.key.kind == Kind::kKV; }));
   bool released = false;  // mu_ was released while waiting for space
-  Status st = AllocateHostLocked(Kind::kKV, pages, lock, &slots, &released);
-  if (st.ok() && part.size() > pages) {
-    st = AllocateHostLocked(Kind::kMamba, 1, lock, &slots, &released);
+  Status st;
+  for (Kind kind : {Kind::kKV, Kind::kWindowKV, Kind::kMamba}) {
+    const size_t n = static_cast<size_t>(std::count_if(
+        part.begin(), part.end(), [&](const SaveWant& w) { return w.key.kind == kind; }));
+    if (n > 0 && st.ok()) st = AllocateHostLocked(kind, n, lock, &slots, &released);
   }
   profile::Add(profile::Stage::kSaveHostAllocate, allocate_start);
   const uint64_t index_start = profile::Now();
   if (st.ok() && slots.size() != part.size()) st = Status::Internal("host slot count");
-  const bool recheck = released || !layout_.has_attention();
+  const bool recheck = released || !layout_.Stores(Kind::kKV);
   if (st.ok() && recheck) {
     // Waiting for space released mu_: the chain may have been pruned, and another Save may have
-    // cached some of these keys meanwhile. Pure SSM: the chain's entries hold nothing until the
-    // state is filling (filling_ then keeps them), so an Unlock or an eviction may have pruned
-    // them since Save inserted them: insert again (idempotent).
+    // cached some of these keys meanwhile. Without full-attention KV (pure SSM, all layers
+    // windowed): the chain's entries hold nothing until their state or windowed KV is filling
+    // (filling_ then keeps them), so an Unlock or an eviction may have pruned them since Save
+    // inserted them: insert again (idempotent).
     st = index_->InsertChain(std::nullopt, chain).WithContext("SaveRequest");
   }
   if (!st.ok()) {
@@ -269,7 +295,7 @@ void StoreImpl::FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotI
     // Published (a Lookup finds it), but it stays in filling_, so that this Save's later
     // operations cannot evict it, until the whole Save is done (SaveProgress::ReleaseLocked).
     progress->held.push_back(key);
-    key.kind == Kind::kKV ? ++saved_pages_ : ++saved_states_;
+    ++saved_entries_[static_cast<int>(key.kind)];
     if (disk_ && policy_->OnSaved()) to_disk.push_back(key);
   }
   if (!s.ok()) ++failed_ops_;

@@ -82,6 +82,7 @@ std::string StoreStats::ToJson() const {
       {"saves", saves},
       {"saved_pages", saved_pages},
       {"saved_states", saved_states},
+      {"saved_window_pages", saved_window_pages},
       {"refreshed_pages", refreshed_pages},
       {"loads", loads},
       {"prefetches", prefetches},

@@ -42,6 +42,9 @@ struct StoreStats {
   uint64_t evicted_ahead = 0;  // host entries the evict-ahead thread freed (also in evictions)
   uint64_t failed_operations = 0;
   uint64_t saves = 0, saved_pages = 0, saved_states = 0, refreshed_pages = 0;
+  // Windowed KV records saved (layouts with sliding-window layers; saved_pages counts the
+  // full-attention KV records).
+  uint64_t saved_window_pages = 0;
   uint64_t loads = 0, prefetches = 0;
   uint64_t in_flight_operations = 0;  // now
   uint64_t disk_queue_depth = 0;      // now
