@@ -122,7 +122,9 @@ class Store {
   // Loads pages [opts.first_page, opts.first_page + device_pages.size()) of `match` into the
   // device pool's pages `device_pages`, and, when `device_state_slot` is given, the state at
   // depth (first_page + device_pages.size()) * page_size, which must equal
-  // match.reusable_pages. Disk hits are read into host memory first (they stay cached there).
+  // match.reusable_pages. Sliding-window layers: their KV is written only into the pages of
+  // [D - layout.WindowPages(), D), D = max(match.reusable_pages, the load's end); the windowed
+  // layers' part of the other pages is left as it was (a model at depth D never reads it). Disk hits are read into host memory first (they stay cached there).
   // One fence for everything; the engine may use the device pages once it fires OK.
   // fence.StreamWait(stream) makes the engine's stream wait on the GPU. When some pages come
   // from disk, the host->device copies are enqueued only after the disk reads, and StreamWait

@@ -106,12 +106,14 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
       CountHitLocked(key);
       return Status::OK();
     };
-    // Full-attention KV of every page; windowed KV only of the pages a model at depth
-    // first + count reads: the last WindowPages() before it (the engine holds those before
-    // `first` already).
+    // Full-attention KV of every page; windowed KV only of the pages a model resuming at the
+    // match's depth reads: the last WindowPages() before reusable_pages (a load in several
+    // calls gets them with the call that covers them). A load past reusable_pages resumes at
+    // its own end instead. The engine holds the pages before `first` already.
     const bool full_kv = layout_.Stores(Kind::kKV);
     const size_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
-    const size_t window_from = first + count - std::min(count, window);
+    const size_t depth = std::max(first + count, match.reusable_pages);
+    const size_t window_from = depth - std::min(depth, window);
     for (size_t j = 0; j < count; ++j) {
       if (full_kv) {
         Status s = add({match.hashes[first + j], Kind::kKV}, first + j, device_pages[j]);

@@ -366,6 +366,9 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   report.disk_bytes = disk_bytes;
   report.kv_page_bytes = layout->KvPageBytes();
   report.state_bytes = layout->has_ssm() ? layout->MambaSlotBytes() : 0;
+  report.full_record_bytes = layout->RecordBytes(Kind::kKV);
+  report.window_record_bytes = layout->RecordBytes(Kind::kWindowKV);
+  report.window_pages = layout->Stores(Kind::kWindowKV) ? layout->WindowPages() : 0;
   report.store_dir = store_dir.temporary() ? "" : store_dir.path();
   report.wall_seconds = run->wall_seconds;
   report.concurrency = run->concurrency;

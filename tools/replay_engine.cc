@@ -240,7 +240,10 @@ class ReplayEngine::RequestRun {
 
   // Reads a pinned slot back and compares every byte with its key's content. False when wrong
   // (or unreadable), in which case the entry has been discarded (and unpinned).
-  bool Verify(Ref it, const PageHash& hash, std::optional<uint64_t> state_depth) {
+  // `window_loaded` false: a page loaded outside the window, whose windowed layers' bytes the
+  // load does not write; only its full-attention layers' bytes are compared.
+  bool Verify(Ref it, const PageHash& hash, std::optional<uint64_t> state_depth,
+              bool window_loaded = true) {
     auto record = Buffer(it->kind);
     Status read = store_.ReadDeviceRecord(it->kind, it->slot, record);
     if (!read.ok()) {
@@ -250,10 +253,20 @@ class ReplayEngine::RequestRun {
     }
     const uint64_t seed =
         state_depth.has_value() ? StateContentSeed(hash, *state_depth) : PageContentSeed(hash);
+    uint64_t skipped = 0;
+    if (!window_loaded) {
+      // What the load did not write is set to what it should be, so it compares equal.
+      expected_.resize(record.size());
+      FillContent(seed, expected_);
+      for (const RecordSegment& r : e_.window_ranges_) {
+        std::memcpy(record.data() + r.offset, expected_.data() + r.offset, r.bytes);
+        skipped += r.bytes;
+      }
+    }
     uint64_t first = 0;
     const uint64_t wrong = CountWrongBytes(seed, record, &first);
     ++totals_.verified_records;
-    totals_.verified_bytes += record.size();
+    totals_.verified_bytes += record.size() - skipped;
     if (wrong == 0) return true;
     ++totals_.wrong_records;
     totals_.wrong_bytes += wrong;
@@ -378,13 +391,19 @@ class ReplayEngine::RequestRun {
         CountFailure("Load", done);
         return false;
       }
+      // Windowed layers' KV arrives only for the pages a model at depth m reads.
+      const size_t window_from = m - std::min<size_t>(m, e_.window_pages_);
       for (size_t k = 0; k < pages.size(); ++k) {
         const size_t i = start + k;
         const Tier tier = i < match.page_tiers.size() ? match.page_tiers[i] : Tier::kHost;
         ++page_hits[static_cast<int>(tier)];
         ++totals_.loaded_pages;
-        totals_.loaded_bytes += e_.page_bytes_;
-        if (Verify(pages[k], hashes_[i], std::nullopt)) Publish(pages[k]);
+        const bool window = e_.window_pages_ == 0 || i >= window_from;
+        totals_.loaded_bytes += e_.full_record_bytes_ + (window ? e_.window_record_bytes_ : 0);
+        if (window && e_.window_pages_ > 0) ++totals_.loaded_window_pages;
+        if (!Verify(pages[k], hashes_[i], std::nullopt, window)) continue;
+        // A page without its windowed part serves this request only: L1 keeps whole pages.
+        window ? Publish(pages[k]) : l1_.Discard(pages[k], totals_);
       }
       if (with_state) {
         const Tier tier = match.state_tier.value_or(Tier::kHost);
@@ -435,7 +454,13 @@ class ReplayEngine::RequestRun {
       return;
     }
     totals_.saved_pages += slots.size();
-    totals_.saved_bytes += slots.size() * e_.page_bytes_;
+    // What the store keeps of them (Store::Save): full-attention KV of every page, windowed KV
+    // of the last window_pages_ (of every page for attention-only layouts).
+    const size_t window_pages =
+        !e_.hybrid_ ? slots.size() : std::min<size_t>(slots.size(), e_.window_pages_);
+    totals_.saved_bytes += slots.size() * e_.full_record_bytes_ +
+                           (e_.window_pages_ > 0 ? window_pages * e_.window_record_bytes_ : 0);
+    if (e_.window_pages_ > 0) totals_.saved_window_pages += window_pages;
     if (state.has_value()) {
       ++totals_.saved_states;
       totals_.saved_bytes += e_.state_bytes_;
@@ -566,6 +591,7 @@ class ReplayEngine::RequestRun {
   std::vector<std::string> page_keys_;
   size_t n_ = 0;
   std::vector<std::byte> buffer_;
+  std::vector<std::byte> expected_;  // Verify of a page loaded without its windowed part
   std::deque<Pending> pending_;
   std::optional<PrefixLock> lock_;
 };
@@ -578,6 +604,14 @@ ReplayEngine::ReplayEngine(Store* store, const ReplayEngineOptions& options)
   kv_ = layout.has_attention();
   page_bytes_ = kv_ ? layout.KvPageBytes() : 0;
   state_bytes_ = hybrid_ ? layout.MambaSlotBytes() : 0;
+  full_record_bytes_ = layout.RecordBytes(Kind::kKV);
+  window_record_bytes_ = layout.RecordBytes(Kind::kWindowKV);
+  window_pages_ = layout.Stores(Kind::kWindowKV) ? layout.WindowPages() : 0;
+  for (size_t a = 0; a < layout.attention_layers.size(); ++a) {
+    if (layout.AttentionKind(a) != Kind::kWindowKV) continue;
+    window_ranges_.push_back(layout.KSegment(a));
+    window_ranges_.push_back(layout.VSegment(a));
+  }
 }
 
 ReplayEngine::~ReplayEngine() = default;

@@ -88,6 +88,13 @@ class ReplayEngine {
   bool hybrid_ = false;
   bool kv_ = true;  // false for a pure SSM layout: pages hold no KV, a state is the whole prefix
   uint64_t page_bytes_ = 0, state_bytes_ = 0;
+  // Sliding-window layers: a load reads their KV only for the last window_pages_ pages before
+  // its depth; window_ranges_ is where their K/V lie in a device page (the rest of a page
+  // loaded outside the window is the full-attention layers'). full_/window_record_bytes_: the
+  // records the store keeps per page.
+  uint32_t window_pages_ = 0;
+  std::vector<RecordSegment> window_ranges_;
+  uint64_t full_record_bytes_ = 0, window_record_bytes_ = 0;
   ReplayL1 l1_;
 };
 

@@ -74,6 +74,34 @@ double BytesWeighted(double ga, uint64_t ba, double gb, uint64_t bb) {
                       static_cast<double>(n);
 }
 
+// KV bytes per kind that the replay's pages moved (saved, loaded), and what whole pages (every
+// attention layer of every page) would have moved: the saving of keeping windowed KV apart.
+struct WindowedKv {
+  uint64_t saved_full = 0, saved_window = 0, saved_whole = 0;
+  uint64_t loaded_full = 0, loaded_window = 0, loaded_whole = 0;
+};
+
+WindowedKv WindowedKvOf(const ReplayReport& r) {
+  const ReplayTotals& t = r.totals;
+  WindowedKv w;
+  w.saved_full = t.saved_pages * r.full_record_bytes;
+  w.saved_window = t.saved_window_pages * r.window_record_bytes;
+  w.saved_whole = t.saved_pages * r.kv_page_bytes;
+  w.loaded_full = t.loaded_pages * r.full_record_bytes;
+  w.loaded_window = t.loaded_window_pages * r.window_record_bytes;
+  w.loaded_whole = t.loaded_pages * r.kv_page_bytes;
+  return w;
+}
+
+nlohmann::json WindowedKvJson(const ReplayReport& r) {
+  if (r.window_pages == 0) return nullptr;
+  const WindowedKv w = WindowedKvOf(r);
+  return {{"window_pages", r.window_pages},
+          {"saved", {{"full", w.saved_full}, {"window", w.saved_window}, {"whole", w.saved_whole}}},
+          {"loaded",
+           {{"full", w.loaded_full}, {"window", w.loaded_window}, {"whole", w.loaded_whole}}}};
+}
+
 }  // namespace
 
 LatencySummary LatencySamples::Summarize() const {
@@ -116,6 +144,8 @@ void ReplayTotals::Merge(const ReplayTotals& o) {
   loaded_states += o.loaded_states;
   loaded_bytes += o.loaded_bytes;
   saved_bytes += o.saved_bytes;
+  saved_window_pages += o.saved_window_pages;
+  loaded_window_pages += o.loaded_window_pages;
   lost_races += o.lost_races;
   refused += o.refused;
   for (const std::string& r : o.refusals_seen) {
@@ -148,6 +178,8 @@ json ReplayTotalsToJson(const ReplayTotals& t) {
           {"loaded_states", t.loaded_states},
           {"loaded_bytes", t.loaded_bytes},
           {"saved_bytes", t.saved_bytes},
+          {"saved_window_pages", t.saved_window_pages},
+          {"loaded_window_pages", t.loaded_window_pages},
           {"lost_races", t.lost_races},
           {"refused", t.refused},
           {"refusals_seen", t.refusals_seen},
@@ -180,6 +212,8 @@ ReplayTotals ReplayTotalsFromJson(const json& j) {
   t.loaded_states = u("loaded_states");
   t.loaded_bytes = u("loaded_bytes");
   t.saved_bytes = u("saved_bytes");
+  t.saved_window_pages = u("saved_window_pages");
+  t.loaded_window_pages = u("loaded_window_pages");
   t.lost_races = u("lost_races");
   t.refused = u("refused");
   t.refusals_seen = j.at("refusals_seen").get<std::vector<std::string>>();
@@ -228,6 +262,7 @@ StoreStats AddStoreStats(const StoreStats& a, const StoreStats& b) {
   s.saves += b.saves;
   s.saved_pages += b.saved_pages;
   s.saved_states += b.saved_states;
+  s.saved_window_pages += b.saved_window_pages;
   s.refreshed_pages += b.refreshed_pages;
   s.loads += b.loads;
   s.prefetches += b.prefetches;
@@ -263,6 +298,8 @@ std::string ReplayJsonKeysHelp() {
                          engine saves them: the rate this replay can reach
   hit_rate_of_ceiling    hit_rate.pages / ceiling.hybrid_pages
   computed_pages, computed_states, saved_pages, saved_states, loaded_pages, loaded_states
+  kv_by_kind             layouts with sliding-window layers: KV bytes saved and loaded per
+                         kind (full, window) against whole pages (every layer, every page)
   bytes.{device_to_host,host_to_device,host_to_disk,disk_to_host}   from the store's counters
   gbps_wall.{...}        the same bytes over wall_seconds, in GB/s (1e9 bytes), per direction
   gbps_busy.{device_to_host,host_to_device}   the store's own figures (over its busy time)
@@ -338,6 +375,7 @@ std::string ReplayReportJson(const ReplayReport& r) {
       {"saved_states", t.saved_states},
       {"loaded_pages", t.loaded_pages},
       {"loaded_states", t.loaded_states},
+      {"kv_by_kind", WindowedKvJson(r)},
       {"bytes",
        {{"device_to_host", s.bytes_device_to_host},
         {"host_to_device", s.bytes_host_to_device},
@@ -421,6 +459,17 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
   out << "computed " << t.computed_pages << " pages and " << t.computed_states << " states; saved "
       << t.saved_pages << " pages and " << t.saved_states << " states; loaded " << t.loaded_pages
       << " pages and " << t.loaded_states << " states\n\n";
+
+  if (r.window_pages > 0) {
+    const WindowedKv w = WindowedKvOf(r);
+    out << "KV by kind (window " << r.window_pages << " pages): saved full-attention "
+        << HumanBytes(w.saved_full) << " + windowed " << HumanBytes(w.saved_window) << " = "
+        << Percent(Rate(w.saved_full + w.saved_window, w.saved_whole)) << " of whole pages ("
+        << HumanBytes(w.saved_whole) << "); loaded " << HumanBytes(w.loaded_full) << " + "
+        << HumanBytes(w.loaded_window) << " = "
+        << Percent(Rate(w.loaded_full + w.loaded_window, w.loaded_whole)) << " of "
+        << HumanBytes(w.loaded_whole) << "\n\n";
+  }
 
   out << "bytes moved         bytes          GB/s (wall)   GB/s (store busy)\n";
   auto row = [&](const char* name, uint64_t bytes, double busy) {

@@ -44,6 +44,9 @@ struct ReplayTotals {
   uint64_t saved_pages = 0, saved_states = 0;        // handed to Store::Save
   uint64_t loaded_pages = 0, loaded_states = 0;      // brought back by Store::Load
   uint64_t loaded_bytes = 0, saved_bytes = 0;        // record bytes of the above
+  // Sliding-window layers: of the pages above, those whose windowed KV was saved / loaded
+  // (the others moved their full-attention layers' KV only).
+  uint64_t saved_window_pages = 0, loaded_window_pages = 0;
   uint64_t lost_races = 0;  // Lookup promised a prefix that Lock or Load then could not give
   uint64_t refused = 0;     // Lock/Load/Save refused for now (NoSpace, Busy): a miss
   std::vector<std::string> refusals_seen;  // the first few
@@ -69,6 +72,9 @@ struct ReplayReport {
   uint32_t track_interval_pages = 0;
   uint64_t device_bytes = 0, host_bytes = 0, disk_bytes = 0;
   uint64_t kv_page_bytes = 0, state_bytes = 0;
+  // Layouts with sliding-window layers: the per-page records of each kind and the window.
+  uint64_t full_record_bytes = 0, window_record_bytes = 0;
+  uint32_t window_pages = 0;
   std::string store_dir;
   double wall_seconds = 0;
   uint32_t concurrency = 1;  // requests in flight at once (--concurrency)
