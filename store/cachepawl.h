@@ -94,9 +94,13 @@ enum {
 };
 
 /* What a cache entry holds: one page of KV (all attention layers), or one sequence's
- * recurrent state (conv + SSM state of all SSM layers; Kind::kMamba in C++). */
+ * recurrent state (conv + SSM state of all SSM layers; Kind::kMamba in C++).
+ * CACHEPAWL_KIND_WINDOW_KV (Kind::kWindowKV) names the sliding-window attention layers' part of
+ * a KV page, which the host and disk tiers keep as a record of its own (docs/EMBEDDING.md,
+ * "Sliding-window layers"). The layout accessors take it; the device-slot functions do not (a
+ * device page always holds every attention layer: use CACHEPAWL_KIND_KV). */
 typedef int32_t cachepawl_kind;
-enum { CACHEPAWL_KIND_KV = 0, CACHEPAWL_KIND_STATE = 1 };
+enum { CACHEPAWL_KIND_KV = 0, CACHEPAWL_KIND_STATE = 1, CACHEPAWL_KIND_WINDOW_KV = 2 };
 
 /* Where an entry lies, fastest first; CACHEPAWL_TIER_NONE: nowhere. */
 typedef int32_t cachepawl_tier;
@@ -192,17 +196,28 @@ CACHEPAWL_API void cachepawl_layout_free(cachepawl_layout* layout);
 CACHEPAWL_API cachepawl_status cachepawl_layout_to_json(const cachepawl_layout* layout, char** out);
 CACHEPAWL_API cachepawl_status cachepawl_layout_page_size_tokens(const cachepawl_layout* layout,
                                                                  uint32_t* out);
-/* Bytes of one record: a KV page (all attention layers, K and V) or a state (all SSM layers). */
+/* Bytes of one record: KV a whole KV page (all attention layers, K and V, windowed ones
+ * included: the device page and the device record), STATE a state (all SSM layers), WINDOW_KV
+ * the windowed attention layers' part of a page (0 for a layout without sliding-window layers;
+ * the full-attention part is KV minus WINDOW_KV). */
 CACHEPAWL_API cachepawl_status cachepawl_layout_record_bytes(const cachepawl_layout* layout,
                                                              cachepawl_kind kind, uint64_t* out);
+/* The largest sliding window in tokens (0 without sliding-window layers), and the pages of
+ * windowed KV a load at a depth needs: ceil(window_tokens / page_size_tokens). */
+CACHEPAWL_API cachepawl_status cachepawl_layout_window_tokens(const cachepawl_layout* layout,
+                                                              uint32_t* out);
+CACHEPAWL_API cachepawl_status cachepawl_layout_window_pages(const cachepawl_layout* layout,
+                                                             uint32_t* out);
 /* Decoder layers of the whole model. */
 CACHEPAWL_API cachepawl_status cachepawl_layout_num_layers(const cachepawl_layout* layout,
                                                            uint32_t* out);
-/* Layers of a kind on this rank: attention layers (KV) or SSM layers (STATE). */
+/* Layers of a kind on this rank: attention layers (KV: all of them, windowed ones included),
+ * SSM layers (STATE), or the sliding-window attention layers (WINDOW_KV, a subset of KV's). */
 CACHEPAWL_API cachepawl_status cachepawl_layout_num_layers_of_kind(const cachepawl_layout* layout,
                                                                    cachepawl_kind kind,
                                                                    size_t* out);
-/* The decoder position (layer_index) of the i-th attention (KV) or SSM (STATE) layer. */
+/* The decoder position (layer_index) of the i-th attention (KV), SSM (STATE) or sliding-window
+ * attention (WINDOW_KV) layer. */
 CACHEPAWL_API cachepawl_status cachepawl_layout_layer_index(const cachepawl_layout* layout,
                                                             cachepawl_kind kind, size_t i,
                                                             uint32_t* out);

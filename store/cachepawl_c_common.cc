@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "store/cachepawl.h"
 #include "store/cachepawl_c_internal.h"
@@ -37,6 +38,7 @@ CACHEPAWL_SAME_CODE(CACHEPAWL_INTERNAL, kInternal);
 CACHEPAWL_SAME_CODE(CACHEPAWL_INCOMPATIBLE, kIncompatible);
 static_assert(CACHEPAWL_KIND_KV == static_cast<int>(Kind::kKV));
 static_assert(CACHEPAWL_KIND_STATE == static_cast<int>(Kind::kMamba));
+static_assert(CACHEPAWL_KIND_WINDOW_KV == static_cast<int>(Kind::kWindowKV));
 static_assert(CACHEPAWL_TIER_DEVICE == static_cast<int>(Tier::kDevice));
 static_assert(CACHEPAWL_TIER_HOST == static_cast<int>(Tier::kHost));
 static_assert(CACHEPAWL_TIER_DISK == static_cast<int>(Tier::kDisk));
@@ -94,8 +96,10 @@ Status NeedSpan(const void* p, size_t len, const char* name, const char* len_nam
 StatusOr<Kind> ToKind(cachepawl_kind kind) {
   if (kind == CACHEPAWL_KIND_KV) return Kind::kKV;
   if (kind == CACHEPAWL_KIND_STATE) return Kind::kMamba;
+  if (kind == CACHEPAWL_KIND_WINDOW_KV) return Kind::kWindowKV;
   return Status::InvalidArgument("kind: " + std::to_string(kind) +
-                                 " (expected CACHEPAWL_KIND_KV (0) or CACHEPAWL_KIND_STATE (1))");
+                                 " (expected CACHEPAWL_KIND_KV (0), CACHEPAWL_KIND_STATE (1) or "
+                                 "CACHEPAWL_KIND_WINDOW_KV (2))");
 }
 
 Status CopyOut(const void* src, size_t n, size_t elem_bytes, void* out, size_t capacity,
@@ -136,13 +140,38 @@ Status LayoutArgs(const cachepawl_layout* layout, const void* out) {
   return NeedHandle(out, "out");
 }
 
+// The layers a kind's per-layer accessors index: every attention layer (kKV), the SSM layers
+// (kMamba), or the sliding-window attention layers (kWindowKV), as decoder positions.
+std::vector<uint32_t> LayersOfKind(const ModelLayout& l, Kind kind) {
+  std::vector<uint32_t> out;
+  if (kind == Kind::kMamba) {
+    for (const auto& s : l.ssm_layers) out.push_back(s.layer_index);
+    return out;
+  }
+  for (const auto& a : l.attention_layers) {
+    if (kind == Kind::kKV || a.sliding_window != 0) out.push_back(a.layer_index);
+  }
+  return out;
+}
+
+const char* LayerWord(Kind kind) {
+  switch (kind) {
+    case Kind::kKV:
+      return " attention";
+    case Kind::kMamba:
+      return " SSM";
+    case Kind::kWindowKV:
+      return " sliding-window attention";
+  }
+  return "";
+}
+
 Status LayerArg(const cachepawl_layout* layout, Kind kind, size_t i) {
   const ModelLayout& l = layout->layout;
-  const size_t n = kind == Kind::kKV ? l.attention_layers.size() : l.ssm_layers.size();
+  const size_t n = LayersOfKind(l, kind).size();
   if (i < n) return Status::OK();
   return Status::InvalidArgument("i: " + std::to_string(i) + " (layout '" + l.model + "' has " +
-                                 std::to_string(n) + (kind == Kind::kKV ? " attention" : " SSM") +
-                                 " layers)");
+                                 std::to_string(n) + LayerWord(kind) + " layers)");
 }
 
 }  // namespace
@@ -261,7 +290,25 @@ cachepawl_status cachepawl_layout_record_bytes(const cachepawl_layout* layout, c
   return Guard("cachepawl_layout_record_bytes", nullptr, [&] {
     CACHEPAWL_RETURN_IF_ERROR(LayoutArgs(layout, out));
     CACHEPAWL_ASSIGN_OR_RETURN(Kind k, ToKind(kind));
-    *out = layout->layout.RecordBytes(k);
+    // KV is the whole device page (every attention layer), as it was before windowed layers
+    // were kept apart; RecordBytes(kKV) is only the full-attention part.
+    *out = k == Kind::kKV ? layout->layout.KvPageBytes() : layout->layout.RecordBytes(k);
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_layout_window_tokens(const cachepawl_layout* layout, uint32_t* out) {
+  return Guard("cachepawl_layout_window_tokens", nullptr, [&] {
+    CACHEPAWL_RETURN_IF_ERROR(LayoutArgs(layout, out));
+    *out = layout->layout.WindowTokens();
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_layout_window_pages(const cachepawl_layout* layout, uint32_t* out) {
+  return Guard("cachepawl_layout_window_pages", nullptr, [&] {
+    CACHEPAWL_RETURN_IF_ERROR(LayoutArgs(layout, out));
+    *out = layout->layout.WindowPages();
     return Status::OK();
   });
 }
@@ -279,8 +326,7 @@ cachepawl_status cachepawl_layout_num_layers_of_kind(const cachepawl_layout* lay
   return Guard("cachepawl_layout_num_layers_of_kind", nullptr, [&] {
     CACHEPAWL_RETURN_IF_ERROR(LayoutArgs(layout, out));
     CACHEPAWL_ASSIGN_OR_RETURN(Kind k, ToKind(kind));
-    const ModelLayout& l = layout->layout;
-    *out = k == Kind::kKV ? l.attention_layers.size() : l.ssm_layers.size();
+    *out = LayersOfKind(layout->layout, k).size();
     return Status::OK();
   });
 }
@@ -291,8 +337,7 @@ cachepawl_status cachepawl_layout_layer_index(const cachepawl_layout* layout, ca
     CACHEPAWL_RETURN_IF_ERROR(LayoutArgs(layout, out));
     CACHEPAWL_ASSIGN_OR_RETURN(Kind k, ToKind(kind));
     CACHEPAWL_RETURN_IF_ERROR(LayerArg(layout, k, i));
-    const ModelLayout& l = layout->layout;
-    *out = k == Kind::kKV ? l.attention_layers[i].layer_index : l.ssm_layers[i].layer_index;
+    *out = LayersOfKind(layout->layout, k)[i];
     return Status::OK();
   });
 }

@@ -303,7 +303,9 @@ StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const Pag
     return Status::InvalidArgument("key " + key.ToString() + ": the layout has no " +
                                    std::string(KindName(key.kind)) + " records");
   }
-  const bool with_chain = !layout_.Stores(Kind::kKV);
+  // Only states carry chains; a window record names its page (hash, depth, parent) as a KV
+  // page does.
+  const bool with_chain = !layout_.Stores(Kind::kKV) && key.kind == Kind::kMamba;
   if (with_chain && !ChainFitsState(key, parent, chain, layout_.page_size_tokens)) {
     Count(Counter::kChainErrors);
     const uint64_t pages = key.depth / std::max<uint64_t>(1, layout_.page_size_tokens);

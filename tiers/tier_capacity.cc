@@ -8,13 +8,16 @@
 namespace cachepawl {
 namespace {
 
-// n groups of (pages_per_state pages + 1 state) within `units`, each page `page` units and each
-// state `state` units (either may be 0: that kind is absent).
-void Mix(uint64_t units, uint64_t page, uint64_t state, TierCapacity* c) {
-  const uint64_t group = page * c->pages_per_state + state;
+// n groups of (pages_per_state pages + `window_per_group` window records + 1 state) within
+// `units`, each page `page` units, each window record `window` units and each state `state`
+// units (any may be 0: that kind is absent).
+void Mix(uint64_t units, uint64_t page, uint64_t window, uint64_t window_per_group, uint64_t state,
+         TierCapacity* c) {
+  const uint64_t group = page * c->pages_per_state + window * window_per_group + state;
   if (group == 0) return;
   const uint64_t n = units / group;
   c->mixed_pages = page != 0 ? n * c->pages_per_state : 0;
+  c->mixed_window = window != 0 ? n * window_per_group : 0;
   c->mixed_states = state != 0 ? n : 0;
 }
 
@@ -25,11 +28,18 @@ TierCapacity RecordTierCapacity(const ModelLayout& layout, uint64_t bytes,
   TierCapacity c;
   c.bytes = bytes;
   c.pages_per_state = std::max<uint32_t>(pages_per_state, 1);
-  c.page_slot_bytes = layout.has_attention() ? RecordSlotBytes(layout, Kind::kKV) : 0;
-  c.state_slot_bytes = layout.has_ssm() ? RecordSlotBytes(layout, Kind::kMamba) : 0;
+  c.page_slot_bytes = layout.Stores(Kind::kKV) ? RecordSlotBytes(layout, Kind::kKV) : 0;
+  c.state_slot_bytes = layout.Stores(Kind::kMamba) ? RecordSlotBytes(layout, Kind::kMamba) : 0;
+  c.window_slot_bytes =
+      layout.Stores(Kind::kWindowKV) ? RecordSlotBytes(layout, Kind::kWindowKV) : 0;
   c.pages_only = c.page_slot_bytes ? bytes / c.page_slot_bytes : 0;
   c.states_only = c.state_slot_bytes ? bytes / c.state_slot_bytes : 0;
-  Mix(bytes, c.page_slot_bytes, c.state_slot_bytes, &c);
+  c.window_only = c.window_slot_bytes ? bytes / c.window_slot_bytes : 0;
+  c.window_pages = layout.WindowPages();
+  // Window records a group keeps: those before its state, or every page's without states.
+  const uint64_t window_per_group =
+      layout.has_ssm() ? std::min(c.pages_per_state, c.window_pages) : c.pages_per_state;
+  Mix(bytes, c.page_slot_bytes, c.window_slot_bytes, window_per_group, c.state_slot_bytes, &c);
   return c;
 }
 
@@ -47,7 +57,8 @@ TierCapacity DevicePoolCapacity(const ModelLayout& layout, uint64_t bytes,
     c.state_slot_bytes = g.group_units * g.unit_bytes;
     c.states_only = g.num_groups;
   }
-  Mix(g.num_units, layout.has_attention() ? 1 : 0, layout.has_ssm() ? g.group_units : 0, &c);
+  c.window_pages = layout.WindowPages();
+  Mix(g.num_units, layout.has_attention() ? 1 : 0, 0, 0, layout.has_ssm() ? g.group_units : 0, &c);
   return c;
 }
 

@@ -1,4 +1,4 @@
-// cachepawl dump STORE_DIR [--list [--kind kv|mamba] [--prefix HASH] | --verify] [--json]
+// cachepawl dump STORE_DIR [--list [--kind kv|mamba|window] [--prefix HASH] | --verify] [--json]
 //
 // Looks inside a store's disk tier without writing to it (safe while an engine has the store
 // open): a summary, one line per record, or a verification of every record.
@@ -32,17 +32,18 @@ std::string BucketLabel(uint64_t bucket) {
   return std::to_string(bucket) + "-" + std::to_string(bucket * 2 - 1);
 }
 
-// Whether the record names its page's parent: KV pages, and the states of a pure SSM layout
-// (whose pages have no records: the state carries its chain).
+// Whether the record names its page's parent: KV pages, window records (the windowed part of a
+// page), and the states of a chained store (whose pages have no KV records: the state carries
+// its chain).
 bool HasParent(const StoreView& view, const CatalogRecord& r) {
-  return r.key.kind == Kind::kKV || view.pure_ssm();
+  return r.key.kind != Kind::kMamba || view.chained();
 }
 
 json RecordJson(const StoreView& view, const CatalogRecord& r) {
   const uint64_t p = view.page_size_tokens();
   const bool known_file = r.extent.file < view.files().size();
   json chain = nullptr;
-  if (view.pure_ssm() && r.key.kind == Kind::kMamba) {
+  if (view.chained() && r.key.kind == Kind::kMamba) {
     chain = json::array();
     for (const PageHash& h : r.chain) chain.push_back(h.ToHex());
   }
@@ -73,7 +74,7 @@ std::string RecordLine(const StoreView& view, const CatalogRecord& r) {
 }
 
 json SummaryJson(const StoreView& view, const StoreView::TreeShape& t) {
-  uint64_t count[kNumKinds] = {0, 0}, bytes[kNumKinds] = {0, 0};
+  uint64_t count[kNumKinds] = {}, bytes[kNumKinds] = {};
   for (const CatalogRecord& r : view.records()) {
     ++count[static_cast<int>(r.key.kind)];
     bytes[static_cast<int>(r.key.kind)] += r.extent.bytes;
@@ -104,10 +105,14 @@ json SummaryJson(const StoreView& view, const StoreView::TreeShape& t) {
       {"layout", view.layout_name().empty() ? json(nullptr) : json(view.layout_name())},
       {"page_size_tokens", view.page_size_tokens()},
       {"pure_ssm", view.pure_ssm()},
+      {"chained", view.chained()},
+      {"window_pages",
+       view.layout().has_value() ? json(view.layout()->WindowPages()) : json(nullptr)},
       {"open_by_pid", view.holder_pid() ? json(*view.holder_pid()) : json(nullptr)},
       {"records",
        {{"kv", {{"count", count[0]}, {"bytes", bytes[0]}}},
-        {"mamba", {{"count", count[1]}, {"bytes", bytes[1]}}}}},
+        {"mamba", {{"count", count[1]}, {"bytes", bytes[1]}}},
+        {"window", {{"count", count[2]}, {"bytes", bytes[2]}}}}},
       {"undecodable_catalog_entries", view.bad_catalog_keys().size()},
       {"unknown_catalog_entries", view.unknown_catalog_keys().size()},
       {"files", files},
@@ -118,8 +123,10 @@ json SummaryJson(const StoreView& view, const StoreView::TreeShape& t) {
         {"max_fanout", t.max_fanout},
         {"orphan_pages", t.orphan_pages},
         {"orphan_states", t.orphan_states},
+        {"orphan_window", t.orphan_window},
         {"pages_by_depth", histogram(t.pages_by_depth)},
         {"states_by_depth", histogram(t.states_by_depth)},
+        {"window_by_depth", histogram(t.window_by_depth)},
         {"longest", longest},
         {"oldest", t.oldest ? RecordJson(view, *t.oldest) : json(nullptr)},
         {"newest", t.newest ? RecordJson(view, *t.newest) : json(nullptr)}}},
@@ -141,6 +148,10 @@ void PrintSummary(const json& s, std::ostream& out) {
   out << "records: " << rec["kv"]["count"] << " KV pages (" << HumanBytes(rec["kv"]["bytes"])
       << "), " << rec["mamba"]["count"] << " Mamba states (" << HumanBytes(rec["mamba"]["bytes"])
       << ")";
+  if (rec["window"]["count"] != 0 || (s["window_pages"].is_number() && s["window_pages"] != 0)) {
+    out << ", " << rec["window"]["count"] << " window records ("
+        << HumanBytes(rec["window"]["bytes"]) << ")";
+  }
   if (s["undecodable_catalog_entries"] != 0) {
     out << "; " << s["undecodable_catalog_entries"] << " undecodable catalog entries";
   }
@@ -159,15 +170,25 @@ void PrintSummary(const json& s, std::ostream& out) {
   out << "prefix tree (" << s["page_size_tokens"] << " tokens per page): " << t["chains"]
       << " chains, " << t["leaves"] << " leaves, " << t["branching_points"]
       << " branching points (max fan-out " << t["max_fanout"] << "), " << t["orphan_pages"]
-      << " orphan pages, " << t["orphan_states"] << " orphan states\n";
+      << " orphan pages, " << t["orphan_states"] << " orphan states";
+  if (t["orphan_window"] != 0 || rec["window"]["count"] != 0) {
+    out << ", " << t["orphan_window"] << " orphan window records";
+  }
+  out << "\n";
   if (s["pure_ssm"].get<bool>()) {
     out << "  (no attention layers: the pages are the states' chains, without records)\n";
+  } else if (s["chained"].get<bool>()) {
+    out << "  (no full-attention layers: the pages are the states' chains, without KV records; "
+           "window records hold the windowed part of the pages before a state)\n";
   }
-  for (const char* h : {"pages_by_depth", "states_by_depth"}) {
+  const bool chained = s["chained"].get<bool>();
+  for (const char* h : {"pages_by_depth", "states_by_depth", "window_by_depth"}) {
+    if (h[0] == 'w' && t[h].empty()) continue;
     out << "  "
-        << (h[0] == 'p' ? (s["pure_ssm"].get<bool>() ? "chain pages by depth (pages): "
-                                                     : "KV pages by depth (pages):    ")
-                        : "Mamba states by depth (pages):");
+        << (h[0] == 'p'
+                ? (chained ? "chain pages by depth (pages): " : "KV pages by depth (pages):    ")
+            : h[0] == 's' ? "Mamba states by depth (pages):"
+                          : "window records by depth (pages):");
     for (const json& b : t[h]) out << "  " << b["pages"].get<std::string>() << ": " << b["count"];
     out << "\n";
   }
@@ -198,8 +219,9 @@ int RunDump(const std::vector<std::string>& args, CommandIo& io) {
       ->required();
   app.add_flag("--list", list,
                "one line per record: kind, hash, parent, depth, file @offset "
-               "+bytes, checksum, access stamp (a pure SSM layout's states: also their chains)");
-  app.add_option("--kind", kind_name, "with --list: only kv or mamba records");
+               "+bytes, checksum, access stamp (the states of a layout without full-attention "
+               "layers: also their chains)");
+  app.add_option("--kind", kind_name, "with --list: only kv, mamba or window records");
   app.add_option("--prefix", prefix,
                  "with --list: only records whose hash starts with these hex "
                  "digits");
@@ -225,7 +247,7 @@ int RunDump(const std::vector<std::string>& args, CommandIo& io) {
   std::optional<Kind> kind;
   if (!kind_name.empty()) {
     kind = ParseKind(kind_name);
-    if (!kind) return usage("--kind: '" + kind_name + "' (expected kv or mamba)");
+    if (!kind) return usage("--kind: '" + kind_name + "' (expected kv, mamba or window)");
   }
   for (char& c : prefix) {
     if (!std::isxdigit(static_cast<unsigned char>(c)) || prefix.size() > 64) {

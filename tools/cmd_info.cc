@@ -3,7 +3,8 @@
 // What the store would use on this machine: the GPUs (name, compute capability, VRAM total and
 // free, PCIe link), how much host memory may be pinned (ulimit -l, the cgroup's limit), huge
 // pages, io_uring, the file system of the disk tier's folder and whether O_DIRECT works there;
-// and, for a layout, how many KV pages and Mamba states fit in the given tier sizes. Works
+// and, for a layout, how many KV pages and Mamba states (and, for layouts with sliding-window
+// layers, window records) fit in the given tier sizes. Works
 // without a GPU (and in a build without CUDA). Everything is read by library code
 // (tiers/machine_probe.h, tiers/tier_capacity.h, cuda/gpu_runtime.h); this file prints it.
 #include <CLI/CLI.hpp>
@@ -87,23 +88,70 @@ json CapacityJson(const TierCapacity& c) {
   return {{"bytes", c.bytes},
           {"page_slot_bytes", c.page_slot_bytes},
           {"state_slot_bytes", c.state_slot_bytes},
+          {"window_slot_bytes", c.window_slot_bytes},
           {"pages_only", c.pages_only},
           {"states_only", c.states_only},
+          {"window_only", c.window_only},
+          {"window_pages", c.window_pages},
           {"pages_per_state", c.pages_per_state},
           {"mixed_pages", c.mixed_pages},
-          {"mixed_states", c.mixed_states}};
+          {"mixed_states", c.mixed_states},
+          {"mixed_window", c.mixed_window}};
 }
 
-std::string CapacityRow(const char* tier, const TierCapacity& c) {
-  char buf[256];
-  std::snprintf(
-      buf, sizeof(buf), "  %-7s %10s  %10s  %10s  %11llu  %11llu  %9llu + %llu\n", tier,
-      HumanBytes(c.bytes).c_str(), c.page_slot_bytes ? HumanBytes(c.page_slot_bytes).c_str() : "-",
-      c.state_slot_bytes ? HumanBytes(c.state_slot_bytes).c_str() : "-",
-      static_cast<unsigned long long>(c.pages_only), static_cast<unsigned long long>(c.states_only),
-      static_cast<unsigned long long>(c.mixed_pages),
-      static_cast<unsigned long long>(c.mixed_states));
+std::string SlotText(uint64_t bytes) { return bytes ? HumanBytes(bytes) : std::string("-"); }
+
+unsigned long long Ull(uint64_t v) { return static_cast<unsigned long long>(v); }
+
+// One row of the capacity table; `window`: the layout has windowed layers, whose columns
+// (window slot, window only, window records of the mix) are added.
+std::string CapacityRow(const char* tier, const TierCapacity& c, bool window) {
+  char buf[320];
+  if (!window) {
+    std::snprintf(buf, sizeof(buf), "  %-7s %10s  %10s  %10s  %11llu  %11llu  %9llu + %llu\n", tier,
+                  HumanBytes(c.bytes).c_str(), SlotText(c.page_slot_bytes).c_str(),
+                  SlotText(c.state_slot_bytes).c_str(), Ull(c.pages_only), Ull(c.states_only),
+                  Ull(c.mixed_pages), Ull(c.mixed_states));
+  } else {
+    std::snprintf(buf, sizeof(buf),
+                  "  %-7s %10s  %10s  %11s  %10s  %11llu  %12llu  %11llu  %9llu + %llu + %llu\n",
+                  tier, HumanBytes(c.bytes).c_str(), SlotText(c.page_slot_bytes).c_str(),
+                  SlotText(c.window_slot_bytes).c_str(), SlotText(c.state_slot_bytes).c_str(),
+                  Ull(c.pages_only), Ull(c.window_only), Ull(c.states_only), Ull(c.mixed_pages),
+                  Ull(c.mixed_window), Ull(c.mixed_states));
+  }
   return buf;
+}
+
+// The layout section's text: sizes, the window (if any), the capacity table.
+std::string LayoutText(const ModelLayout& l, uint32_t track_interval, const TierCapacity& host,
+                       const TierCapacity& disk, const TierCapacity& device) {
+  const std::string ti = std::to_string(track_interval);
+  std::string text = "layout:            " + l.model + ", page " +
+                     std::to_string(l.page_size_tokens) + " tokens: KV page " +
+                     std::to_string(l.KvPageBytes()) + " B, state " +
+                     std::to_string(l.MambaSlotBytes()) + " B (upper bounds below)\n";
+  if (!l.has_window()) {
+    text += "  tier          size   page slot  state slot   pages only  states only   mix: " +
+            std::string("pages + states (1 state / ") + ti + " pages)\n";
+  } else {
+    const std::string window = std::to_string(l.RecordBytes(Kind::kWindowKV)) + " B";
+    text += "  windowed layers: window " + std::to_string(l.WindowTokens()) + " tokens (" +
+            std::to_string(l.WindowPages()) + " pages); on host and disk a page is " +
+            (l.Stores(Kind::kKV)
+                 ? "a full-attention record of " + std::to_string(l.RecordBytes(Kind::kKV)) +
+                       " B and a window record of " + window
+                 : "a window record of " + window + " (every attention layer is windowed)") +
+            "\n";
+    text += "  a state (a reusable depth) needs the " + std::to_string(l.WindowPages()) +
+            " window records before it; a device page holds every attention layer\n";
+    text += "  tier          size   page slot  window slot  state slot   pages only  window only" +
+            std::string("  states only   mix: pages + window records + states (1 state / ") + ti +
+            " pages)\n";
+  }
+  const bool w = l.has_window();
+  return text + CapacityRow("host", host, w) + CapacityRow("disk", disk, w) +
+         CapacityRow("device", device, w);
 }
 
 int RunInfo(const std::vector<std::string>& args, CommandIo& io) {
@@ -222,17 +270,14 @@ int RunInfo(const std::vector<std::string>& args, CommandIo& io) {
                      {"page_size_tokens", layout->page_size_tokens},
                      {"kv_page_bytes", layout->KvPageBytes()},
                      {"state_bytes", layout->MambaSlotBytes()},
+                     {"full_kv_record_bytes", layout->RecordBytes(Kind::kKV)},
+                     {"window_kv_record_bytes", layout->RecordBytes(Kind::kWindowKV)},
+                     {"window_tokens", layout->WindowTokens()},
+                     {"window_pages", layout->WindowPages()},
                      {"host", CapacityJson(host)},
                      {"disk", CapacityJson(disk)},
                      {"device_pool", CapacityJson(device)}};
-    text += "layout:            " + layout->model + ", page " +
-            std::to_string(layout->page_size_tokens) + " tokens: KV page " +
-            std::to_string(layout->KvPageBytes()) + " B, state " +
-            std::to_string(layout->MambaSlotBytes()) + " B (upper bounds below)\n";
-    text += "  tier          size   page slot  state slot   pages only  states only   mix: " +
-            std::string("pages + states (1 state / ") + std::to_string(track_interval) +
-            " pages)\n";
-    text += CapacityRow("host", host) + CapacityRow("disk", disk) + CapacityRow("device", device);
+    text += LayoutText(*layout, track_interval, host, disk, device);
   }
   if (as_json) {
     io.out << out.dump(2) << "\n";

@@ -1,12 +1,16 @@
-// cachepawl layout PRESET|FILE [--page-size P] [--json]
+// cachepawl layout PRESET|FILE [--page-size P] [--json|--sizes]
 // cachepawl layout --from-hf-config CONFIG.json [--dtype D] [--state-dtype D]
-//                  [--convention transformers|sglang] [--page-size P] [--model NAME] [--json]
+//                  [--convention transformers|sglang] [--page-size P] [--model NAME]
+//                  [--json|--sizes]
 // cachepawl layout --list
 // Prints a layout (a built-in preset, a JSON layout file, or the layout transformers keeps for a
 // Hugging Face config.json: store/layout_from_hf.h): its layers, the bytes of one KV page and
 // one Mamba slot, and its fingerprint; or, with --json, the layout as a JSON layout file (which
-// `cachepawl layout FILE` reads back). --list prints the preset names, one a line.
+// `cachepawl layout FILE` reads back, so it has no derived sizes); or, with --sizes, the derived
+// sizes as JSON (KV page, full-attention and window records, window, state, fingerprint).
+// --list prints the preset names, one a line.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -65,6 +69,20 @@ StatusOr<ModelLayout> LayoutOfName(const std::string& name, uint32_t page_size,
   return layout;
 }
 
+// The sizes that follow from a layout, as JSON (`--sizes`).
+std::string SizesJson(const ModelLayout& l) {
+  const nlohmann::json j = {{"model", l.model},
+                            {"page_size_tokens", l.page_size_tokens},
+                            {"kv_page_bytes", l.KvPageBytes()},
+                            {"full_kv_record_bytes", l.RecordBytes(Kind::kKV)},
+                            {"window_kv_record_bytes", l.RecordBytes(Kind::kWindowKV)},
+                            {"window_tokens", l.WindowTokens()},
+                            {"window_pages", l.WindowPages()},
+                            {"state_bytes", l.MambaSlotBytes()},
+                            {"fingerprint", l.FingerprintHex()}};
+  return j.dump(2) + "\n";
+}
+
 int RunLayout(const std::vector<std::string>& args, CommandIo& io) {
   CLI::App app{
       "Prints a model's cache layout: its layers, the bytes of one KV page and one\n"
@@ -76,6 +94,7 @@ int RunLayout(const std::vector<std::string>& args, CommandIo& io) {
   uint32_t page_size = 16;
   bool list = false;
   bool json = false;
+  bool sizes = false;
   HfFlags hf;
   app.add_option("name", name, "preset name or JSON layout file");
   CLI::Option* page_size_opt =
@@ -83,6 +102,9 @@ int RunLayout(const std::vector<std::string>& args, CommandIo& io) {
                      "tokens per KV page (default: the file's page_size_tokens, else 16)");
   app.add_flag("--list,-l", list, "print the preset names, one per line");
   app.add_flag("--json", json, "print the layout as a JSON layout file");
+  app.add_flag("--sizes", sizes,
+               "print the derived sizes as JSON: kv_page_bytes, full_kv_record_bytes, "
+               "window_kv_record_bytes, window_tokens, window_pages, state_bytes, fingerprint");
   CLI::Option* hf_opt = app.add_option(
       "--from-hf-config", hf.config,
       "the layout transformers keeps for this Hugging Face config.json (docs/MODELS.md)");
@@ -100,12 +122,16 @@ int RunLayout(const std::vector<std::string>& args, CommandIo& io) {
   if (auto exit = ParseArgs(app, args, io)) return *exit;
 
   if (list) {
-    if (!name.empty() || json || page_size_opt->count() > 0 || hf_opt->count() > 0) {
+    if (!name.empty() || json || sizes || page_size_opt->count() > 0 || hf_opt->count() > 0) {
       io.err << "cachepawl layout: --list takes no other arguments\n";
       return kExitUsage;
     }
     for (const std::string& preset : LayoutPresetNames()) io.out << preset << "\n";
     return kExitOk;
+  }
+  if (json && sizes) {
+    io.err << "cachepawl layout: --json and --sizes: pick one (the layout file or its sizes)\n";
+    return kExitUsage;
   }
   if (hf_opt->count() == 0) {
     for (const CLI::Option* o : hf_only) {
@@ -131,7 +157,7 @@ int RunLayout(const std::vector<std::string>& args, CommandIo& io) {
     io.err << "cachepawl layout: " << layout.status().ToString() << "\n";
     return kExitUsage;
   }
-  io.out << (json ? LayoutToJson(*layout) : layout->Describe());
+  io.out << (json ? LayoutToJson(*layout) : sizes ? SizesJson(*layout) : layout->Describe());
   return kExitOk;
 }
 

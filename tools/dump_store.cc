@@ -189,21 +189,28 @@ StatusOr<std::unique_ptr<StoreView>> StoreView::Open(const std::string& dir,
     f.free_bytes = f.size > f.used_bytes ? f.size - f.used_bytes : 0;
   }
 
-  bool any_state = false;
+  bool any_state = false, any_window = false;
   for (const CatalogRecord& r : v->records_) {
     if (r.key.kind == Kind::kKV) v->kv_by_hash_[HashKey(r.key.hash)] = &r;
     any_state = any_state || r.key.kind == Kind::kMamba;
+    any_window = any_window || r.key.kind == Kind::kWindowKV;
   }
-  v->pure_ssm_ =
-      v->layout_.has_value() ? !v->layout_->has_attention() : v->kv_by_hash_.empty() && any_state;
+  if (v->layout_.has_value()) {
+    v->pure_ssm_ = !v->layout_->has_attention();
+    v->chained_ = !v->layout_->Stores(Kind::kKV);
+  } else {
+    v->chained_ = v->kv_by_hash_.empty() && any_state;
+    v->pure_ssm_ = v->chained_ && !any_window;
+  }
   // Tokens per page: the layout's; else a chain's first page's depth; else the gcd of depths.
   // Pure SSM: a state's depth over the pages its chain names.
   if (v->layout_.has_value()) {
     v->page_size_ = v->layout_->page_size_tokens;
-  } else if (v->pure_ssm_) {
+  } else if (v->chained_) {
     // The most frequent value (a damaged chain does not decide it).
     std::map<uint64_t, uint64_t> votes;
     for (const CatalogRecord& r : v->records_) {
+      if (r.key.kind != Kind::kMamba) continue;
       if (r.key.depth % (r.chain.size() + 1) == 0) ++votes[r.key.depth / (r.chain.size() + 1)];
     }
     uint64_t best = 0;
@@ -229,7 +236,8 @@ StatusOr<std::unique_ptr<StoreView>> StoreView::Open(const std::string& dir,
 }
 
 std::optional<std::string> StoreView::OrphanReason(const CatalogRecord& r) const {
-  if (pure_ssm_) {
+  if (r.key.kind == Kind::kWindowKV) return WindowOrphanReason(r);
+  if (chained_) {
     if (r.key.kind == Kind::kKV) return "a KV page in the store of a layout without KV";
     if (ChainFitsState(r.key, r.parent, r.chain, page_size_)) return std::nullopt;
     return "its chain of " + std::to_string(r.chain.size()) +
@@ -251,6 +259,27 @@ std::optional<std::string> StoreView::OrphanReason(const CatalogRecord& r) const
   if (it == kv_by_hash_.end() || it->second->key.depth != r.key.depth) {
     return "no KV page " + r.key.hash.ToHex() + " at depth " + std::to_string(r.key.depth) +
            " is on disk (the state cannot be reused)";
+  }
+  return std::nullopt;
+}
+
+// A window record stands beside its page: the KV page of that hash at that depth or, chained,
+// a page at that depth some state's chain names.
+std::optional<std::string> StoreView::WindowOrphanReason(const CatalogRecord& r) const {
+  if (chained_) {
+    if (!chain_depths_.has_value()) {
+      chain_depths_.emplace();
+      for (const ChainPage& p : ChainPages()) (*chain_depths_)[HashKey(p.hash)] = p.depth_pages;
+    }
+    auto it = chain_depths_->find(HashKey(r.key.hash));
+    if (it != chain_depths_->end() && it->second * page_size_ == r.key.depth) return std::nullopt;
+    return "no state's chain names page " + r.key.hash.ToHex() + " at depth " +
+           std::to_string(r.key.depth) + " (the window record cannot be used)";
+  }
+  auto it = kv_by_hash_.find(HashKey(r.key.hash));
+  if (it == kv_by_hash_.end() || it->second->key.depth != r.key.depth) {
+    return "no KV page " + r.key.hash.ToHex() + " at depth " + std::to_string(r.key.depth) +
+           " is on disk (the window record cannot be used)";
   }
   return std::nullopt;
 }
@@ -287,10 +316,15 @@ StoreView::TreeShape StoreView::Shape() const {
     if (s.newest == nullptr || r.stamp > s.newest->stamp) s.newest = &r;
     const uint64_t pages = page_size_ != 0 ? r.key.depth / page_size_ : 0;
     const bool orphan = OrphanReason(r).has_value();
+    if (r.key.kind == Kind::kWindowKV) {
+      ++s.window_by_depth[DepthBucket(pages)];
+      s.orphan_window += orphan;
+      continue;
+    }
     if (r.key.kind == Kind::kMamba) {
       ++s.states_by_depth[DepthBucket(pages)];
       s.orphan_states += orphan;
-      if (pure_ssm_) leaves.push_back(&r);  // the deepest states stand for the longest chains
+      if (chained_) leaves.push_back(&r);  // the deepest states stand for the longest chains
       continue;
     }
     ++s.pages_by_depth[DepthBucket(pages)];
@@ -302,8 +336,8 @@ StoreView::TreeShape StoreView::Shape() const {
     if (n >= 2) ++s.branching_points;
     s.max_fanout = std::max(s.max_fanout, n);
   }
-  if (pure_ssm_) {
-    // The tree of the pages the chains name (no page has a record of its own).
+  if (chained_) {
+    // The tree of the pages the chains name (no page has a KV record of its own).
     std::map<std::string, uint64_t> next;
     const std::vector<ChainPage> chain_pages = ChainPages();
     for (const ChainPage& p : chain_pages) {
@@ -395,6 +429,11 @@ StoreView::Verification StoreView::Verify(bool scan_free_space) {
     } else if (files_[r.extent.file].error.empty() && r.extent.end() > files_[r.extent.file].size) {
       bad = "extent " + ExtentText(files_[r.extent.file], r.extent) + " ends past the file's " +
             std::to_string(files_[r.extent.file].size) + " bytes";
+    } else if (layout_.has_value() && !layout_->Stores(r.key.kind)) {
+      bad = "a " + std::string(KindName(r.key.kind)) + " record in the store of a layout without " +
+            (r.key.kind == Kind::kWindowKV ? "sliding-window layers"
+             : r.key.kind == Kind::kMamba  ? "SSM layers"
+                                           : "full-attention layers");
     } else if (layout_.has_value() && r.extent.bytes != RecordSlotBytes(*layout_, r.key.kind)) {
       bad = "extent of " + std::to_string(r.extent.bytes) + " bytes (a " +
             std::string(KindName(r.key.kind)) + " record of this layout takes " +

@@ -9,7 +9,13 @@
 // A pure SSM layout's store (no attention layers) holds states only; each state's record comes
 // with its chain (the pages leading to it, which hold no KV and so have no record): the prefix
 // tree is the tree of those chains (ChainPages), and a state without a fitting chain is an
-// orphan.
+// orphan. The same holds for every layout without full-attention KV ("chained": all attention
+// layers windowed, as RecurrentGemma or Samba), whose store also holds window records.
+//
+// Window records (Kind::kWindowKV, layouts with sliding-window layers) are the windowed part of
+// a page: they name the page (hash, depth, parent) and stand beside its KV record, or, in a
+// chained store, beside a page a state's chain names; one that stands beside nothing is an
+// orphan. They are not pages of the tree themselves.
 //
 // Thread safety: one thread at a time.
 #pragma once
@@ -68,8 +74,12 @@ class StoreView {
   // Chain entries whose state's record is gone (the store deletes them when it opens).
   const std::vector<std::string>& orphan_catalog_chains() const { return orphan_chains_; }
   // True for a pure SSM layout's store: the layout has no attention layers or, when the layout
-  // is not known, the catalog holds states and no KV page.
+  // is not known, the catalog holds states and neither KV pages nor window records.
   bool pure_ssm() const { return pure_ssm_; }
+  // True when states carry their chains: the layout stores no full-attention KV (pure SSM, or
+  // every attention layer windowed) or, when the layout is not known, the catalog holds states
+  // and no KV page.
+  bool chained() const { return chained_; }
   const std::vector<DataFileInfo>& files() const { return files_; }
   // The pid of another process holding the catalog open (a running store), if any.
   std::optional<int> holder_pid() const { return holder_pid_; }
@@ -77,8 +87,9 @@ class StoreView {
   uint64_t page_size_tokens() const { return page_size_; }
 
   // ---- the prefix tree (KV records chained by parent hash; states hang off their page) ----
-  // Pure SSM: the pages are those the states' chains name (they hold no record); the counts
-  // below are of them, and `longest` lists the deepest states.
+  // Chained (pure SSM, all attention windowed): the pages are those the states' chains name
+  // (they hold no KV record); the counts below are of them, and `longest` lists the deepest
+  // states. Window records hang off their page, as states do.
   struct TreeShape {
     uint64_t roots = 0;             // KV records that start a chain (zero parent)
     uint64_t leaves = 0;            // KV records no other record continues
@@ -86,14 +97,16 @@ class StoreView {
     uint64_t max_fanout = 0;
     uint64_t orphan_pages = 0;   // KV records whose parent page is not on disk
     uint64_t orphan_states = 0;  // states whose page (at that depth) is not on disk
+    uint64_t orphan_window = 0;  // window records beside no page (see OrphanReason)
     std::map<uint64_t, uint64_t> pages_by_depth;   // bucket (pages: 1, 2, 4, 8...) -> records
     std::map<uint64_t, uint64_t> states_by_depth;  // bucket (pages) -> states
+    std::map<uint64_t, uint64_t> window_by_depth;  // bucket (pages) -> window records
     std::vector<const CatalogRecord*> longest;     // up to 5 deepest leaves, deepest first
     const CatalogRecord* oldest = nullptr;         // by access stamp
     const CatalogRecord* newest = nullptr;
   };
   TreeShape Shape() const;
-  // Pure SSM: every page the states' chains name (each state's own page included), once, by
+  // Chained: every page the states' chains name (each state's own page included), once, by
   // depth and then hash; `states` counts the states whose chains go through it.
   struct ChainPage {
     PageHash hash, parent;  // parent zero for a first page
@@ -134,6 +147,7 @@ class StoreView {
   StoreView() = default;
   Status ReadRecord(const CatalogRecord& r, std::vector<std::byte>* buffer) const;
   std::optional<std::string> CheckRecord(const CatalogRecord& r, std::vector<std::byte>* buffer);
+  std::optional<std::string> WindowOrphanReason(const CatalogRecord& r) const;
   void ScanFreeSpace(Verification* v);
 
   std::string dir_;
@@ -144,10 +158,14 @@ class StoreView {
   std::vector<CatalogRecord> records_;
   std::vector<std::string> bad_keys_, unknown_keys_, orphan_chains_;
   bool pure_ssm_ = false;
+  bool chained_ = false;
   std::vector<DataFileInfo> files_;
   std::optional<int> holder_pid_;
   uint64_t page_size_ = 0;
   std::map<std::string, const CatalogRecord*> kv_by_hash_;  // raw hash bytes -> record
+  // Chained: raw hash bytes -> depth in pages of every page the chains name (built when first
+  // needed).
+  mutable std::optional<std::map<std::string, uint64_t>> chain_depths_;
 };
 
 // Bucket of a depth in pages: the largest power of two <= pages (0 for 0).

@@ -98,6 +98,8 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_layout_to_json", _status, (LayoutP, _P(_vp))),
     ("cachepawl_layout_page_size_tokens", _status, (LayoutP, _P(_u32))),
     ("cachepawl_layout_record_bytes", _status, (LayoutP, _i32, _P(_u64))),
+    ("cachepawl_layout_window_tokens", _status, (LayoutP, _P(_u32))),
+    ("cachepawl_layout_window_pages", _status, (LayoutP, _P(_u32))),
     ("cachepawl_layout_num_layers", _status, (LayoutP, _P(_u32))),
     ("cachepawl_layout_num_layers_of_kind", _status, (LayoutP, _i32, _P(_size))),
     ("cachepawl_layout_layer_index", _status, (LayoutP, _i32, _size, _P(_u32))),

@@ -21,10 +21,14 @@ lib = _lib.lib
 
 class Kind(enum.IntEnum):
     """What a cache entry holds: a KV page (all attention layers) or a sequence's recurrent
-    state (all SSM layers; Kind::kMamba in C++)."""
+    state (all SSM layers; Kind::kMamba in C++). WINDOW (Kind::kWindowKV) names the
+    sliding-window attention layers' part of a KV page, which the host and disk tiers keep as a
+    record of its own; the layout accessors take it, the device-slot calls refuse it (a device
+    page holds every attention layer: use KV)."""
 
     KV = 0
     STATE = 1
+    WINDOW = 2
 
 
 class Tier(enum.IntEnum):
@@ -38,23 +42,32 @@ class Tier(enum.IntEnum):
 
 KindLike = Union[Kind, str, int]
 
-_KIND_NAMES = {"kv": Kind.KV, "state": Kind.STATE, "mamba": Kind.STATE}
+_KIND_NAMES = {
+    "kv": Kind.KV,
+    "state": Kind.STATE,
+    "mamba": Kind.STATE,
+    "window": Kind.WINDOW,
+    "window_kv": Kind.WINDOW,
+}
 
 
 def to_kind(kind: KindLike, name: str = "kind") -> Kind:
-    """Kind.KV / Kind.STATE from the enum, "kv" / "state" ("mamba"), or 0 / 1."""
+    """Kind.KV / Kind.STATE / Kind.WINDOW from the enum, "kv" / "state" ("mamba") / "window"
+    ("window_kv"), or 0 / 1 / 2."""
     if isinstance(kind, Kind):
         return kind
     if isinstance(kind, str):
         k = _KIND_NAMES.get(kind.lower())
         if k is None:
-            raise InvalidArgument(f"{name}: {kind!r} (expected 'kv' or 'state')")
+            raise InvalidArgument(f"{name}: {kind!r} (expected 'kv', 'state' or 'window')")
         return k
     v = _convert.i32(name, kind)
     try:
         return Kind(v)
     except ValueError:
-        raise InvalidArgument(f"{name}: {v} (expected Kind.KV (0) or Kind.STATE (1))") from None
+        raise InvalidArgument(
+            f"{name}: {v} (expected Kind.KV (0), Kind.STATE (1) or Kind.WINDOW (2))"
+        ) from None
 
 
 def _lines(fn: Any) -> List[str]:
@@ -173,7 +186,9 @@ class Layout(_lib.Owner):
         return self._u32(lib.cachepawl_layout_num_layers)
 
     def record_bytes(self, kind: KindLike) -> int:
-        """Bytes of one record: a KV page (all attention layers, K and V) or a state."""
+        """Bytes of one record: KV a whole KV page (all attention layers, K and V, windowed
+        ones included: the device page), STATE a state, WINDOW the sliding-window layers' part
+        of a page (0 without windowed layers)."""
         return self._u64(lib.cachepawl_layout_record_bytes, int(to_kind(kind)))
 
     @property
@@ -184,8 +199,30 @@ class Layout(_lib.Owner):
     def state_bytes(self) -> int:
         return self.record_bytes(Kind.STATE)
 
+    @property
+    def window_kv_record_bytes(self) -> int:
+        """The sliding-window layers' K/V of one page (0 without windowed layers)."""
+        return self.record_bytes(Kind.WINDOW)
+
+    @property
+    def full_kv_record_bytes(self) -> int:
+        """The full-attention layers' K/V of one page: kv_page_bytes - window_kv_record_bytes
+        (0 when every attention layer is windowed)."""
+        return self.kv_page_bytes - self.window_kv_record_bytes
+
+    @property
+    def window_tokens(self) -> int:
+        """The largest sliding window in tokens (0 without windowed layers)."""
+        return self._u32(lib.cachepawl_layout_window_tokens)
+
+    @property
+    def window_pages(self) -> int:
+        """The pages of windowed KV a load at a depth needs: ceil(window_tokens / page)."""
+        return self._u32(lib.cachepawl_layout_window_pages)
+
     def num_layers_of_kind(self, kind: KindLike) -> int:
-        """Attention layers (KV) or SSM layers (STATE) on this rank."""
+        """Attention layers (KV: all of them), SSM layers (STATE) or sliding-window attention
+        layers (WINDOW, a subset of KV's) on this rank."""
         k = int(to_kind(kind))
         return int(get(lib.cachepawl_layout_num_layers_of_kind, ctypes.c_size_t, self._h, k))
 
@@ -197,8 +234,13 @@ class Layout(_lib.Owner):
     def num_ssm_layers(self) -> int:
         return self.num_layers_of_kind(Kind.STATE)
 
+    @property
+    def num_window_layers(self) -> int:
+        return self.num_layers_of_kind(Kind.WINDOW)
+
     def layer_index(self, kind: KindLike, i: int) -> int:
-        """The decoder position of the i-th attention (KV) or SSM (STATE) layer."""
+        """The decoder position of the i-th attention (KV), SSM (STATE) or sliding-window
+        attention (WINDOW) layer."""
         return self._u32(
             lib.cachepawl_layout_layer_index, int(to_kind(kind)), _convert.size("i", i)
         )

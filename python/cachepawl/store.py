@@ -277,7 +277,8 @@ class Store(_lib.Owner):
         )
 
     def allocate_device_slot(self, kind: KindLike) -> int:
-        """Store-owned pool only: a free KV page index or state slot index (NoSpace when full)."""
+        """Store-owned pool only: a free KV page index or state slot index (NoSpace when full).
+        Kind.WINDOW is refused (InvalidArgument): a device page holds every attention layer."""
         k = int(to_kind(kind))
         return int(get(lib.cachepawl_store_allocate_device_slot, ctypes.c_uint64, self._h, k))
 

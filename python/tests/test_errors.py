@@ -114,7 +114,9 @@ def test_wrong_record_sizes(store: cachepawl.Store) -> None:
         store.read_device_record(Kind.KV, -1)
     with pytest.raises(cachepawl.InvalidArgument, match="kind"):
         store.allocate_device_slot("pages")
-    with pytest.raises(cachepawl.InvalidArgument, match="kind: 2"):
+    with pytest.raises(cachepawl.InvalidArgument, match="kind: 3"):
+        store.allocate_device_slot(3)
+    with pytest.raises(cachepawl.InvalidArgument, match="kind: window"):  # Kind.WINDOW
         store.allocate_device_slot(2)
     s = store.allocate_device_slot(Kind.STATE)
     with pytest.raises(cachepawl.InvalidArgument):

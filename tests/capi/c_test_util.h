@@ -63,5 +63,6 @@ void test_close_and_lifetimes(const char* dir);
 void test_threads(const char* dir);
 void test_pure_ssm(const char* dir);
 void test_hf_layouts(void);
+void test_window_layouts(void);
 
 #endif /* CACHEPAWL_TESTS_CAPI_C_TEST_UTIL_H_ */

@@ -383,6 +383,7 @@ int main(void) {
   test_threads(dir);
   test_pure_ssm(dir);
   test_hf_layouts();
+  test_window_layouts();
   remove_tree(dir);
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;

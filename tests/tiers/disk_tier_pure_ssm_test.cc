@@ -87,5 +87,37 @@ TEST(DiskTierPureSsmTest, StatesAreWrittenWithChainsThatFitTheirDepthAndComeBack
   EXPECT_EQ((*again)->stats().dropped_at_open, 0u);  // no orphaned chain entry either
 }
 
+// Every attention layer windowed: no KV records either, so states carry chains as above, but
+// the window records name their page (hash, depth, parent) and are written without one.
+TEST(DiskTierPureSsmTest, AllWindowedLayoutsChainStatesButNotWindowRecords) {
+  TempDir dir;
+  ModelLayout layout = testing::SmallHybridLayout("test/small-all-windowed");
+  layout.attention_layers[0].sliding_window = 32;
+  ASSERT_FALSE(layout.Stores(Kind::kKV));
+  DiskTierOptions o;
+  o.dir = (dir.path() / "disk").string();
+  o.capacity_bytes = 8 * RecordSlotBytes(layout, Kind::kMamba);
+  const PageHash h0 = TestKey(Kind::kKV, 0).hash, h1 = TestKey(Kind::kKV, 1).hash;
+  auto t = DiskTier::Open(o, layout);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::vector<DiskKey> ev;
+  EXPECT_TRUE((*t)->BeginWrite(TestKey(Kind::kKV, 0), {}, &ev).status().IsInvalidArgument());
+  const DiskKey window{Kind::kWindowKV, h1, 2 * layout.page_size_tokens};
+  auto w = (*t)->BeginWrite(window, h0, &ev);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->extent.bytes, RecordSlotBytes(layout, Kind::kWindowKV));
+  const DiskKey state{Kind::kMamba, h1, 2 * layout.page_size_tokens};
+  EXPECT_TRUE((*t)->BeginWrite(state, h0, &ev).status().IsInvalidArgument());  // no chain
+  const std::vector<PageHash> chain = {h0};
+  auto s = (*t)->BeginWrite(state, h0, &ev, chain);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const std::vector<DiskTier::TicketPtr> tickets = {w->ticket, s->ticket};
+  const std::vector<uint64_t> sums = {1, 2};
+  ASSERT_TRUE((*t)->CommitWrites(tickets, sums).ok());
+  EXPECT_EQ((*t)->stats().records_window, 1u);
+  EXPECT_EQ((*t)->stats().chain_errors, 1u);
+  ASSERT_TRUE((*t)->Close().ok());
+}
+
 }  // namespace
 }  // namespace cachepawl

@@ -103,6 +103,74 @@ TEST(TierCapacity, LayoutsWithoutKvOrWithoutStatesCountOnlyWhatTheyHave) {
   EXPECT_EQ(c.states_only, (1u << 20) / RoundUpToAlignment(states_only.MambaSlotBytes(), 256));
 }
 
+// Hybrid() with attention layer 2 windowed (64 tokens: 4 pages of 16): full-attention and
+// window records of 8 KiB each (host slots 12 KiB), the state as before (40 KiB).
+ModelLayout Windowed() {
+  ModelLayout l = Hybrid();
+  l.model = "capacity-windowed";
+  l.attention_layers[1].sliding_window = 64;
+  return l;
+}
+
+TEST(TierCapacity, WindowRecordsAreCountedApart) {
+  const ModelLayout l = Windowed();
+  const TierCapacity c = RecordTierCapacity(l, 1 << 20, 8);
+  EXPECT_EQ(c.page_slot_bytes, 12u << 10);
+  EXPECT_EQ(c.window_slot_bytes, 12u << 10);
+  EXPECT_EQ(c.window_slot_bytes, RecordSlotBytes(l, Kind::kWindowKV));
+  EXPECT_EQ(c.state_slot_bytes, 40u << 10);
+  EXPECT_EQ(c.window_pages, 4u);
+  EXPECT_EQ(c.pages_only, (1u << 20) / (12u << 10));  // 85
+  EXPECT_EQ(c.window_only, (1u << 20) / (12u << 10));
+  // One group = 8 pages (96 KiB) + the 4 window records before its state (48 KiB) + 1 state
+  // (40 KiB) = 184 KiB; 5 groups fit in 1 MiB.
+  EXPECT_EQ(c.mixed_states, 5u);
+  EXPECT_EQ(c.mixed_pages, 40u);
+  EXPECT_EQ(c.mixed_window, 20u);
+  // States every 2 pages: only 2 window records a group (the windows overlap).
+  EXPECT_EQ(RecordTierCapacity(l, 1 << 20, 2).mixed_window,
+            2 * RecordTierCapacity(l, 1 << 20, 2).mixed_states);
+
+  // The host arena holds at most that many window records (a slot per chunk lost at most).
+  HostArenaOptions o;
+  o.bytes = 4 << 20;
+  o.chunk_bytes = 1 << 20;
+  o.pin = HostArenaOptions::Pin::kOff;
+  auto arena = HostArena::Open(l, o).value();
+  const uint64_t got = FillUntilFull(*arena, Kind::kWindowKV);
+  const uint64_t want = RecordTierCapacity(l, o.bytes, 1).window_only;
+  EXPECT_LE(got, want);
+  EXPECT_GE(got + o.bytes / o.chunk_bytes, want);
+
+  // The device pool's pages hold every attention layer: no window records there.
+  const TierCapacity d = DevicePoolCapacity(l, 1 << 20, 8);
+  EXPECT_EQ(d.window_slot_bytes, 0u);
+  EXPECT_EQ(d.window_only + d.mixed_window, 0u);
+  EXPECT_EQ(d.window_pages, 4u);
+  EXPECT_EQ(d.pages_only, DevicePoolCapacity(Hybrid(), 1 << 20, 8).pages_only);
+}
+
+TEST(TierCapacity, AllWindowedOrStatelessWindowLayouts) {
+  // Every attention layer windowed (as Samba): no full-attention records at all.
+  ModelLayout all = Windowed();
+  all.attention_layers[0].sliding_window = 64;
+  TierCapacity c = RecordTierCapacity(all, 1 << 20, 8);
+  EXPECT_EQ(c.page_slot_bytes, 0u);
+  EXPECT_EQ(c.pages_only + c.mixed_pages, 0u);
+  EXPECT_EQ(c.window_slot_bytes, RecordSlotBytes(all, Kind::kWindowKV));  // 4 + 16 KiB
+  // One group = 4 window records (80 KiB) + 1 state (40 KiB); 8 groups in 1 MiB.
+  EXPECT_EQ(c.mixed_states, 8u);
+  EXPECT_EQ(c.mixed_window, 32u);
+
+  // No SSM layers: every page is a depth, so every page keeps its window record.
+  ModelLayout no_ssm = Windowed();
+  no_ssm.ssm_layers.clear();
+  c = RecordTierCapacity(no_ssm, 1 << 20, 8);
+  EXPECT_EQ(c.mixed_states, 0u);
+  EXPECT_EQ(c.mixed_pages, c.mixed_window);
+  EXPECT_EQ(c.mixed_pages, (1u << 20) / (24u << 10) / 8 * 8);  // 40
+}
+
 TEST(TierCapacity, ZeroBytesHoldNothing) {
   const TierCapacity c = RecordTierCapacity(Hybrid(), 0, 1);
   EXPECT_EQ(c.pages_only + c.states_only + c.mixed_pages + c.mixed_states, 0u);

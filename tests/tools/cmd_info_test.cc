@@ -54,6 +54,56 @@ TEST(CmdInfoTest, JsonCarriesTheProbesAndTheLayoutCapacities) {
   EXPECT_EQ(j["layout"]["device_pool"]["pages_only"], 16384u);
 }
 
+TEST(CmdInfoTest, WindowedLayoutsReportWindowRecords) {
+  // Samba: every attention layer windowed (2048 tokens, 128 pages of 16): no full-attention
+  // record; a window record is 9 layers x K and V x [16, 18, 128] bf16 = 1296 KiB (host slot
+  // 1300 KiB).
+  CliResult r = RunCli({"info", "--json", "--layout", "samba-1.3b", "--host-bytes", "8G",
+                        "--disk-bytes", "100G", "--track-interval", "64"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const auto j = nlohmann::json::parse(r.out)["layout"];
+  const ModelLayout samba = LayoutPreset("samba-1.3b").value();
+  EXPECT_EQ(j["kv_page_bytes"], 1296u << 10);
+  EXPECT_EQ(j["full_kv_record_bytes"], 0u);
+  EXPECT_EQ(j["window_kv_record_bytes"], 1296u << 10);
+  EXPECT_EQ(j["window_tokens"], 2048u);
+  EXPECT_EQ(j["window_pages"], 128u);
+  EXPECT_EQ(j["host"]["page_slot_bytes"], 0u);
+  EXPECT_EQ(j["host"]["pages_only"], 0u);
+  EXPECT_EQ(j["host"]["window_slot_bytes"], 1300u << 10);
+  EXPECT_EQ(j["host"]["window_only"], (8ull << 30) / (1300 << 10));
+  EXPECT_EQ(j["host"]["window_pages"], 128u);
+  const TierCapacity disk = RecordTierCapacity(samba, 100ull << 30, 64);
+  EXPECT_EQ(j["disk"]["window_only"], disk.window_only);
+  EXPECT_EQ(j["disk"]["mixed_window"], disk.mixed_window);
+  EXPECT_EQ(j["disk"]["mixed_states"], disk.mixed_states);
+  EXPECT_EQ(disk.mixed_window, 64 * disk.mixed_states);  // a state every 64 pages < 128
+  CliResult samba_text = RunCli({"info", "--layout", "samba-1.3b"});
+  ASSERT_EQ(samba_text.code, kExitOk) << samba_text.err;
+  EXPECT_NE(samba_text.out.find("a page is a window record of 1327104 B (every attention layer "
+                                "is windowed)"),
+            std::string::npos)
+      << samba_text.out;
+
+  // Hymba: global and windowed layers; the text names both records and the window.
+  const ModelLayout hymba = LayoutPreset("hymba-1.5b").value();
+  CliResult t = RunCli({"info", "--layout", "hymba-1.5b", "--host-bytes", "1G"});
+  ASSERT_EQ(t.code, kExitOk) << t.err;
+  for (const std::string& want :
+       {std::string("full-attention record of ") + std::to_string(hymba.RecordBytes(Kind::kKV)) +
+            " B",
+        std::string("window record of ") + std::to_string(hymba.RecordBytes(Kind::kWindowKV)) +
+            " B",
+        std::string("the 64 window records before it"), std::string("window only"),
+        std::string("pages + window records + states")}) {
+    EXPECT_NE(t.out.find(want), std::string::npos) << want << " missing in:\n" << t.out;
+  }
+  // Without windowed layers the table keeps its columns.
+  CliResult jamba = RunCli({"info", "--layout", "jamba-v0.1"});
+  ASSERT_EQ(jamba.code, kExitOk) << jamba.err;
+  EXPECT_EQ(jamba.out.find("window"), std::string::npos) << jamba.out;
+}
+
 TEST(CmdInfoTest, TextTableHasARowPerTier) {
   CliResult r = RunCli({"info", "--layout", "recurrentgemma-2b", "--host-bytes", "1G"});
   ASSERT_EQ(r.code, kExitOk) << r.err;

@@ -1,8 +1,9 @@
-// `cachepawl layout`: presets, files, --json, --list, and exit code 2 with a message on stderr
-// for every bad argument.
+// `cachepawl layout`: presets, files, --json, --sizes, --list, and exit code 2 with a message on
+// stderr for every bad argument.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -73,6 +74,47 @@ TEST(CmdLayoutTest, JsonOutputIsALayoutFileTheCommandReadsBack) {
   Result p64 = RunCli({"layout", path, "-p", "64"});
   ASSERT_EQ(p64.code, kExitOk) << p64.err;
   EXPECT_EQ(p64.out, LayoutPreset("qwen3-next-80b-a3b", 64)->Describe());
+}
+
+TEST(CmdLayoutTest, WindowedLayoutsPrintTheirRecordsAndSizes) {
+  // Samba: every attention layer windowed (2048 tokens): the window record is the whole page.
+  const ModelLayout samba = *LayoutPreset("samba-1.3b");
+  Result text = RunCli({"layout", "samba-1.3b"});
+  ASSERT_EQ(text.code, kExitOk) << text.err;
+  EXPECT_EQ(text.out, samba.Describe());
+  EXPECT_NE(text.out.find("windowed:        " + std::to_string(samba.KvPageBytes())),
+            std::string::npos)
+      << text.out;
+
+  Result sizes = RunCli({"layout", "samba-1.3b", "--sizes"});
+  ASSERT_EQ(sizes.code, kExitOk) << sizes.err;
+  const auto j = nlohmann::json::parse(sizes.out);
+  EXPECT_EQ(j["model"], samba.model);
+  EXPECT_EQ(j["kv_page_bytes"], samba.KvPageBytes());
+  EXPECT_EQ(j["full_kv_record_bytes"], 0u);
+  EXPECT_EQ(j["window_kv_record_bytes"], samba.KvPageBytes());
+  EXPECT_EQ(j["window_tokens"], 2048u);
+  EXPECT_EQ(j["window_pages"], 128u);
+  EXPECT_EQ(j["state_bytes"], samba.MambaSlotBytes());
+  EXPECT_EQ(j["fingerprint"], samba.FingerprintHex());
+
+  // A page size that does not divide the window rounds the pages up.
+  Result p48 = RunCli({"layout", "samba-1.3b", "--sizes", "-p", "48"});
+  ASSERT_EQ(p48.code, kExitOk) << p48.err;
+  EXPECT_EQ(nlohmann::json::parse(p48.out)["window_pages"], 43u);  // ceil(2048 / 48)
+
+  // Without windowed layers: the full-attention record is the page, no window.
+  Result jamba = RunCli({"layout", "jamba-v0.1", "--sizes"});
+  ASSERT_EQ(jamba.code, kExitOk) << jamba.err;
+  const auto k = nlohmann::json::parse(jamba.out);
+  EXPECT_EQ(k["full_kv_record_bytes"], 262144u);
+  EXPECT_EQ(k["kv_page_bytes"], 262144u);
+  EXPECT_EQ(k["window_kv_record_bytes"], 0u);
+  EXPECT_EQ(k["window_tokens"], 0u);
+  EXPECT_EQ(k["window_pages"], 0u);
+
+  ExpectUsageError({"layout", "samba-1.3b", "--sizes", "--json"}, "--json and --sizes");
+  ExpectUsageError({"layout", "--list", "--sizes"}, "--list takes no other arguments");
 }
 
 TEST(CmdLayoutTest, HelpExitsZero) {
