@@ -124,15 +124,15 @@ class Store {
   // depth (first_page + device_pages.size()) * page_size, which must equal
   // match.reusable_pages. Sliding-window layers: their KV is written only into the pages of
   // [D - layout.WindowPages(), D), D = max(match.reusable_pages, the load's end); the windowed
-  // layers' part of the other pages is left as it was (a model at depth D never reads it). Disk hits are read into host memory first (they stay cached there).
-  // One fence for everything; the engine may use the device pages once it fires OK.
-  // fence.StreamWait(stream) makes the engine's stream wait on the GPU. When some pages come
-  // from disk, the host->device copies are enqueued only after the disk reads, and StreamWait
-  // blocks the calling thread until then (a GPU wait must not be queued ahead of the copies it
-  // waits for): an engine whose threads must never wait on the disk calls StartPrefetch at
-  // admission and Loads once the prefetch fence is Ready() (everything is then in host memory).
-  // Pure SSM layouts: `device_pages` must be empty and `device_state_slot` given; the same
-  // rule names the depth, (first_page + 0) pages, with first_page 0 standing for
+  // layers' part of the other pages is left as it was (a model at depth D never reads it). Disk
+  // hits are read into host memory first (they stay cached there). One fence for everything; the
+  // engine may use the device pages once it fires OK. fence.StreamWait(stream) makes the engine's
+  // stream wait on the GPU. When some pages come from disk, the host->device copies are enqueued
+  // only after the disk reads, and StreamWait blocks the calling thread until then (a GPU wait must
+  // not be queued ahead of the copies it waits for): an engine whose threads must never wait on the
+  // disk calls StartPrefetch at admission and Loads once the prefetch fence is Ready() (everything
+  // is then in host memory). Pure SSM layouts: `device_pages` must be empty and `device_state_slot`
+  // given; the same rule names the depth, (first_page + 0) pages, with first_page 0 standing for
   // match.reusable_pages. So Load(match, {}, slot) loads the state at the match's depth, and a
   // first_page naming another depth is refused (InvalidArgument naming both depths), as is a
   // match without a reusable state.
