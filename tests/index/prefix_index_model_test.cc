@@ -728,7 +728,7 @@ class ModelRun {
   void DoBadInput() {
     const PageHash& h = u_.hash[Node()];
     const Tier bad_tier = static_cast<Tier>(3 + R(250));
-    const Kind bad_kind = static_cast<Kind>(2 + R(250));
+    const Kind bad_kind = static_cast<Kind>(3 + R(250));
     switch (R(6)) {
       case 0:
         ExpectCode(index_->SetLocation(h, Kind::kKV, bad_tier, 1),
