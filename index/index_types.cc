@@ -12,10 +12,15 @@ Status IndexOptions::Validate() const {
     return Status::InvalidArgument("index.max_pages: " + std::to_string(max_pages) +
                                    " (must be 1.." + std::to_string(kMaxIndexPages) + ")");
   }
-  if (!kv_payload && !require_mamba) {
+  if (!kv_payload && !require_mamba && window_pages == 0) {
     return Status::InvalidArgument(
-        "index.kv_payload: false without require_mamba (a layout without KV is reusable only "
-        "by its states)");
+        "index.kv_payload: false without require_mamba or window_pages (a layout without KV is "
+        "reusable only by its states or its windowed KV)");
+  }
+  if (window_pages > kMaxWindowPages) {
+    return Status::InvalidArgument("index.window_pages: " + std::to_string(window_pages) +
+                                   " (must be <= " + std::to_string(kMaxWindowPages) +
+                                   ", the longest chain)");
   }
   if (expected_pages > max_pages) {
     return Status::InvalidArgument("index.expected_pages: " + std::to_string(expected_pages) +
@@ -46,6 +51,8 @@ void MatchResult::Clear() {
   indexed_pages = 0;
   pages.clear();
   state = TierLocations{};
+  window.clear();
+  window_first_page = 0;
 }
 
 }  // namespace cachepawl

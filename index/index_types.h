@@ -17,6 +17,8 @@ namespace cachepawl {
 
 // The largest number of pages one index can hold (entries are named by 32-bit indices).
 inline constexpr uint64_t kMaxIndexPages = (uint64_t{1} << 32) - 2;
+// The largest IndexOptions::window_pages: the longest chain the index holds.
+inline constexpr uint32_t kMaxWindowPages = (1u << 24) - 1;
 
 struct IndexOptions {
   // True when the model has SSM layers: a prefix is then reusable only up to a page that has a
@@ -27,8 +29,14 @@ struct IndexOptions {
   // under the hybrid rule) as soon as the index has it under the right parent; no tier ever
   // holds its KV (SetLocation of Kind::kKV is refused) and MatchResult::pages stays empty. The
   // caller removes entries whose subtree holds no state (see PrefixIndex::Remove). Requires
-  // require_mamba.
+  // require_mamba, unless window_pages > 0 (every attention layer has a sliding window: the
+  // prefix is then reusable by its windowed KV).
   bool kv_payload = true;
+  // Pages of windowed KV (Kind::kWindowKV: the K/V of the sliding-window attention layers) a
+  // reusable prefix of n pages needs before its end: pages max(0, n - W) .. n-1, W =
+  // ceil(window tokens / page size). 0: the layout has no windowed layers, and SetLocation and
+  // PinForTransfer of Kind::kWindowKV are refused. At most 16,777,215 (the longest chain).
+  uint32_t window_pages = 0;
   // The engine saves a Mamba state every `track_interval_pages` pages while it decodes or
   // recomputes; MatchResult::checkpoint_hint_pages is rounded down to a multiple of it. >= 1.
   uint32_t track_interval_pages = 1;
@@ -40,16 +48,14 @@ struct IndexOptions {
   // PickVictimsForBytes (0 = unknown).
   uint64_t kv_page_bytes = 0;
   uint64_t mamba_state_bytes = 0;
-  // STUB (replaced by the index branch): windowed KV.
-  uint32_t window_pages = 0;
-  uint64_t window_page_bytes = 0;
+  uint64_t window_page_bytes = 0;  // one page of windowed KV (Kind::kWindowKV)
 
   // InvalidArgument naming the field and value at fault.
   Status Validate() const;
 };
 
-// Where one KV page or one Mamba state is held: a bit per tier and that tier's slot (host slot
-// id, disk extent id or device page index; any 64-bit value).
+// Where one KV page, one page of windowed KV or one Mamba state is held: a bit per tier and that
+// tier's slot (host slot id, disk extent id or device page index; any 64-bit value).
 struct TierLocations {
   uint8_t mask = 0;                        // bit (1 << tier) set when the tier holds it
   std::array<uint64_t, kNumTiers> slot{};  // meaningful only where `mask` has the tier's bit
@@ -71,6 +77,9 @@ struct MatchResult {
   // The longest prefix reusable under the hybrid rule: KV pages 0..reusable_pages-1 each held
   // by some tier and, when IndexOptions::require_mamba, a Mamba state after page
   // reusable_pages-1 (depth exactly reusable_pages * page_size tokens) held by some tier.
+  // With windowed layers (IndexOptions::window_pages W > 0) also the windowed KV of pages
+  // max(0, n - W) .. n-1 (n = reusable_pages) each held by some tier: the largest such
+  // n <= kv_only_pages (without require_mamba, not necessarily kv_only_pages itself).
   size_t reusable_pages = 0;
   // The longest prefix whose KV pages are each held by some tier (>= reusable_pages). Without
   // KV payload (IndexOptions::kv_payload false): the longest prefix the index has, as
@@ -89,7 +98,9 @@ struct MatchResult {
   // Where the Mamba state after page reusable_pages-1 is; empty when reusable_pages is 0 or no
   // tier holds one there (always the case for a miss under require_mamba).
   TierLocations state;
-  // STUB (replaced by the index branch).
+  // Where the windowed KV of pages window_first_page .. reusable_pages-1 is, in page order:
+  // min(W, reusable_pages) elements (each held by some tier); empty when W is 0 or
+  // reusable_pages is 0. window_first_page == reusable_pages - window.size().
   std::vector<TierLocations> window;
   size_t window_first_page = 0;
 
@@ -114,7 +125,6 @@ struct EntryInfo {
   uint32_t depth_pages = 0;        // 1 for the first page of a chain
   TierLocations kv;
   TierLocations state;       // the Mamba state after this page
-  TierLocations window;      // STUB (replaced by the index branch)
   uint32_t children = 0;     // entries whose parent this is
   uint32_t kv_locks = 0;     // engine locks on this page or a descendant
   uint32_t state_locks = 0;  // engine locks on exactly this node (its Mamba state)
@@ -122,6 +132,15 @@ struct EntryInfo {
   std::array<uint16_t, kNumTiers> state_pins{};
   uint64_t kv_last_use = 0;     // recency clock value of the last use (see prefix_index.h)
   uint64_t state_last_use = 0;  // 0 when there is no state
+  TierLocations window;         // this page's windowed KV (Kind::kWindowKV)
+  // Engine locks on this page or on a descendant at most window_pages - 1 levels below it.
+  uint32_t window_locks = 0;
+  // Entries holding a Mamba state (in some tier) among this one and its descendants at most
+  // window_pages - 1 levels below (require_mamba layouts only): the windowed KV is needed when
+  // this is > 0.
+  uint32_t window_anchors = 0;
+  std::array<uint16_t, kNumTiers> window_pins{};
+  uint64_t window_last_use = 0;  // 0 when no tier holds the windowed KV
 
   friend bool operator==(const EntryInfo&, const EntryInfo&) = default;
 };
@@ -130,12 +149,13 @@ struct EntryInfo {
 struct IndexStats {
   uint64_t entries = 0;  // indexed pages
   uint64_t states = 0;   // entries with a Mamba state in some tier
-  // [kind][tier]: entries (kKV) or states (kMamba) held by the tier.
+  uint64_t windows = 0;  // entries with windowed KV in some tier
+  // [kind][tier]: entries (kKV, kWindowKV) or states (kMamba) held by the tier.
   std::array<std::array<uint64_t, kNumTiers>, kNumKinds> located{};
-  // located * IndexOptions::kv_page_bytes / mamba_state_bytes.
+  // located * IndexOptions::kv_page_bytes / mamba_state_bytes / window_page_bytes.
   std::array<std::array<uint64_t, kNumTiers>, kNumKinds> located_bytes{};
   // [kind][tier]: how many PickVictims could return right now (unlocked, unpinned, and for KV
-  // no child in the same tier).
+  // no child in the same tier, for windowed KV not needed or held by another tier too).
   std::array<std::array<uint64_t, kNumTiers>, kNumKinds> evictable{};
   uint64_t locked_entries = 0;  // entries with kv_locks > 0
   uint64_t memory_bytes = 0;    // heap bytes the index's own structures reserve
@@ -160,6 +180,7 @@ struct IndexStats {
   uint64_t err_full = 0;             // insert beyond IndexOptions::max_pages
   uint64_t err_bytes_unknown = 0;    // PickVictimsForBytes without a per-entry size
   uint64_t err_no_kv_payload = 0;    // SetLocation of KV in an index without KV payload
+  uint64_t err_no_window = 0;  // SetLocation/PinForTransfer of windowed KV with window_pages 0
 };
 
 }  // namespace cachepawl

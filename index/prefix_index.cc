@@ -43,7 +43,9 @@ class ChainFinder {
   }
 
   // The index of hashes[i] or kNone; called for i = 0, 1, 2... and not after a kNone.
-  uint32_t Find(size_t i) {
+  // Always inlined (as are the helpers below): Match instantiates its walk twice (with and
+  // without windowed KV), and an out-of-line call per page costs ~20% of a warm Match.
+  [[gnu::always_inline]] uint32_t Find(size_t i) {
     Advance(i);
     const uint32_t c = predicted_[i % kRing];
     if (c == kNone) return kNone;  // no table slot of the probe run has the tag: absent
@@ -70,17 +72,17 @@ class ChainFinder {
   static constexpr size_t kToSequential = 2;
   static constexpr size_t kNoPage = ~size_t{0};
 
-  uint64_t MixedOf(size_t j) {
+  [[gnu::always_inline]] uint64_t MixedOf(size_t j) {
     if (mixed_page_[j % kRing] != j) {
       mixed_[j % kRing] = PageTable::Mix(hashes_[j]);
       mixed_page_[j % kRing] = j;
     }
     return mixed_[j % kRing];
   }
-  void PrefetchSlot(size_t j) { table_.Prefetch(MixedOf(j)); }
+  [[gnu::always_inline]] void PrefetchSlot(size_t j) { table_.Prefetch(MixedOf(j)); }
 
   // Runs stage 1 up to page i + kFar and stage 2 up to page i + kNear.
-  void Advance(size_t i) {
+  [[gnu::always_inline]] void Advance(size_t i) {
     for (const size_t end = std::min(n_, i + kFar); s1_ < end; ++s1_) {
       if (table_mode_ || (!blocks_follow_ && s1_ % kBlock == phase_)) PrefetchSlot(s1_);
     }
@@ -166,6 +168,18 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
   Impl& m = *impl_;
   out->Clear();
   std::shared_lock lock(m.mu);
+  if (m.options.window_pages == 0) {
+    m.MatchChain<false>(hashes, out);
+  } else {
+    m.MatchChain<true>(hashes, out);
+  }
+}
+
+// kWindowed: the layout has windowed layers (window_pages > 0), so the rule also needs the
+// windowed KV of the last W pages, which is in the cold part: only then is it read.
+template <bool kWindowed>
+void Core::MatchChain(std::span<const PageHash> hashes, MatchResult* out) {
+  Core& m = *this;
   const uint64_t now = m.clock + 1;
   const size_t n = hashes.size();
 
@@ -178,6 +192,10 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
   size_t indexed = 0;
   bool kv_run = true;
   const bool payload = m.options.kv_payload;
+  [[maybe_unused]] const size_t window = m.options.window_pages;
+  [[maybe_unused]] size_t window_run = 0;  // pages in a row up to page i with windowed KV
+  [[maybe_unused]] uint32_t reusable_at = kNone;
+  [[maybe_unused]] size_t reusable = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t idx = finder.Find(i);
     if (idx == kNone) break;
@@ -199,6 +217,13 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
       last_state = idx;
       last_state_pages = i + 1;
     }
+    if constexpr (kWindowed) {
+      window_run = m.cold[idx].window != kNone ? window_run + 1 : 0;
+      if (window_run >= std::min(window, i + 1) && (!m.options.require_mamba || e.state != kNone)) {
+        reusable = i + 1;
+        reusable_at = idx;
+      }
+    }
     if (!payload) continue;  // the page is its chain link: no tier holds KV for it
     // Slots of tiers not held are 0 (DropKvSlot), so copying all three is exact; a spilled
     // slot (rare) is looked up.
@@ -217,7 +242,21 @@ void PrefixIndex::Match(std::span<const PageHash> hashes, MatchResult* out) {
   out->indexed_pages = indexed;
   out->checkpoint_hint_pages = kv_only - kv_only % m.options.track_interval_pages;
   uint32_t state_at = kNone;
-  if (m.options.require_mamba) {
+  if constexpr (kWindowed) {
+    out->reusable_pages = reusable;
+    state_at = reusable_at;
+    // The windowed KV of the last min(W, reusable) pages: reusable_at and its ancestors.
+    out->window.resize(std::min(window, reusable));
+    out->window_first_page = reusable - out->window.size();
+    uint32_t at = reusable_at;
+    for (size_t k = out->window.size(); k-- > 0; at = m.hot[at].parent) {
+      State& w = m.windows[m.cold[at].window];
+      out->window[k] = RecordLocations(w);
+      if (w.last_use.load(std::memory_order_relaxed) != now) {
+        w.last_use.store(now, std::memory_order_relaxed);
+      }
+    }
+  } else if (m.options.require_mamba) {
     out->reusable_pages = last_state_pages;
     state_at = last_state;
   } else {
@@ -304,6 +343,9 @@ Status Core::InsertOne(const std::optional<PageHash>& parent, uint32_t parent_in
   ec.children = 0;
   ec.kv_locks = 0;
   ec.state_locks = 0;
+  ec.window = kNone;
+  ec.window_locks = 0;
+  ec.window_anchors = 0;
   e.state = kNone;
   e.kv_mask = 0;
   ec.flags = 0;
@@ -384,7 +426,7 @@ Status PrefixIndex::Remove(const PageHash& hash) {
   CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(hash, &i));
   const HotEntry& e = m.hot[i];
   const ColdEntry& ec = m.cold[i];
-  if (e.kv_mask != 0 || e.state != kNone) {
+  if (e.kv_mask != 0 || e.state != kNone || ec.window != kNone) {
     ++m.errors.err_remove_busy;
     return Status::FailedPrecondition(Describe(hash) + ": still held by a tier");
   }
@@ -412,10 +454,18 @@ Status PrefixIndex::SetLocation(const PageHash& hash, Kind kind, Tier tier, uint
     return Status::InvalidArgument("kind: kv (" + Describe(hash) +
                                    ": the layout has no attention layers, its pages hold no KV)");
   }
+  CACHEPAWL_RETURN_IF_ERROR(m.RefuseWithoutWindow(hash, kind));
   uint32_t i;
   CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(hash, &i));
   const int t = static_cast<int>(tier);
   HotEntry& e = m.hot[i];
+  if (kind == Kind::kWindowKV) {
+    const uint32_t w = m.cold[i].window;
+    if (w != kNone && (m.windows[w].mask & Bit(t))) {
+      return m.SameSlotOrConflict(hash, kind, tier, m.windows[w].slot[t], slot);
+    }
+    return m.SetWindow(i, t, slot);
+  }
   if (kind == Kind::kKV) {
     if (e.kv_mask & Bit(t)) return m.SameSlotOrConflict(hash, kind, tier, m.KvSlot(i, t), slot);
     const Impl::Before before = m.Snapshot(i);
@@ -436,19 +486,9 @@ Status PrefixIndex::SetLocation(const PageHash& hash, Kind kind, Tier tier, uint
     return m.SameSlotOrConflict(hash, kind, tier, m.states[e.state].slot[t], slot);
   }
   const Impl::Before before = m.Snapshot(i);
-  if (e.state == kNone) {
-    const uint32_t si = m.state_ids.Allocate();
-    m.states.Reserve(uint64_t{si} + 1);
-    State& s = m.states[si];
-    s.last_use.store(m.clock, std::memory_order_relaxed);
-    for (int u = 0; u < kNumTiers; ++u) {
-      s.slot[u] = 0;
-      s.pins[u] = 0;
-    }
-    s.entry = i;
-    s.mask = 0;
-    s.flags = 0;
-    e.state = si;
+  const bool attach = e.state == kNone;
+  if (attach) {
+    e.state = m.NewRecord(&m.states, &m.state_ids, i);
     ++m.live_states;
   }
   State& s = m.states[e.state];
@@ -456,6 +496,7 @@ Status PrefixIndex::SetLocation(const PageHash& hash, Kind kind, Tier tier, uint
   s.slot[t] = slot;
   ++m.located[kMamba][t];
   m.After(i, before);
+  if (attach) m.AnchorChanged(i, +1);
   return Status::OK();
 }
 
@@ -468,7 +509,7 @@ StatusOr<uint64_t> PrefixIndex::ClearLocation(const PageHash& hash, Kind kind, T
   const int t = static_cast<int>(tier);
   HotEntry& e = m.hot[i];
   ColdEntry& ec = m.cold[i];
-  State* s = e.state == kNone ? nullptr : &m.states[e.state];
+  State* s = kind == Kind::kKV ? nullptr : m.Record(static_cast<int>(kind), i);
   const bool held =
       kind == Kind::kKV ? (e.kv_mask & Bit(t)) != 0 : (s != nullptr && (s->mask & Bit(t)) != 0);
   if (!held) {
@@ -481,12 +522,15 @@ StatusOr<uint64_t> PrefixIndex::ClearLocation(const PageHash& hash, Kind kind, T
     return Status::Busy(Describe(hash) + ": " + Where(kind, tier) + " pinned by " +
                         std::to_string(pins) + " transfers");
   }
-  const uint32_t locks = kind == Kind::kKV ? ec.kv_locks : ec.state_locks;
+  const uint32_t locks = kind == Kind::kKV      ? ec.kv_locks
+                         : kind == Kind::kMamba ? ec.state_locks
+                                                : ec.window_locks;
   if (locks != 0) {
     ++m.errors.err_locked;
     return Status::Busy(Describe(hash) + ": " + std::string(KindName(kind)) + " locked " +
                         std::to_string(locks) + " times");
   }
+  if (kind == Kind::kWindowKV) return m.ClearWindow(i, t);
   const Impl::Before before = m.Snapshot(i);
   uint64_t slot;
   if (kind == Kind::kKV) {
@@ -508,7 +552,8 @@ StatusOr<uint64_t> PrefixIndex::ClearLocation(const PageHash& hash, Kind kind, T
   s->mask &= static_cast<uint8_t>(~Bit(t));
   s->slot[t] = 0;
   --m.located[kMamba][t];
-  if (s->mask == 0) {
+  const bool detach = s->mask == 0;
+  if (detach) {
     // The state is gone from every tier: detach it. Its queue items become stale (identity
     // still matches the entry, but StateEvictable is false until a new state is attached, and
     // a new state's recency is never smaller than theirs).
@@ -518,6 +563,7 @@ StatusOr<uint64_t> PrefixIndex::ClearLocation(const PageHash& hash, Kind kind, T
     --m.live_states;
   }
   m.After(i, before);
+  if (detach) m.AnchorChanged(i, -1);
   return slot;
 }
 

@@ -9,19 +9,33 @@
 //   - the KV page's location in each tier (Device, Host, Disk): a 64-bit slot;
 //   - the Mamba state *after* this page (depth exactly depth_pages * page_size tokens): its
 //     location in each tier; at most one state per entry and tier;
+//   - the page's windowed KV (Kind::kWindowKV: the K/V of the sliding-window attention layers,
+//     kept apart from the full-attention layers' kKV), for layouts with windowed layers
+//     (IndexOptions::window_pages W > 0): its location in each tier;
 //   - lock counts: Lock(node) is the engine's lock on a prefix; it locks the KV of every page
-//     from the root to `node` and the Mamba state of `node` only. Hence, per entry,
-//     kv_locks == sum of state_locks over the entry's subtree >= state_locks;
+//     from the root to `node`, the Mamba state of `node` and the windowed KV of `node` and its
+//     W-1 nearest ancestors (the window a reuse of the prefix reads). Hence, per entry,
+//     kv_locks == sum of state_locks over the entry's subtree >= state_locks, and
+//     window_locks == sum of state_locks over the entry and its descendants at most W-1 levels
+//     below it;
+//   - window_anchors (require_mamba layouts): the entries holding a state in some tier among
+//     the entry and its descendants at most W-1 levels below it. The windowed KV of an entry
+//     is *needed* while window_anchors > 0: some cached state's prefix reads it;
 //   - transfer pins per kind and tier (PinForTransfer): a location being read is kept;
-//   - recency: the clock value of its last use, for the KV page and for the state.
+//   - recency: the clock value of its last use, for the KV page, the state and the windowed
+//     KV.
+//
+// The rule (Match). A prefix of n pages is reusable when the KV of pages 0..n-1, the windowed
+// KV of pages max(0, n-W)..n-1 and (require_mamba) the state after page n-1 are each held by
+// some tier.
 //
 // Recency. A clock advances by two at every call of a mutating method (every method that is
 // not const, except Match), successful or not. InsertKv stamps new entries, and SetLocation a
-// newly attached Mamba state, with the clock; Match stamps the clock plus one on the pages of
-// the KV-only prefix it found and on the state it reports (the state after page
-// reusable_pages-1). So a Match is later than every mutation before it and earlier than every
-// one after it, and Matches between two mutations are simultaneous. Nothing else changes
-// recency.
+// newly attached Mamba state or windowed KV, with the clock; Match stamps the clock plus one on
+// the pages of the KV-only prefix it found, on the state it reports (the state after page
+// reusable_pages-1) and on the windowed KV it reports (MatchResult::window). So a Match is later
+// than every mutation before it and earlier than every one after it, and Matches between two
+// mutations are simultaneous. Nothing else changes recency.
 //
 // Eviction. PickVictims(tier, kind) returns, without changing anything but recency order
 // bookkeeping, the entries that should leave `tier` next, least recently used first among
@@ -30,9 +44,15 @@
 //     call, so clearing the victims in the order returned never evicts a page whose child is
 //     still cached in that tier;
 //   - Mamba: states held by `tier`, state_locks == 0 and no state pin in `tier`; inner nodes'
-//     states too (the KV stays; the node keeps no state in that tier).
-// Order: smaller last use first; equal last use, the deeper entry first; then the smaller
-// hash (bytewise). The caller then moves or drops the bytes and calls ClearLocation.
+//     states too (the KV stays; the node keeps no state in that tier);
+//   - windowed KV: held by `tier`, window_locks == 0, no window pin in `tier`, and either not
+//     needed (window_anchors == 0) or held by another tier too: windowed KV that a cached
+//     state needs is never dropped while it is its only copy (it may move: the caller copies
+//     it to another tier first, then it becomes evictable). Any depth (no leaf rule). All
+//     evictable ones that are not needed come first, then the needed ones (copied elsewhere).
+// Order (within each group for windowed KV): smaller last use first; equal last use, the
+// deeper entry first; then the smaller hash (bytewise). The caller then moves or drops the
+// bytes and calls ClearLocation.
 //
 // Errors. Every method that can fail returns a Status and leaves the index unchanged on
 // failure (only the recency clock advances). The order of checks is the order listed at each
@@ -80,7 +100,8 @@ class PrefixIndex final {
 
   // Walks `hashes` (a chain from its first page: hashes[i]'s parent is hashes[i-1]) and fills
   // `out` (see MatchResult). Page i counts only if the index has it with parent hashes[i-1]
-  // (no parent for i == 0). Refreshes recency of the KV-only prefix and of the reported state.
+  // (no parent for i == 0). Refreshes recency of the KV-only prefix, of the reported state and
+  // of the reported windowed KV. Without windowed layers it reads only the entries' hot parts.
   // Never fails. `out` is reused (its vector keeps its capacity).
   void Match(std::span<const PageHash> hashes, MatchResult* out);
   MatchResult Match(std::span<const PageHash> hashes);
@@ -106,28 +127,34 @@ class PrefixIndex final {
 
   // ----- locations --------------------------------------------------------------------------
 
-  // Records that `tier` holds `kind` (the KV page, or the Mamba state after this page) of
-  // `hash` at `slot`. Setting the first Mamba location attaches the state (stamping its
-  // recency). Setting the same slot again is OK and changes nothing.
-  // Errors: InvalidArgument for an out-of-range kind or tier, and for Kind::kKV in an index
-  // without KV payload (IndexOptions::kv_payload); NotFound when `hash` is not in the index;
+  // Records that `tier` holds `kind` (the KV page, the Mamba state after this page, or the
+  // page's windowed KV) of `hash` at `slot`. Setting the first Mamba (windowed KV) location
+  // attaches the state (the windowed KV), stamping its recency. Setting the same slot again is
+  // OK and changes nothing.
+  // Errors: InvalidArgument for an out-of-range kind or tier, for Kind::kKV in an index
+  // without KV payload (IndexOptions::kv_payload) and for Kind::kWindowKV in an index without
+  // windowed layers (window_pages 0); NotFound when `hash` is not in the index;
   // FailedPrecondition when the tier already holds it at another slot.
   Status SetLocation(const PageHash& hash, Kind kind, Tier tier, uint64_t slot);
   // Forgets that `tier` holds `kind` of `hash`; returns the slot it was at. Clearing the last
   // tier of a state detaches it.
   // Errors: InvalidArgument (kind, tier); NotFound when `hash` is unknown or the tier does not
   // hold it; Busy when the location is pinned, or when the entry is locked (kv_locks > 0 for
-  // KV, state_locks > 0 for Mamba).
+  // KV, state_locks > 0 for Mamba, window_locks > 0 for windowed KV). Windowed KV that is
+  // needed may be cleared (the store may after a failed read): only PickVictims keeps it.
   StatusOr<uint64_t> ClearLocation(const PageHash& hash, Kind kind, Tier tier);
 
   // Deletes an entry. Errors: NotFound when unknown; FailedPrecondition when any tier still
-  // holds its KV or state, or when it has children; Busy when locked.
+  // holds its KV, state or windowed KV, or when it has children; Busy when locked. (Without KV
+  // payload the caller removes, leaf first, the entries that hold no state, no windowed KV and
+  // have no children.)
   Status Remove(const PageHash& hash);
 
   // ----- locks and pins ---------------------------------------------------------------------
 
-  // The engine's lock on the prefix ending at `node`: kv_locks+1 on every page root..node and
-  // state_locks+1 on `node`. Locked KV and states are never picked and cannot be cleared.
+  // The engine's lock on the prefix ending at `node`: kv_locks+1 on every page root..node,
+  // state_locks+1 on `node` and window_locks+1 on `node` and its window_pages-1 nearest
+  // ancestors. Locked KV, states and windowed KV are never picked and cannot be cleared.
   // Errors: NotFound when unknown; FailedPrecondition when a counter would overflow.
   Status Lock(const PageHash& node);
   // Undoes one Lock(node). Errors: NotFound when unknown; FailedPrecondition when `node` has
@@ -136,8 +163,9 @@ class PrefixIndex final {
 
   // Keeps `kind` of each hash in `tier` from being picked or cleared while a transfer reads
   // or writes it (counted: n pins need n Unpins). All or nothing; a hash may repeat.
-  // Errors: InvalidArgument (kind, tier); NotFound when a hash is unknown or the tier does not
-  // hold it; FailedPrecondition when a pin count would overflow (65535).
+  // Errors: InvalidArgument (kind, tier; Kind::kWindowKV with window_pages 0); NotFound when a
+  // hash is unknown or the tier does not hold it; FailedPrecondition when a pin count would
+  // overflow (65535).
   Status PinForTransfer(std::span<const PageHash> hashes, Kind kind, Tier tier);
   Status PinForTransfer(const PageHash& hash, Kind kind, Tier tier);
   // Errors: InvalidArgument (kind, tier); NotFound when a hash is unknown; FailedPrecondition
@@ -151,7 +179,8 @@ class PrefixIndex final {
   // file); fewer when fewer are evictable. Changes no location. InvalidArgument for an
   // out-of-range kind or tier.
   StatusOr<std::vector<Victim>> PickVictims(Tier tier, Kind kind, size_t max_count);
-  // As many victims as free `bytes` at kv_page_bytes / mamba_state_bytes each (rounded up).
+  // As many victims as free `bytes` at kv_page_bytes / mamba_state_bytes / window_page_bytes
+  // each (rounded up).
   // InvalidArgument also when that size is 0 in the options.
   StatusOr<std::vector<Victim>> PickVictimsForBytes(Tier tier, Kind kind, uint64_t bytes);
 
@@ -161,8 +190,9 @@ class PrefixIndex final {
   // Every entry, sorted by hash. O(entries); for tests and dump tools.
   std::vector<EntryInfo> DumpEntries() const;
   // Checks every structural invariant (table and entries agree, depths and parents, child and
-  // per-tier child counts, kv_locks == subtree sum of state_locks, pins only on held
-  // locations, counters, eviction bookkeeping covers every evictable entry). Internal naming
+  // per-tier child counts, kv_locks == subtree sum of state_locks, window_locks and
+  // window_anchors recomputed, pins only on held locations, records point back to their entry,
+  // counters, eviction bookkeeping covers every evictable entry). Internal naming
   // the first violation. O(entries).
   Status CheckInvariants() const;
 

@@ -35,6 +35,14 @@ EntryInfo Core::Info(uint32_t i) const {
     for (int t = 0; t < kNumTiers; ++t) info.state_pins[t] = s.pins[t];
     info.state_last_use = s.last_use.load(std::memory_order_relaxed);
   }
+  info.window = WindowLocations(i);
+  info.window_locks = ec.window_locks;
+  info.window_anchors = ec.window_anchors;
+  if (ec.window != kNone) {
+    const State& w = windows[ec.window];
+    for (int t = 0; t < kNumTiers; ++t) info.window_pins[t] = w.pins[t];
+    info.window_last_use = w.last_use.load(std::memory_order_relaxed);
+  }
   return info;
 }
 
@@ -76,9 +84,9 @@ IndexStats PrefixIndex::Stats() const {
   IndexStats s = m.errors;
   s.entries = m.table.size();
   s.states = m.live_states;
+  s.windows = m.live_windows;
   for (int k = 0; k < kNumKinds; ++k) {
-    if (k == static_cast<int>(Kind::kWindowKV)) continue;  // not held by the index yet
-    const uint64_t unit = k == kKv ? m.options.kv_page_bytes : m.options.mamba_state_bytes;
+    const uint64_t unit = m.UnitBytes(k);
     for (int t = 0; t < kNumTiers; ++t) {
       s.located[k][t] = m.located[k][t];
       s.located_bytes[k][t] = m.located[k][t] * unit;
@@ -88,7 +96,8 @@ IndexStats PrefixIndex::Stats() const {
   s.locked_entries = m.locked_entries;
   uint64_t mem = sizeof(Impl) + m.hot.MemoryBytes() + m.cold.MemoryBytes() +
                  m.entry_ids.MemoryBytes() + m.states.MemoryBytes() + m.state_ids.MemoryBytes() +
-                 m.table.MemoryBytes() + m.path.capacity() * sizeof(uint32_t);
+                 m.windows.MemoryBytes() + m.window_ids.MemoryBytes() + m.table.MemoryBytes() +
+                 m.path.capacity() * sizeof(uint32_t);
   // An unordered_map node holds the pair and a next pointer (and the cached hash is not kept
   // for integer keys); buckets are one pointer each.
   mem += m.spilled.size() * (sizeof(std::pair<const uint64_t, uint64_t>) + sizeof(void*)) +
@@ -104,6 +113,34 @@ IndexStats PrefixIndex::Stats() const {
 
 // ===== invariants ============================================================================
 
+// window_locks and window_anchors from scratch: each lock and each anchor counts at its entry
+// and the W-1 nearest ancestors. `live`: every live entry.
+Status Core::CheckWindowCounts(const std::vector<uint32_t>& live) const {
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> want;  // locks, anchors
+  for (uint32_t i : live) {
+    const uint32_t locks = cold[i].state_locks;
+    const bool anchor = options.require_mamba && hot[i].state != kNone;
+    if (locks == 0 && !anchor) continue;
+    uint32_t at = i;
+    for (uint32_t k = 0; k < options.window_pages && at != kNone; ++k, at = hot[at].parent) {
+      want[at].first += locks;
+      want[at].second += anchor ? 1 : 0;
+    }
+  }
+  for (uint32_t i : live) {
+    const auto it = want.find(i);
+    const auto [locks, anchors] = it == want.end() ? std::pair<uint64_t, uint64_t>{} : it->second;
+    if (cold[i].window_locks != locks || cold[i].window_anchors != anchors) {
+      return Status::Internal("index invariant: " + Describe(hot[i].hash) + ": window_locks " +
+                              std::to_string(cold[i].window_locks) + " / anchors " +
+                              std::to_string(cold[i].window_anchors) + " but " +
+                              std::to_string(locks) + " / " + std::to_string(anchors) +
+                              " within window_pages below");
+    }
+  }
+  return Status::OK();
+}
+
 Status PrefixIndex::CheckInvariants() const {
   const Impl& m = *impl_;
   std::shared_lock lock(m.mu);
@@ -111,10 +148,24 @@ Status PrefixIndex::CheckInvariants() const {
   const uint32_t high = m.entry_ids.high_water();
   std::vector<uint32_t> children(high, 0);
   std::vector<std::array<uint32_t, kNumTiers>> tier_children(high, {0, 0, 0});
-  uint64_t live = 0, states = 0, spilled = 0, locked = 0;
+  uint64_t live = 0, states = 0, windows = 0, spilled = 0, locked = 0;
   uint64_t located[kNumKinds][kNumTiers] = {};
   uint64_t evictable[kNumKinds][kNumTiers] = {};
   std::vector<uint32_t> by_depth;
+  // Record r (a state or windowed KV, kind k) of entry i: empty when sound, else the fault.
+  auto record_fault = [&](const ChunkedArray<State, 10>& slab, const IndexAllocator& ids,
+                          uint32_t r, uint32_t i, int k) -> std::string {
+    if (r >= ids.high_water()) return "index out of range";
+    const State& s = slab[r];
+    if (s.entry != i) return "points elsewhere";
+    if (s.mask == 0 || (s.mask >> kNumTiers)) return "with bad mask";
+    for (int t = 0; t < kNumTiers; ++t) {
+      if (s.mask & Bit(t)) ++located[k][t];
+      if (s.pins[t] != 0 && !(s.mask & Bit(t))) return "pinned, not held";
+    }
+    if (s.flags & kPickedBit) return "picked mark left behind";
+    return "";
+  };
   for (uint32_t i = 0; i < high; ++i) {
     const HotEntry& e = m.hot[i];
     const ColdEntry& ec = m.cold[i];
@@ -151,20 +202,20 @@ Status PrefixIndex::CheckInvariants() const {
       if (ec.kv_pins[t] != 0 && !held) return fail(who + ": KV pinned where not held");
       if (m.KvEvictable(i, t)) ++evictable[kKv][t];
       if (m.StateEvictable(i, t)) ++evictable[kMamba][t];
+      if (m.WindowEvictability(i, t) != kNotEvictable) ++evictable[kWindow][t];
     }
     if (ec.state_locks > ec.kv_locks) return fail(who + ": state locks exceed KV locks");
     if (ec.kv_locks != 0) ++locked;
     if (e.state != kNone) {
       ++states;
-      if (e.state >= m.state_ids.high_water()) return fail(who + ": state index out of range");
-      const State& s = m.states[e.state];
-      if (s.entry != i) return fail(who + ": state points elsewhere");
-      if (s.mask == 0 || (s.mask >> kNumTiers)) return fail(who + ": state with bad mask");
-      for (int t = 0; t < kNumTiers; ++t) {
-        if (s.mask & Bit(t)) ++located[kMamba][t];
-        if (s.pins[t] != 0 && !(s.mask & Bit(t))) return fail(who + ": state pinned, not held");
-      }
-      if (s.flags & kPickedBit) return fail(who + ": state picked mark left behind");
+      const std::string f = record_fault(m.states, m.state_ids, e.state, i, kMamba);
+      if (!f.empty()) return fail(who + ": state " + f);
+    }
+    if (ec.window != kNone) {
+      ++windows;
+      if (m.options.window_pages == 0) return fail(who + ": windowed KV without window_pages");
+      const std::string f = record_fault(m.windows, m.window_ids, ec.window, i, kWindow);
+      if (!f.empty()) return fail(who + ": windowed KV " + f);
     }
   }
   if (live != m.table.size()) return fail("table size differs from live entries");
@@ -178,6 +229,7 @@ Status PrefixIndex::CheckInvariants() const {
   });
   if (!table_ok) return fail("table slot names a free entry or has a wrong tag");
   if (states != m.live_states) return fail("live state count");
+  if (windows != m.live_windows) return fail("live windowed KV count");
   if (spilled != m.spilled.size()) return fail("spilled slot map has stray keys");
   if (locked != m.locked_entries) return fail("locked entry count");
   for (uint32_t i : by_depth) {
@@ -191,7 +243,6 @@ Status PrefixIndex::CheckInvariants() const {
     }
   }
   for (int k = 0; k < kNumKinds; ++k) {
-    if (k == static_cast<int>(Kind::kWindowKV)) continue;  // not held by the index yet
     for (int t = 0; t < kNumTiers; ++t) {
       const std::string what =
           std::string(KindName(Kind(k))) + " in " + std::string(TierName(Tier(t)));
@@ -213,25 +264,24 @@ Status PrefixIndex::CheckInvariants() const {
     }
     if (e.parent != kNone) subtree[e.parent] += subtree[i];
   }
-  // Every evictable entry has a queue item no more recent than the entry.
-  for (int k = 0; k < kNumKinds; ++k) {
-    if (k == static_cast<int>(Kind::kWindowKV)) continue;  // not held by the index yet
+  CACHEPAWL_RETURN_IF_ERROR(m.CheckWindowCounts(by_depth));
+  // Every evictable entry has a queue item no more recent than the entry (windowed KV: in the
+  // queue of its class).
+  for (int q = 0; q < kNumQueues; ++q) {
     for (int t = 0; t < kNumTiers; ++t) {
       std::unordered_map<uint32_t, uint64_t> oldest;
-      for (const VictimItem& item : m.queues[k][t].items()) {
+      for (const VictimItem& item : m.queues[q][t].items()) {
         if (!m.SameIdentity(item)) continue;
         auto [it, fresh] = oldest.emplace(item.index, item.last_use);
         if (!fresh) it->second = std::min(it->second, item.last_use);
       }
       for (uint32_t i : by_depth) {
-        const HotEntry& e = m.hot[i];
-        const bool ev = k == kKv ? m.KvEvictable(i, t) : m.StateEvictable(i, t);
-        if (!ev) continue;
-        const uint64_t now =
-            (k == kKv ? e.last_use : m.states[e.state].last_use).load(std::memory_order_relaxed);
+        if (!m.EvictableIn(q, i, t)) continue;
         auto it = oldest.find(i);
-        if (it == oldest.end() || it->second > now) {
-          return fail(Describe(e.hash) + ": evictable " + std::string(KindName(Kind(k))) + " in " +
+        if (it == oldest.end() || it->second > m.LastUse(q, i)) {
+          const std::string what =
+              q == kNeededWindowQ ? std::string("needed window") : std::string(KindName(Kind(q)));
+          return fail(Describe(m.hot[i].hash) + ": evictable " + what + " in " +
                       std::string(TierName(Tier(t))) + " has no queue item");
         }
       }

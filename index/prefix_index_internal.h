@@ -1,36 +1,53 @@
 // PrefixIndex's internals (index/prefix_index.h), shared by its implementation files:
 //   prefix_index.cc          construction, Match, inserting and removing, locations
 //   prefix_index_locks.cc    locks, transfer pins, eviction
+//   prefix_index_window.cc   windowed KV: its locations, anchors and eviction
 //   prefix_index_inspect.cc  Lookup, Ancestors, DumpEntries, Stats, CheckInvariants
 // Nothing outside index/ includes it.
 //
 // Layout. Entries are named by 32-bit indices and live in two ChunkedArrays (never moved): a
 // 64-byte aligned hot part with everything Match reads (one cache line per page) and a 32-byte
-// cold part; a PageTable maps a hash to its index. An EntryAllocator hands out the indices so
-// that a chain grown page by page, even interleaved with other chains (pages inserted as
+// cold part (44 bytes); a PageTable maps a hash to its index. An EntryAllocator hands out the
+// indices so that a chain grown page by page, even interleaved with other chains (pages inserted as
 // requests decode), has consecutive indices inside aligned blocks of 16: Match then predicts
 // most pages' entries from the previous page's and reads the table about once per block (see
 // ChainFinder). A KV location is kept inline as a 32-bit slot;
 // slots that do not fit (>= 0xFFFFFFFF) go to a side map keyed by (index, tier). Mamba states
 // are few and large, so they live in their own slab with full 64-bit slots, named by the
-// entry's `state` index.
+// entry's `state` index. Windowed KV (Kind::kWindowKV, only when IndexOptions::window_pages W
+// > 0) lives in a slab of the same records, named by the cold part's `window` index, so an
+// index without windowed layers pays 4 bytes per entry for it and Match reads no cold part.
 //
-// Eviction bookkeeping. Per (kind, tier) a VictimQueue holds at least one item for every
-// evictable entry (see victim_queue.h for why items may be stale). A `queued` bit per entry
-// (per state for Mamba) and tier says an item is already there, so an entry that becomes
-// evictable again is queued at most once. Queues are rebuilt when they hold more than twice
-// the evictable count (plus slack), which bounds their memory and amortizes to O(1) per push.
-// Every change to something evictability depends on (presence, child presence, locks, pins)
-// goes through Before/After helpers that keep the evictable counters exact and queue entries
-// that became evictable.
+// Windowed KV and the rule. An *anchor* is an entry whose Mamba state some tier holds
+// (require_mamba layouts only). Per entry, `window_anchors` counts the anchors among the entry
+// and its descendants at most W-1 levels below it, and `window_locks` the engine locks
+// (state_locks) there: attaching or detaching a state, and Lock/Unlock, update the node and its
+// W-1 nearest ancestors (O(W)). Windowed KV is *needed* while window_anchors > 0; needed
+// windowed KV in a tier is evictable only while another tier holds it too.
+//
+// Eviction bookkeeping. Per (queue, tier) a VictimQueue holds at least one item for every
+// evictable entry of that queue (see victim_queue.h for why items may be stale). The queues are
+// one per kind, the windowed KV having two: kWindowQ for evictable windowed KV that is not
+// needed, kNeededWindowQ for the needed ones (held in another tier too), which PickVictims
+// takes only after the first is empty. A `queued` bit per entry (per state or windowed record)
+// and (queue, tier) says an item is already there, so an entry that becomes evictable again is
+// queued at most once per queue; an entry whose windowed KV changes between needed and not
+// needed is queued in the other queue, and its item in the first is dropped as stale. Queues are
+// rebuilt when they hold more than twice the evictable count (plus slack), which bounds their
+// memory and amortizes to O(1) per push. Every change to something evictability depends on
+// (presence, child presence, locks, pins, for windowed KV also window locks, anchors and the other
+// tiers' copies) goes through Before/After helpers that keep the evictable counters exact and queue
+// entries that became evictable.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "index/chunked_slab.h"
@@ -62,10 +79,22 @@ inline constexpr uint32_t kMaxCount = 0xFFFFFFFFu;
 inline constexpr uint32_t kMaxDepth = (1u << 24) - 1;  // HotEntry::depth is 24 bits
 inline constexpr int kKv = static_cast<int>(Kind::kKV);
 inline constexpr int kMamba = static_cast<int>(Kind::kMamba);
+inline constexpr int kWindow = static_cast<int>(Kind::kWindowKV);
+// Victim queues: one per kind (kKv, kMamba, kWindow: windowed KV not needed) and one for needed
+// windowed KV that another tier holds too.
+inline constexpr int kWindowQ = kWindow;
+inline constexpr int kNeededWindowQ = kNumKinds;
+inline constexpr int kNumQueues = kNumKinds + 1;
 // Queues may hold this many items beyond twice the evictable count before a rebuild.
 inline constexpr size_t kQueueSlack = 1024;
 
 inline constexpr uint8_t Bit(int tier) { return static_cast<uint8_t>(1u << tier); }
+// The `queued` bit of queue q and tier t in an entry's or a record's flags.
+inline constexpr uint8_t QueuedBit(int q, int tier) {
+  return static_cast<uint8_t>(Bit(tier) << (q == kNeededWindowQ ? 4 : 0));
+}
+// How windowed KV stands in a tier for eviction.
+enum WindowClass : uint8_t { kNotEvictable = 0, kUnneeded = 1, kNeededCopied = 2 };
 
 // An entry is two parts at the same index. The hot part is what Match reads: one aligned cache
 // line. The cold part is the bookkeeping of mutations and eviction.
@@ -85,18 +114,24 @@ struct ColdEntry {
   uint32_t children = 0;
   uint32_t kv_locks = 0;
   uint32_t state_locks = 0;
+  uint32_t window = kNone;      // index into Core::windows: this page's windowed KV
+  uint32_t window_locks = 0;    // sum of state_locks at this entry and W-1 levels below
+  uint32_t window_anchors = 0;  // entries with a state at this entry and W-1 levels below
   uint16_t kv_pins[kNumTiers] = {};
   uint8_t flags = 0;  // Bit(tier): queued in the KV queue of that tier; kPickedBit
 };
-static_assert(sizeof(ColdEntry) == 32, "an entry is 96 bytes: the 128 bytes/page budget");
+static_assert(sizeof(ColdEntry) == 44, "an entry is 108 bytes: the 128 bytes/page budget");
 
+// A Mamba state (Core::states) or one page's windowed KV (Core::windows).
 struct State {
   std::atomic<uint64_t> last_use{0};  // written by Match under the shared lock
   uint64_t slot[kNumTiers] = {};
   uint32_t entry = kNone;
   uint16_t pins[kNumTiers] = {};
   uint8_t mask = 0;
-  uint8_t flags = 0;  // Bit(tier): queued in the Mamba queue of that tier; kPickedBit
+  // QueuedBit(queue, tier): queued in that queue (kMamba; kWindowQ, kNeededWindowQ);
+  // kPickedBit.
+  uint8_t flags = 0;
 };
 
 // The PageTable's view of the entries: the hash stored at an index.
@@ -110,14 +145,18 @@ inline std::string Describe(const PageHash& h) { return "page " + h.ToHex(); }
 inline Status CheckKindTier(Kind kind, Tier tier) {
   if (!IsValidKind(static_cast<uint8_t>(kind))) {
     return Status::InvalidArgument("kind: " + std::to_string(static_cast<int>(kind)) +
-                                   " (expected 0..1)");
+                                   " (expected 0..2)");
   }
   if (!IsValidTier(static_cast<uint8_t>(tier))) {
     return Status::InvalidArgument("tier: " + std::to_string(static_cast<int>(tier)) +
-                                   " (expected 0..1)");
+                                   " (expected 0..2)");
   }
   return Status::OK();
 }
+
+// The IndexOptions field UnitBytes reads, per kind.
+inline constexpr const char* kUnitBytesField[kNumKinds] = {
+    "index.kv_page_bytes", "index.mamba_state_bytes", "index.window_page_bytes"};
 
 inline std::string Where(Kind kind, Tier tier) {
   return std::string(KindName(kind)) + " in " + std::string(TierName(tier));
@@ -163,16 +202,26 @@ struct Core {
     }
     return loc;
   }
-  TierLocations StateLocations(uint32_t i) const {
+  static TierLocations RecordLocations(const State& s) {
     TierLocations loc;
-    if (hot[i].state == kNone) return loc;
-    const State& s = states[hot[i].state];
     loc.mask = s.mask;
     for (int t = 0; t < kNumTiers; ++t) {
       if (loc.mask & Bit(t)) loc.slot[t] = s.slot[t];
     }
     return loc;
   }
+  TierLocations StateLocations(uint32_t i) const {
+    return hot[i].state == kNone ? TierLocations{} : RecordLocations(states[hot[i].state]);
+  }
+  TierLocations WindowLocations(uint32_t i) const {
+    return cold[i].window == kNone ? TierLocations{} : RecordLocations(windows[cold[i].window]);
+  }
+  // The record of queue q's kind for entry i (a state or windowed KV); nullptr when none.
+  const State* Record(int q, uint32_t i) const {
+    if (q == kMamba) return hot[i].state == kNone ? nullptr : &states[hot[i].state];
+    return cold[i].window == kNone ? nullptr : &windows[cold[i].window];
+  }
+  State* Record(int q, uint32_t i) { return const_cast<State*>(std::as_const(*this).Record(q, i)); }
 
   // ----- evictability -----------------------------------------------------------------------
   // `picked_children`: children of this entry already picked in the running PickVictims.
@@ -186,15 +235,33 @@ struct Core {
     const State& s = states[hot[i].state];
     return (s.mask & Bit(t)) && s.pins[t] == 0;
   }
+  // Windowed KV of entry i in tier t: held there, no window lock or pin, and not needed or
+  // held by another tier too.
+  WindowClass WindowEvictability(uint32_t i, int t) const {
+    const ColdEntry& ec = cold[i];
+    if (ec.window == kNone || ec.window_locks != 0) return kNotEvictable;
+    const State& w = windows[ec.window];
+    if (!(w.mask & Bit(t)) || w.pins[t] != 0) return kNotEvictable;
+    if (ec.window_anchors == 0) return kUnneeded;
+    return (w.mask & ~Bit(t)) != 0 ? kNeededCopied : kNotEvictable;
+  }
+  // Whether entry i is evictable in queue q's sense.
+  bool EvictableIn(int q, uint32_t i, int t) const {
+    if (q == kKv) return KvEvictable(i, t);
+    if (q == kMamba) return StateEvictable(i, t);
+    return WindowEvictability(i, t) == (q == kWindowQ ? kUnneeded : kNeededCopied);
+  }
   struct Before {
     bool kv[kNumTiers];
     bool state[kNumTiers];
+    WindowClass window[kNumTiers];
   };
   Before Snapshot(uint32_t i) const {
     Before b;
     for (int t = 0; t < kNumTiers; ++t) {
       b.kv[t] = KvEvictable(i, t);
       b.state[t] = StateEvictable(i, t);
+      b.window[t] = WindowEvictability(i, t);
     }
     return b;
   }
@@ -206,8 +273,22 @@ struct Core {
       if (kv) QueueKv(i, t, /*may_rebuild=*/true);
       const bool st = StateEvictable(i, t);
       if (st != b.state[t]) evictable[kMamba][t] += st ? 1 : uint64_t(-1);
-      if (st) QueueState(i, t, /*may_rebuild=*/true);
+      if (st) QueueRecord(kMamba, i, t, /*may_rebuild=*/true);
+      const WindowClass w = WindowEvictability(i, t);
+      if ((w != kNotEvictable) != (b.window[t] != kNotEvictable)) {
+        evictable[kWindow][t] += w != kNotEvictable ? 1 : uint64_t(-1);
+      }
+      if (w != kNotEvictable) {
+        QueueRecord(w == kUnneeded ? kWindowQ : kNeededWindowQ, i, t, /*may_rebuild=*/true);
+      }
     }
+  }
+  // Runs change() on entry i between a Snapshot and After.
+  template <typename Fn>
+  void Tracked(uint32_t i, Fn&& change) {
+    const Before before = Snapshot(i);
+    change(cold[i]);
+    After(i, before);
   }
 
   bool SameIdentity(const VictimItem& item) const {
@@ -227,44 +308,89 @@ struct Core {
     queues[kKv][t].Push(ItemFor(i, e.last_use.load(std::memory_order_relaxed)));
     if (may_rebuild) MaybeRebuild(kKv, t);
   }
-  void QueueState(uint32_t i, int t, bool may_rebuild) {
-    State& s = states[hot[i].state];
-    if (s.flags & Bit(t)) return;
-    s.flags |= Bit(t);
-    queues[kMamba][t].Push(ItemFor(i, s.last_use.load(std::memory_order_relaxed)));
-    if (may_rebuild) MaybeRebuild(kMamba, t);
+  // Queue q (kMamba, kWindowQ or kNeededWindowQ) of entry i's record: a state or windowed KV.
+  void QueueRecord(int q, uint32_t i, int t, bool may_rebuild) {
+    State& s = *Record(q, i);
+    if (s.flags & QueuedBit(q, t)) return;
+    s.flags |= QueuedBit(q, t);
+    queues[q][t].Push(ItemFor(i, s.last_use.load(std::memory_order_relaxed)));
+    if (may_rebuild) MaybeRebuild(q, t);
   }
-  uint8_t* QueuedFlags(int k, uint32_t i) {
-    HotEntry& e = hot[i];
-    ColdEntry& ec = cold[i];
-    if (k == kKv) return &ec.flags;
-    return e.state == kNone ? nullptr : &states[e.state].flags;
+  uint8_t* QueuedFlags(int q, uint32_t i) {
+    if (q == kKv) return &cold[i].flags;
+    State* s = Record(q, i);
+    return s == nullptr ? nullptr : &s->flags;
   }
-  void MaybeRebuild(int k, int t) {
-    if (queues[k][t].size() > 2 * evictable[k][t] + kQueueSlack) Rebuild(k, t);
+  uint64_t LastUse(int q, uint32_t i) const {
+    const std::atomic<uint64_t>& u = q == kKv ? hot[i].last_use : Record(q, i)->last_use;
+    return u.load(std::memory_order_relaxed);
+  }
+  // The two windowed KV queues are bounded by the count of all evictable windowed KV.
+  void MaybeRebuild(int q, int t) {
+    const uint64_t count = evictable[std::min(q, kWindow)][t];
+    if (queues[q][t].size() > 2 * count + kQueueSlack) Rebuild(q, t);
   }
   // Drops stale and duplicate items, refreshing recency: one item per evictable entry.
-  void Rebuild(int k, int t) {
-    VictimQueue& q = queues[k][t];
+  void Rebuild(int qi, int t) {
+    VictimQueue& q = queues[qi][t];
+    const uint8_t bit = QueuedBit(qi, t);
     for (const VictimItem& item : q.items()) {
       if (!SameIdentity(item)) continue;
-      if (uint8_t* f = QueuedFlags(k, item.index)) *f &= static_cast<uint8_t>(~Bit(t));
+      if (uint8_t* f = QueuedFlags(qi, item.index)) *f &= static_cast<uint8_t>(~bit);
     }
     q.Rebuild([&](VictimItem& item) {
       if (!SameIdentity(item)) return false;
-      const HotEntry& e = hot[item.index];
-      if (k == kKv ? !KvEvictable(item.index, t) : !StateEvictable(item.index, t)) return false;
-      uint8_t* f = QueuedFlags(k, item.index);
-      if (*f & Bit(t)) return false;
-      *f |= Bit(t);
-      item.last_use =
-          (k == kKv ? e.last_use : states[e.state].last_use).load(std::memory_order_relaxed);
+      if (!EvictableIn(qi, item.index, t)) return false;
+      uint8_t* f = QueuedFlags(qi, item.index);
+      if (*f & bit) return false;
+      *f |= bit;
+      item.last_use = LastUse(qi, item.index);
       return true;
     });
   }
 
   std::vector<Victim> PickKv(int t, size_t max_count);
+  // Victims of queue q (kMamba, kWindowQ, kNeededWindowQ) appended to *out up to max_count,
+  // marked picked; *picked gets their entries (the caller re-queues them with EndPick).
+  void PickRecords(int q, int t, size_t max_count, std::vector<Victim>* out,
+                   std::vector<uint32_t>* picked);
+  void EndPick(int q, int t, const std::vector<uint32_t>& picked);
   std::vector<Victim> PickStates(int t, size_t max_count);
+  std::vector<Victim> PickWindows(int t, size_t max_count);
+  std::vector<Victim> Pick(Kind kind, int t, size_t max_count) {
+    if (kind == Kind::kKV) return PickKv(t, max_count);
+    return kind == Kind::kMamba ? PickStates(t, max_count) : PickWindows(t, max_count);
+  }
+  // Bytes of one entry of kind k in any tier (IndexOptions; 0 = unknown).
+  uint64_t UnitBytes(int k) const {
+    const uint64_t units[kNumKinds] = {options.kv_page_bytes, options.mamba_state_bytes,
+                                       options.window_page_bytes};
+    return units[k];
+  }
+
+  // ----- windowed KV (prefix_index_window.cc) ------------------------------------------------
+  // Runs change() on entry i and its W-1 nearest ancestors (those whose window range covers i).
+  template <typename Fn>
+  void ForWindowRange(uint32_t i, Fn&& change) {
+    for (uint32_t k = 0; k < options.window_pages && i != kNone; ++k, i = hot[i].parent) {
+      Tracked(i, change);
+    }
+  }
+  // A state of entry i attached (+1) or detached (-1): window_anchors of its range.
+  void AnchorChanged(uint32_t i, int delta) {
+    if (!options.require_mamba) return;
+    ForWindowRange(i, [&](ColdEntry& ec) { ec.window_anchors += static_cast<uint32_t>(delta); });
+  }
+  Status RefuseWithoutWindow(const PageHash& hash, Kind kind) {
+    if (kind != Kind::kWindowKV || options.window_pages != 0) return Status::OK();
+    ++errors.err_no_window;
+    return Status::InvalidArgument("kind: window (" + Describe(hash) +
+                                   ": the layout has no sliding-window layers, index."
+                                   "window_pages is 0)");
+  }
+  Status SetWindow(uint32_t i, int t, uint64_t slot);
+  // Unlocked and unpinned (checked by the caller).
+  uint64_t ClearWindow(uint32_t i, int t);
 
   // ----- checks shared by the methods (each counts its error) ----------------------------------
   Status CheckEnums(Kind kind, Tier tier) {
@@ -289,7 +415,27 @@ struct Core {
                                       std::to_string(slot));
   }
 
+  // Match's walk (mu held shared); kWindowed when options.window_pages > 0.
+  template <bool kWindowed>
+  void MatchChain(std::span<const PageHash> hashes, MatchResult* out);
+
   // ----- mutations (mu held exclusively) -----------------------------------------------------
+  // A new record (a state or windowed KV) of entry i in `slab`, held by no tier yet, its
+  // recency the clock.
+  uint32_t NewRecord(ChunkedArray<State, 10>* slab, IndexAllocator* ids, uint32_t entry) {
+    const uint32_t r = ids->Allocate();
+    slab->Reserve(uint64_t{r} + 1);
+    State& s = (*slab)[r];
+    s.last_use.store(clock, std::memory_order_relaxed);
+    for (int u = 0; u < kNumTiers; ++u) {
+      s.slot[u] = 0;
+      s.pins[u] = 0;
+    }
+    s.entry = entry;
+    s.mask = 0;
+    s.flags = 0;
+    return r;
+  }
   // Inserts `hash` under `parent`; `parent_index` is its index when the caller knows it (else
   // kUnresolved, and `parent_mixed` is Mix(*parent) when there is one). `mixed` is Mix(hash).
   // *index: the entry, new or already there; *added: whether it is new.
@@ -301,6 +447,7 @@ struct Core {
   Status PinOne(const PageHash& hash, int k, int t, bool pin);
 
   EntryInfo Info(uint32_t i) const;
+  Status CheckWindowCounts(const std::vector<uint32_t>& live) const;
 
   // Holds mu exclusively and advances the clock: mutations stamp `clock`, Matches until the
   // next mutation stamp clock + 1, so a Match is strictly between the mutations around it.
@@ -322,13 +469,16 @@ struct Core {
   uint64_t entries_reserved = 0;                   // guarded by mu: hot, cold hold this many
   ChunkedArray<State, 10> states;                  // guarded by mu (last_use: atomic)
   IndexAllocator state_ids;                        // guarded by mu
+  ChunkedArray<State, 10> windows;                 // guarded by mu (last_use: atomic)
+  IndexAllocator window_ids;                       // guarded by mu
   PageTable table;                                 // guarded by mu
   std::unordered_map<uint64_t, uint64_t> spilled;  // guarded by mu: SpillKey -> slot
-  VictimQueue queues[kNumKinds][kNumTiers];        // guarded by mu
+  VictimQueue queues[kNumQueues][kNumTiers];       // guarded by mu
   uint64_t located[kNumKinds][kNumTiers] = {};     // guarded by mu
   uint64_t evictable[kNumKinds][kNumTiers] = {};   // guarded by mu
   uint64_t locked_entries = 0;                     // guarded by mu
   uint64_t live_states = 0;                        // guarded by mu
+  uint64_t live_windows = 0;                       // guarded by mu
   IndexStats errors;                               // guarded by mu: only the err_* fields
   std::vector<uint32_t> path;                      // guarded by mu: scratch for Lock/Unlock
   std::atomic<uint64_t> matches{0};

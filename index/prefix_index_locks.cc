@@ -30,15 +30,19 @@ Status PrefixIndex::Lock(const PageHash& node) {
     ++m.errors.err_overflow;
     return Status::FailedPrecondition(Describe(node) + ": lock count at limit");
   }
-  for (uint32_t i : m.path) {
+  // window_locks <= kv_locks (a subset of the same locks), so it cannot overflow either.
+  for (size_t k = 0; k < m.path.size(); ++k) {
+    const uint32_t i = m.path[k];
     ColdEntry& ec = m.cold[i];
-    if (ec.kv_locks != 0 && i != n) {  // already locked: evictability does not change
+    const bool in_window = k < m.options.window_pages;  // `node` is in i's window range
+    if (ec.kv_locks != 0 && i != n && !in_window) {  // already locked: evictability does not change
       ++ec.kv_locks;
       continue;
     }
     const Impl::Before before = m.Snapshot(i);
     if (ec.kv_locks++ == 0) ++m.locked_entries;
     if (i == n) ++ec.state_locks;
+    if (in_window) ++ec.window_locks;
     m.After(i, before);
   }
   return Status::OK();
@@ -55,15 +59,18 @@ Status PrefixIndex::Unlock(const PageHash& node) {
   }
   // kv_locks of each ancestor >= state_locks of `node` >= 1 (invariant), so no check fails
   // past this point.
-  for (uint32_t i = n; i != kNone; i = m.hot[i].parent) {
+  uint32_t k = 0;
+  for (uint32_t i = n; i != kNone; i = m.hot[i].parent, ++k) {
     ColdEntry& ec = m.cold[i];
-    if (ec.kv_locks > 1 && i != n) {  // stays locked: evictability does not change
+    const bool in_window = k < m.options.window_pages;
+    if (ec.kv_locks > 1 && i != n && !in_window) {  // stays locked: evictability does not change
       --ec.kv_locks;
       continue;
     }
     const Impl::Before before = m.Snapshot(i);
     if (--ec.kv_locks == 0) --m.locked_entries;
     if (i == n) --ec.state_locks;
+    if (in_window) --ec.window_locks;
     m.After(i, before);
   }
   return Status::OK();
@@ -79,8 +86,8 @@ Status Core::PinOne(const PageHash& hash, int k, int t, bool pin) {
   uint16_t* count = nullptr;
   if (k == kKv) {
     if (e.kv_mask & Bit(t)) count = &ec.kv_pins[t];
-  } else if (e.state != kNone && (states[e.state].mask & Bit(t))) {
-    count = &states[e.state].pins[t];
+  } else if (State* s = Record(k, i); s != nullptr && (s->mask & Bit(t))) {
+    count = &s->pins[t];
   }
   if (pin) {
     if (count == nullptr) {
@@ -127,6 +134,8 @@ Status PrefixIndex::PinForTransfer(std::span<const PageHash> hashes, Kind kind, 
   Impl& m = *impl_;
   Impl::Exclusive section(m);
   CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
+  CACHEPAWL_RETURN_IF_ERROR(
+      m.RefuseWithoutWindow(hashes.empty() ? PageHash::Zero() : hashes[0], kind));
   const int k = static_cast<int>(kind), t = static_cast<int>(tier);
   return PinAll(hashes,
                 [&](const PageHash& h, bool forward) { return m.PinOne(h, k, t, forward); });
@@ -189,35 +198,50 @@ std::vector<Victim> Core::PickKv(int t, size_t max_count) {
   return out;
 }
 
-std::vector<Victim> Core::PickStates(int t, size_t max_count) {
-  std::vector<Victim> out;
-  VictimQueue& q = queues[kMamba][t];
-  std::vector<uint32_t> picked;
-  while (out.size() < max_count && !q.empty()) {
+void Core::PickRecords(int qi, int t, size_t max_count, std::vector<Victim>* out,
+                       std::vector<uint32_t>* picked) {
+  VictimQueue& q = queues[qi][t];
+  const uint8_t bit = QueuedBit(qi, t);
+  const Kind kind = qi == kMamba ? Kind::kMamba : Kind::kWindowKV;
+  while (out->size() < max_count && !q.empty()) {
     const VictimItem item = q.top();
     q.Pop();
     if (!SameIdentity(item)) continue;
-    HotEntry& e = hot[item.index];
-    if (e.state == kNone) continue;
-    State& s = states[e.state];
-    s.flags &= static_cast<uint8_t>(~Bit(t));
-    if (s.flags & kPickedBit) continue;
-    if (!StateEvictable(item.index, t)) continue;
-    const uint64_t last_use = s.last_use.load(std::memory_order_relaxed);
+    State* s = Record(qi, item.index);
+    if (s == nullptr) continue;
+    s->flags &= static_cast<uint8_t>(~bit);
+    if (s->flags & kPickedBit) continue;
+    if (!EvictableIn(qi, item.index, t)) continue;  // (windowed KV: maybe in the other queue)
+    const uint64_t last_use = s->last_use.load(std::memory_order_relaxed);
     if (last_use != item.last_use) {
-      s.flags |= Bit(t);
+      s->flags |= bit;
       q.Push(ItemFor(item.index, last_use));
       continue;
     }
-    s.flags |= kPickedBit;
-    picked.push_back(item.index);
-    out.push_back(Victim{e.hash, Kind::kMamba, static_cast<Tier>(t), s.slot[t], e.depth});
+    s->flags |= kPickedBit;
+    picked->push_back(item.index);
+    const HotEntry& e = hot[item.index];
+    out->push_back(Victim{e.hash, kind, static_cast<Tier>(t), s->slot[t], e.depth});
   }
+}
+
+// Victims stay evictable until the caller clears them.
+void Core::EndPick(int q, int t, const std::vector<uint32_t>& picked) {
   for (uint32_t i : picked) {
-    states[hot[i].state].flags &= static_cast<uint8_t>(~kPickedBit);
-    QueueState(i, t, /*may_rebuild=*/false);
+    State& s = *Record(q, i);
+    s.flags &= static_cast<uint8_t>(~kPickedBit);
+    const WindowClass w = q == kMamba ? kNotEvictable : WindowEvictability(i, t);
+    QueueRecord(q == kMamba ? kMamba : (w == kUnneeded ? kWindowQ : kNeededWindowQ), i, t,
+                /*may_rebuild=*/false);
   }
-  MaybeRebuild(kMamba, t);
+  MaybeRebuild(q, t);
+}
+
+std::vector<Victim> Core::PickStates(int t, size_t max_count) {
+  std::vector<Victim> out;
+  std::vector<uint32_t> picked;
+  PickRecords(kMamba, t, max_count, &out, &picked);
+  EndPick(kMamba, t, picked);
   return out;
 }
 
@@ -225,8 +249,7 @@ StatusOr<std::vector<Victim>> PrefixIndex::PickVictims(Tier tier, Kind kind, siz
   Impl& m = *impl_;
   Impl::Exclusive section(m);
   CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
-  const int t = static_cast<int>(tier);
-  return kind == Kind::kKV ? m.PickKv(t, max_count) : m.PickStates(t, max_count);
+  return m.Pick(kind, static_cast<int>(tier), max_count);
 }
 
 StatusOr<std::vector<Victim>> PrefixIndex::PickVictimsForBytes(Tier tier, Kind kind,
@@ -234,17 +257,14 @@ StatusOr<std::vector<Victim>> PrefixIndex::PickVictimsForBytes(Tier tier, Kind k
   Impl& m = *impl_;
   Impl::Exclusive section(m);
   CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
-  const bool kv = kind == Kind::kKV;
-  const uint64_t unit = kv ? m.options.kv_page_bytes : m.options.mamba_state_bytes;
+  const uint64_t unit = m.UnitBytes(static_cast<int>(kind));
   if (unit == 0) {
     ++m.errors.err_bytes_unknown;
-    return Status::InvalidArgument(
-        std::string(kv ? "index.kv_page_bytes" : "index.mamba_state_bytes") +
-        ": 0 (PickVictimsForBytes needs the size of one entry)");
+    return Status::InvalidArgument(std::string(kUnitBytesField[static_cast<int>(kind)]) +
+                                   ": 0 (PickVictimsForBytes needs the size of one entry)");
   }
   const uint64_t count = bytes / unit + (bytes % unit != 0 ? 1 : 0);
-  const int t = static_cast<int>(tier);
-  return kv ? m.PickKv(t, count) : m.PickStates(t, count);
+  return m.Pick(kind, static_cast<int>(tier), count);
 }
 
 }  // namespace cachepawl
