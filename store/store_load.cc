@@ -72,12 +72,12 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
       return Status::FailedPrecondition(
           "no device pool: open the store with device_pool_bytes or call RegisterDevicePool");
     }
-    size_t fills_with_slots = 0;
+    std::vector<bool> has_slot;  // per fill: its host slot is allocated
     auto rollback = [&](const Status& why) {
       for (const HostSource& s : sources) (void)index_->Unpin(s.key.hash, s.key.kind, Tier::kHost);
       for (size_t i = 0; i < fills.size(); ++i) {
         filling_.erase(fills[i].key);
-        if (i < fills_with_slots) (void)host_->Free(fills[i].slot);
+        if (i < has_slot.size() && has_slot[i]) (void)host_->Free(fills[i].slot);
       }
       return why;
     };
@@ -130,22 +130,25 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
       if (!s.ok()) return rollback(s);
     }
     profile::Add(profile::Stage::kLoadIndex, index_start);
-    // Host slots for the disk reads, as runs per kind (fills are the pages, then the state).
-    // Waiting for space releases mu_; the pinned sources and filling_ entries stay meanwhile.
-    // (This load's own pins are not yet counted in loads_pinning_host_: a wait for space must
-    // not wait for the load that is waiting.)
+    has_slot.assign(fills.size(), false);
+    // Host slots for the disk reads, as runs per kind (fills interleave a page's full and
+    // windowed KV; the state is last). Waiting for space releases mu_; the pinned sources and
+    // filling_ entries stay meanwhile. (This load's own pins are not yet counted in
+    // loads_pinning_host_: a wait for space must not wait for the load that is waiting.)
     for (Kind kind : kAllKinds) {
-      const size_t n = static_cast<size_t>(std::count_if(
-          fills.begin(), fills.end(), [&](const DiskFill& f) { return f.key.kind == kind; }));
-      if (n == 0) continue;
+      std::vector<size_t> of_kind;
+      for (size_t i = 0; i < fills.size(); ++i) {
+        if (fills[i].key.kind == kind) of_kind.push_back(i);
+      }
+      if (of_kind.empty()) continue;
       std::vector<HostSlotId> slots;
       profile::ScopedStage allocating(profile::Stage::kLoadHostAllocate);
-      Status s = AllocateHostLocked(kind, n, lock, &slots);
+      Status s = AllocateHostLocked(kind, of_kind.size(), lock, &slots);
       if (!s.ok()) return rollback(s);
-      for (HostSlotId slot : slots) {
-        fills[fills_with_slots].slot = slot;
-        filling_[fills[fills_with_slots].key] = slot;
-        ++fills_with_slots;
+      for (size_t j = 0; j < of_kind.size(); ++j) {
+        fills[of_kind[j]].slot = slots[j];
+        filling_[fills[of_kind[j]].key] = slots[j];
+        has_slot[of_kind[j]] = true;
       }
     }
     ++loads_;

@@ -161,7 +161,10 @@ TEST_P(WindowStoreTest, SavesTheWindowOnlyBeforeTheStateAndLoadsOnlyIt) {
   ASSERT_EQ(m.reusable_pages, 6u);
   EXPECT_EQ(m.window_first_page, 4u);
   EXPECT_EQ(m.window_tiers, (std::vector<Tier>{Tier::kHost, Tier::kHost}));
-  EXPECT_TRUE(LoadAndCheck(store.get(), m).ok());
+  {
+    const Status ls = LoadAndCheck(store.get(), m);
+    EXPECT_TRUE(ls.ok()) << ls.ToString();
+  }
   EXPECT_EQ(store->Stats().loaded_entries[kHost][kWindow], kWindowPages);
   EXPECT_EQ(store->Stats().loaded_entries[kHost][kKv], GetParam() ? 0u : 6u);
 }
@@ -176,7 +179,10 @@ TEST_P(WindowStoreTest, AStateIsReusableOnlyWithItsWholeWindow) {
   EXPECT_EQ(store->Stats().saved_window_pages, 2 * kWindowPages);
   PrefixMatch m = LookupOrDie(store.get(), a);
   ASSERT_EQ(m.reusable_pages, 8u);
-  EXPECT_TRUE(LoadAndCheck(store.get(), m).ok());
+  {
+    const Status ls = LoadAndCheck(store.get(), m);
+    EXPECT_TRUE(ls.ok()) << ls.ToString();
+  }
   // A prompt that leaves A after 6 pages: the state at 4 (window 2, 3) is the hit; no state at
   // 5 or 6 exists, and pages 4 and 5 have no windowed KV (no state needed it).
   auto b = Tokens(1, 6 * kPage);
@@ -185,7 +191,10 @@ TEST_P(WindowStoreTest, AStateIsReusableOnlyWithItsWholeWindow) {
   m = LookupOrDie(store.get(), b);
   EXPECT_EQ(m.reusable_pages, 4u);
   EXPECT_EQ(m.window_first_page, 2u);
-  EXPECT_TRUE(LoadAndCheck(store.get(), m).ok());
+  {
+    const Status ls = LoadAndCheck(store.get(), m);
+    EXPECT_TRUE(ls.ok()) << ls.ToString();
+  }
   // A state saved at 6 by an engine that hands page 5 only: the windowed KV of page 4 was
   // never saved, so the state at 6 is no hit and the one at 4 is.
   ASSERT_TRUE(SavePrefix(store.get(), a, 5, 6).ok());
@@ -213,7 +222,10 @@ TEST_P(WindowStoreTest, WindowsAreNeverDroppedWhileTheirStateIsCached) {
   for (const auto& t : prompts) {
     const PrefixMatch m = LookupOrDie(store.get(), t);
     if (m.reusable_pages == 6) {
-      EXPECT_TRUE(LoadAndCheck(store.get(), m).ok());
+      {
+        const Status ls = LoadAndCheck(store.get(), m);
+        EXPECT_TRUE(ls.ok()) << ls.ToString();
+      }
     }
   }
 }
@@ -247,7 +259,10 @@ TEST_P(WindowStoreTest, AWindowPartlyOnDiskAndPartlyInHostLoadsByteExact) {
   m = LookupOrDie(store.get(), a);
   ASSERT_EQ(m.reusable_pages, 6u);
   EXPECT_EQ(m.window_tiers, (std::vector<Tier>{Tier::kDisk, Tier::kHost}));
-  EXPECT_TRUE(LoadAndCheck(store.get(), m).ok());
+  {
+    const Status ls = LoadAndCheck(store.get(), m);
+    EXPECT_TRUE(ls.ok()) << ls.ToString();
+  }
   EXPECT_EQ(store->Stats().loaded_entries[kDisk][kWindow], 2u);  // page 5, then page 4
   EXPECT_EQ(store->Stats().loaded_entries[kHost][kWindow], 1u);  // page 5 the second time
 }
@@ -278,12 +293,18 @@ TEST_P(WindowStoreTest, RestartWithAWindowedPageMissingIsAMissUntilSavedAgain) {
   EXPECT_TRUE(m.window_tiers.empty());
   const PrefixMatch mb = LookupOrDie(store.get(), b);
   ASSERT_EQ(mb.reusable_pages, 6u);
-  EXPECT_TRUE(LoadAndCheck(store.get(), mb).ok());
+  {
+    const Status ls = LoadAndCheck(store.get(), mb);
+    EXPECT_TRUE(ls.ok()) << ls.ToString();
+  }
   // The engine recomputes A and saves it again: a hit, byte-exact.
   ASSERT_TRUE(SavePrefix(store.get(), a, 0, 6).ok());
   m = LookupOrDie(store.get(), a);
   ASSERT_EQ(m.reusable_pages, 6u);
-  EXPECT_TRUE(LoadAndCheck(store.get(), m).ok());
+  {
+    const Status ls = LoadAndCheck(store.get(), m);
+    EXPECT_TRUE(ls.ok()) << ls.ToString();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(FullAndWindowed, WindowStoreTest, ::testing::Bool(),
