@@ -62,8 +62,11 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
     }
   }
   // Windowed KV is saved for the pages a load at this Save's depth reads: the last
-  // WindowPages() before the state's depth (or, without a state, before the end of the given
-  // pages). Attention-only layouts can reuse any depth: every given page keeps it.
+  // WindowPages() before the state's depth, those of them this Save is given. Without a state,
+  // those before the end of the given pages: a chunked prefill's next Save may put a state
+  // there, whose window reaches back into this one (until then the index holds them as needed
+  // by no state: the first windowed KV to be evicted). Attention-only layouts can reuse any
+  // depth: every given page keeps it.
   const bool full_kv = layout_.Stores(Kind::kKV);
   const size_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
   const size_t window_end = req.device_state_slot ? state_pages : first + count;

@@ -492,8 +492,15 @@ class ReplayEngine::RequestRun {
       return Status::OK();
     }
     const size_t chunk = e_.options_.chunk_pages;
+    // Sliding-window layers: the state's Save hands the last window_pages_ pages with it (the
+    // store saves windowed KV of the last window_pages_ pages a Save is given), so the last
+    // chunk starts early enough to hold the state's whole window.
+    const size_t last_start =
+        e_.hybrid_ && e_.window_pages_ > 0
+            ? std::max(begin, end - std::min(end, std::max<size_t>(chunk, e_.window_pages_)))
+            : end;
     for (size_t start = begin; start < end;) {
-      const size_t stop = std::min(end, start + chunk);
+      const size_t stop = start < last_start ? std::min(last_start, start + chunk) : end;
       std::vector<Ref> pages;
       for (size_t i = start; i < stop; ++i) {
         auto page = l1_.PinReady(page_keys_[i]);
