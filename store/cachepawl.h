@@ -441,6 +441,15 @@ CACHEPAWL_API cachepawl_status cachepawl_match_checkpoint_hint_pages(const cache
 CACHEPAWL_API cachepawl_status cachepawl_match_page_tiers(const cachepawl_match* match,
                                                           cachepawl_tier* out, size_t capacity,
                                                           size_t* count);
+/* Layouts with sliding-window layers: the first page of the window a load at reusable_pages
+ * reads (reusable_pages - window pages, at least 0); 0 without windowed layers or a hit. */
+CACHEPAWL_API cachepawl_status cachepawl_match_window_first_page(const cachepawl_match* match,
+                                                                 size_t* out);
+/* The fastest tier of the windowed KV of each page of [window_first_page, reusable_pages)
+ * (array convention); none without windowed layers or a hit. */
+CACHEPAWL_API cachepawl_status cachepawl_match_window_tiers(const cachepawl_match* match,
+                                                            cachepawl_tier* out, size_t capacity,
+                                                            size_t* count);
 /* The fastest tier of the state at reusable_pages; CACHEPAWL_TIER_NONE when there is none. */
 CACHEPAWL_API cachepawl_status cachepawl_match_state_tier(const cachepawl_match* match,
                                                           cachepawl_tier* out);

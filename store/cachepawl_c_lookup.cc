@@ -134,6 +134,21 @@ cachepawl_status cachepawl_match_page_tiers(const cachepawl_match* match, cachep
   });
 }
 
+cachepawl_status cachepawl_match_window_first_page(const cachepawl_match* match, size_t* out) {
+  return MatchGetter("cachepawl_match_window_first_page", match, out,
+                     [&](const PrefixMatch& m) { *out = m.window_first_page; });
+}
+
+cachepawl_status cachepawl_match_window_tiers(const cachepawl_match* match, cachepawl_tier* out,
+                                              size_t capacity, size_t* count) {
+  return Guard("cachepawl_match_window_tiers", nullptr, [&] {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(match, "match"));
+    std::vector<cachepawl_tier> tiers;
+    for (Tier t : match->match.window_tiers) tiers.push_back(static_cast<cachepawl_tier>(t));
+    return CopyOut(tiers.data(), tiers.size(), sizeof(cachepawl_tier), out, capacity, count, "out");
+  });
+}
+
 cachepawl_status cachepawl_match_state_tier(const cachepawl_match* match, cachepawl_tier* out) {
   return MatchGetter("cachepawl_match_state_tier", match, out, [&](const PrefixMatch& m) {
     *out = m.state_tier ? static_cast<cachepawl_tier>(*m.state_tier) : CACHEPAWL_TIER_NONE;

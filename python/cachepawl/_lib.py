@@ -166,6 +166,8 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_match_checkpoint_hint_pages", _status, (MatchP, _P(_size))),
     ("cachepawl_match_page_tiers", _status, (MatchP, _P(_i32), _size, _P(_size))),
     ("cachepawl_match_state_tier", _status, (MatchP, _P(_i32))),
+    ("cachepawl_match_window_first_page", _status, (MatchP, _P(_size))),
+    ("cachepawl_match_window_tiers", _status, (MatchP, _P(_i32), _size, _P(_size))),
     ("cachepawl_match_hashes", _status, (MatchP, _P(ctypes.c_uint8), _size, _P(_size))),
     # Locks.
     ("cachepawl_store_lock", _status, (StoreP, MatchP, _size, _P(LockP))),

@@ -78,6 +78,19 @@ class Match(_lib.Owner):
         return list(self._tiers)
 
     @property
+    def window_first_page(self) -> int:
+        """Layouts with sliding-window layers: the first page of the window a load at
+        reusable_pages reads (0 without windowed layers or a hit)."""
+        return int(get(lib.cachepawl_match_window_first_page, ctypes.c_size_t, self._h))
+
+    @property
+    def window_tiers(self) -> List[Tier]:
+        """The fastest tier of the windowed KV of each page from window_first_page to
+        reusable_pages (none without windowed layers or a hit)."""
+        buf, n = _read_array(lib.cachepawl_match_window_tiers, self._h, ctypes.c_int32, 1)
+        return [Tier(buf[i]) for i in range(n)]
+
+    @property
     def hashes(self) -> List[bytes]:
         """Every page hash of the lookup (num_pages of 32 bytes each)."""
         if self._hashes is None:

@@ -78,3 +78,38 @@ def test_device_slots_refuse_window(make_store: Callable[..., Any]) -> None:
     s.write_device_record(Kind.KV, p, data)
     assert s.read_device_record(Kind.KV, p) == data
     s.free_device_slot(Kind.KV, p)
+
+
+def test_save_lookup_load_with_a_window(make_store: Callable[..., Any]) -> None:
+    """6 pages and the state at 6: the window (3 pages) is saved and loaded for pages 3..5
+    only; the windowed layer's bytes of pages 0..2 stay as the engine left them."""
+    s = make_store(layout_json=WINDOW_LAYOUT_JSON)
+    page = 2 * LAYER_KV  # the full layer, then the windowed layer
+    state_bytes = s.record_bytes(Kind.STATE)
+    toks = list(range(500, 500 + 6 * 4))
+    pages = [s.allocate_device_slot(Kind.KV) for _ in range(6)]
+    kv = [record(page, 40 + i) for i in range(6)]
+    for p, data in zip(pages, kv):
+        s.write_device_record(Kind.KV, p, data)
+    slot = s.allocate_device_slot(Kind.STATE)
+    state = record(state_bytes, 7)
+    s.write_device_record(Kind.STATE, slot, state)
+    s.save(toks, pages, state_slot=slot, state_depth_tokens=len(toks)).wait(timeout=30)
+
+    m = s.lookup(toks)
+    assert (m.reusable_pages, m.window_first_page) == (6, 3)
+    assert m.window_tiers == [cachepawl.Tier.HOST] * 3
+    assert s.lookup(toks[: 4 * 4]).window_tiers == []  # no state at 4: no hit, no window
+
+    poison = b"\xee" * page
+    dst = [s.allocate_device_slot(Kind.KV) for _ in range(6)]
+    for p in dst:
+        s.write_device_record(Kind.KV, p, poison)
+    dst_state = s.allocate_device_slot(Kind.STATE)
+    s.load(m, dst, dst_state).wait(timeout=30)
+    for i, p in enumerate(dst):
+        got = s.read_device_record(Kind.KV, p)
+        assert got[:LAYER_KV] == kv[i][:LAYER_KV], f"full layer of page {i}"
+        want_window = kv[i][LAYER_KV:] if i >= 3 else poison[LAYER_KV:]
+        assert got[LAYER_KV:] == want_window, f"windowed layer of page {i}"
+    assert s.read_device_record(Kind.STATE, dst_state) == state

@@ -148,6 +148,42 @@ static void test_window_device_slots(void) {
       cachepawl_store_write_device_record(s, CACHEPAWL_KIND_KV, slot, record, 2 * TINY_K_BYTES),
       CACHEPAWL_INVALID_ARGUMENT, "record: 512 bytes");
   EXPECT_OK(cachepawl_store_free_device_slot(s, CACHEPAWL_KIND_KV, slot));
+
+  /* 5 pages and the state at 5: the match names the window, pages 2..4, all in host memory. */
+  {
+    enum { kPages = 5 };
+    uint64_t pages[kPages], dst[kPages], state = 0, dst_state = 0;
+    uint32_t tokens[kPages * 4];
+    cachepawl_tier tiers[8];
+    size_t n = 0, first = 0;
+    cachepawl_match* m = NULL;
+    fill_tokens(tokens, kPages * 4, 300);
+    for (size_t i = 0; i < kPages; ++i) {
+      EXPECT_OK(cachepawl_store_allocate_device_slot(s, CACHEPAWL_KIND_KV, &pages[i]));
+      EXPECT_OK(cachepawl_store_allocate_device_slot(s, CACHEPAWL_KIND_KV, &dst[i]));
+      fill_bytes(record, sizeof record, 80 + i);
+      EXPECT_OK(cachepawl_store_write_device_record(s, CACHEPAWL_KIND_KV, pages[i], record,
+                                                    sizeof record));
+    }
+    EXPECT_OK(cachepawl_store_allocate_device_slot(s, CACHEPAWL_KIND_STATE, &state));
+    EXPECT_OK(cachepawl_store_allocate_device_slot(s, CACHEPAWL_KIND_STATE, &dst_state));
+    save_and_load_back(s, NULL, tokens, kPages, 4, pages, state, dst, dst_state);
+    EXPECT_OK(cachepawl_store_lookup(s, NULL, 0, tokens, kPages * 4, &m));
+    EXPECT_OK(cachepawl_match_window_first_page(m, &first));
+    CHECK(first == 2);
+    EXPECT_OK(cachepawl_match_window_tiers(m, tiers, 8, &n));
+    CHECK(n == 3 && tiers[0] == CACHEPAWL_TIER_HOST && tiers[2] == CACHEPAWL_TIER_HOST);
+    /* The windowed layer of page 4 arrived; the full layer of page 0 too. */
+    fill_bytes(record, sizeof record, 84);
+    EXPECT_OK(cachepawl_store_read_device_record(s, CACHEPAWL_KIND_KV, dst[4], back, sizeof back));
+    CHECK(memcmp(record, back, sizeof record) == 0);
+    fill_bytes(record, sizeof record, 80);
+    EXPECT_OK(cachepawl_store_read_device_record(s, CACHEPAWL_KIND_KV, dst[0], back, sizeof back));
+    CHECK(memcmp(record, back, 2 * TINY_K_BYTES) == 0);
+    EXPECT_ERR(cachepawl_match_window_tiers(NULL, tiers, 8, &n), CACHEPAWL_INVALID_ARGUMENT,
+               "match");
+    cachepawl_match_free(m);
+  }
   cachepawl_store_free(s);
 }
 
