@@ -129,7 +129,12 @@ size_t StoreImpl::EvictFromHostLocked(Kind kind, size_t wanted, size_t* writes_s
     auto e = index_->Lookup(v.hash);
     if (!e) continue;
     const TierLocations& loc = LocationsOf(*e, v.kind);
-    if (disk_ && !loc.Has(Tier::kDisk) && policy_->OnEvict() && !evict_unwritten_.count(key)) {
+    // Windowed KV that no cached state needs is dropped, never written on eviction: no lookup
+    // can use it until a new state comes with its own window.
+    const bool useless_window =
+        v.kind == Kind::kWindowKV && layout_.has_ssm() && e->window_anchors == 0;
+    if (disk_ && !loc.Has(Tier::kDisk) && policy_->OnEvict() && !evict_unwritten_.count(key) &&
+        !useless_window) {
       // Write-on-evict: the entry is written first (asynchronously); once on disk it is clean
       // and the next eviction frees it. Later KV victims of this call may be its ancestors:
       // they keep their host copy until then (a page never leaves a tier before its child).

@@ -307,6 +307,46 @@ TEST_P(WindowStoreTest, RestartWithAWindowedPageMissingIsAMissUntilSavedAgain) {
   }
 }
 
+TEST_P(WindowStoreTest, WriteBackWritesNeededWindowsAndDropsUselessOnes) {
+  // Write-back: entries reach disk only when evicted from host memory. A state's window goes to
+  // disk with it; windowed KV that no state needs (pages saved without a state) is dropped.
+  StoreOptions o = Options(48 * 8192, 8 << 20);
+  o.write_policy = WritePolicy::kWriteBack;
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  const auto a = Tokens(1, 6 * kPage);
+  ASSERT_TRUE(SavePrefix(store.get(), a, 0, 6).ok());
+  // Pages without a state: their last two pages' windowed KV is needed by no state.
+  for (uint32_t p = 0; p < 40; ++p) {
+    const auto t = Tokens(5000 + 100 * p, 6 * kPage);
+    const auto hashes = store->HashTokens("", t);
+    std::vector<uint64_t> slots;
+    for (size_t i = 0; i < 6; ++i) {
+      auto slot = store->AllocateDeviceSlot(Kind::kKV);
+      ASSERT_TRUE(slot.ok());
+      ASSERT_TRUE(
+          store->WriteDeviceRecord(Kind::kKV, *slot, PageContent(Layout(), hashes[i])).ok());
+      slots.push_back(*slot);
+    }
+    SaveRequest req;
+    req.tokens = t;
+    req.device_pages = slots;
+    auto fence = store->Save(req);
+    ASSERT_TRUE(fence.ok()) << fence.status().ToString();
+    ASSERT_TRUE(fence->Wait(std::chrono::seconds(30)).ok());
+    for (uint64_t slot : slots) ASSERT_TRUE(store->FreeDeviceSlot(Kind::kKV, slot).ok());
+  }
+  const StoreStats st = store->Stats();
+  EXPECT_GT(st.evictions[kHost][kWindow], 0u) << "the test wants windows evicted";
+  // Only A's window ever reached the disk: the useless windows were dropped, not written.
+  EXPECT_LE(st.resident_entries[kDisk][kWindow], kWindowPages);
+  const PrefixMatch m = LookupOrDie(store.get(), a);
+  if (m.reusable_pages == 6) {
+    const Status ls = LoadAndCheck(store.get(), m);
+    EXPECT_TRUE(ls.ok()) << ls.ToString();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(FullAndWindowed, WindowStoreTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? std::string("AllWindowed") : "FullAndWindowed";
