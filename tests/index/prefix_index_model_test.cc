@@ -43,6 +43,9 @@ constexpr int kOperations = 100'000;  // sanitizers run ~10x slower
 constexpr int kOperations = 1'000'000;
 #endif
 constexpr int kFullCheckEvery = 2'000;
+// The windowed seeds: the same count with and without sanitizers (the reference's window rule is
+// brute force), enough for every path the run checks it exercised.
+constexpr int kWindowOperations = 100'000;
 constexpr size_t kHeld = 48;
 
 using index_model::Code;
@@ -442,14 +445,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelConfig{2, true, 4, kMaxIndexPages},
                       ModelConfig{3, true, 3, 500},  // max_pages below the universe: NoSpace
                       ModelConfig{4, true, 2, kMaxIndexPages, /*kv_payload=*/false},
-                      // Windowed KV (a quarter of the operations each: the reference's window
-                      // rule is brute force): hybrid, attention-only, all-windowed with and
-                      // without states.
-                      ModelConfig{5, true, 2, kMaxIndexPages, true, 3, kOperations / 4},
-                      ModelConfig{6, false, 1, kMaxIndexPages, true, 1, kOperations / 4},
-                      ModelConfig{7, true, 3, 700, /*kv_payload=*/false, 8, kOperations / 4},
+                      // Windowed KV (kWindowOperations each): hybrid, attention-only,
+                      // all-windowed with and without states.
+                      ModelConfig{5, true, 2, kMaxIndexPages, true, 3, kWindowOperations},
+                      ModelConfig{6, false, 1, kMaxIndexPages, true, 1, kWindowOperations},
+                      ModelConfig{7, true, 3, 700, /*kv_payload=*/false, 8, kWindowOperations},
                       ModelConfig{8, false, 1, kMaxIndexPages, /*kv_payload=*/false, 3,
-                                  kOperations / 4}),
+                                  kWindowOperations}),
     [](const ::testing::TestParamInfo<ModelConfig>& info) {
       return "Seed" + std::to_string(info.param.seed);
     });
