@@ -16,6 +16,16 @@ const char* WritePolicyName(WritePolicy p) {
   return "unknown";
 }
 
+const char* EvictionPolicyName(EvictionPolicy p) {
+  switch (p) {
+    case EvictionPolicy::kLru:
+      return "lru";
+    case EvictionPolicy::kHybrid:
+      return "hybrid";
+  }
+  return "unknown";
+}
+
 Status StoreOptions::Validate() const {
   auto bad = [](const std::string& field, const std::string& value, const std::string& why) {
     return Status::InvalidArgument("StoreOptions." + field + ": " + value + " (" + why + ")");
@@ -43,6 +53,10 @@ Status StoreOptions::Validate() const {
   }
   if (static_cast<uint8_t>(write_policy) > static_cast<uint8_t>(WritePolicy::kWriteBack)) {
     return bad("write_policy", std::to_string(static_cast<int>(write_policy)), "unknown policy");
+  }
+  if (static_cast<uint8_t>(eviction_policy) > static_cast<uint8_t>(EvictionPolicy::kHybrid)) {
+    return bad("eviction_policy", std::to_string(static_cast<int>(eviction_policy)),
+               "unknown policy: 0 (lru) or 1 (hybrid)");
   }
   if (write_policy == WritePolicy::kWriteThroughSelective && selective_min_hits == 0) {
     return bad("selective_min_hits", "0", "must be > 0 for write_through_selective");

@@ -20,6 +20,21 @@ enum class WritePolicy : uint8_t {
 };
 const char* WritePolicyName(WritePolicy p);
 
+// Which entries leave a full tier first (docs/DESIGN.md, "Eviction and admission").
+enum class EvictionPolicy : uint8_t {
+  // Per kind, least recently used first: Mamba states, then windowed KV, then KV pages
+  // (leaves first). Kept for comparison: under the hybrid rule it strands KV whose states are
+  // gone and states whose KV is gone.
+  kLru = 0,
+  // Prefix units: KV and windowed KV that no cached state can use go first; KV a cached state
+  // needs leaves a tier only where another tier holds it too; states go by value per byte
+  // (prefill FLOPs saved at their depth over the bytes they occupy, times their hits, aged:
+  // GreedyDual-Size-Frequency). A state is written to disk only when it would not be the
+  // disk's next victim (admission by observed reuse).
+  kHybrid = 1,
+};
+const char* EvictionPolicyName(EvictionPolicy p);
+
 struct StoreOptions {
   // ---- Model: `layout` when set, else `layout_name` (a preset or a JSON file path). ----
   std::optional<ModelLayout> layout;
@@ -48,6 +63,8 @@ struct StoreOptions {
   uint32_t disk_queue_depth = 32;
   WritePolicy write_policy = WritePolicy::kWriteThrough;
   uint32_t selective_min_hits = 2;
+  // Which entries leave a full tier first, and which states the disk admits.
+  EvictionPolicy eviction_policy = EvictionPolicy::kHybrid;
   // On open, when the disk catalog was written for another layout: false -> Open fails with
   // Incompatible; true -> the disk tier is wiped and starts empty.
   bool wipe_on_layout_mismatch = false;
