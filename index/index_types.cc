@@ -1,5 +1,6 @@
 #include "index/index_types.h"
 
+#include <cmath>
 #include <string>
 
 namespace cachepawl {
@@ -21,6 +22,23 @@ Status IndexOptions::Validate() const {
     return Status::InvalidArgument("index.window_pages: " + std::to_string(window_pages) +
                                    " (must be <= " + std::to_string(kMaxWindowPages) +
                                    ", the longest chain)");
+  }
+  if (hybrid_eviction) {
+    auto bad_value = [](const char* field, double v) {
+      return Status::InvalidArgument(std::string("index.") + field + ": " + std::to_string(v) +
+                                     " (must be finite and >= 0)");
+    };
+    if (!(state_value_per_page >= 0) || !std::isfinite(state_value_per_page)) {
+      return bad_value("state_value_per_page", state_value_per_page);
+    }
+    if (!(state_value_per_page_squared >= 0) || !std::isfinite(state_value_per_page_squared)) {
+      return bad_value("state_value_per_page_squared", state_value_per_page_squared);
+    }
+    if (state_value_per_page == 0 && state_value_per_page_squared == 0) {
+      return Status::InvalidArgument(
+          "index.state_value_per_page: 0 with state_value_per_page_squared 0 (a state must save "
+          "something)");
+    }
   }
   if (expected_pages > max_pages) {
     return Status::InvalidArgument("index.expected_pages: " + std::to_string(expected_pages) +

@@ -50,6 +50,17 @@ struct IndexOptions {
   uint64_t mamba_state_bytes = 0;
   uint64_t window_page_bytes = 0;  // one page of windowed KV (Kind::kWindowKV)
 
+  // Hybrid eviction (PrefixIndex, "Eviction"): prefix units and value per byte. False: every
+  // kind least recently used first, as before it existed.
+  bool hybrid_eviction = false;
+  // What a reuse of a state at depth d pages saves, in any unit (the Store uses prefill FLOPs):
+  //   value(d) = state_value_per_page * d + state_value_per_page_squared * d * d
+  // and the bytes it needs: mamba_state_bytes + d * kv_page_bytes (with KV payload) +
+  // min(d, window_pages) * window_page_bytes. Its score is value(d) / bytes(d) per hit. Both
+  // >= 0 and finite, not both 0 (when hybrid_eviction).
+  double state_value_per_page = 1.0;
+  double state_value_per_page_squared = 0.0;
+
   // InvalidArgument naming the field and value at fault.
   Status Validate() const;
 };
@@ -107,6 +118,16 @@ struct MatchResult {
   void Clear();
 };
 
+// Which eviction candidates PrefixIndex::PickVictims considers (hybrid eviction).
+enum class VictimClass : uint8_t {
+  kAny = 0,
+  // KV pages and windowed KV that no cached state can use (under the hybrid rule): evicting
+  // them loses no reusable prefix. States: none.
+  kNotNeeded = 1,
+  // KV pages and windowed KV a cached state needs (held by another tier too); all states.
+  kNeeded = 2,
+};
+
 // One eviction victim: `kind` of `hash` may leave `tier`, whose slot is `slot`.
 struct Victim {
   PageHash hash;
@@ -132,7 +153,14 @@ struct EntryInfo {
   std::array<uint16_t, kNumTiers> state_pins{};
   uint64_t kv_last_use = 0;     // recency clock value of the last use (see prefix_index.h)
   uint64_t state_last_use = 0;  // 0 when there is no state
-  TierLocations window;         // this page's windowed KV (Kind::kWindowKV)
+  // Hybrid eviction: Match hits of the state since it was attached, and its eviction priority
+  // (the GreedyDual-Size-Frequency score: smaller leaves first); 0 otherwise.
+  uint32_t state_hits = 0;
+  double state_priority = 0;
+  // Hybrid eviction of KV (require_mamba layouts with KV payload): entries with a state in
+  // some tier among this one and its descendants. The KV page is needed while this is > 0.
+  uint32_t subtree_states = 0;
+  TierLocations window;  // this page's windowed KV (Kind::kWindowKV)
   // Engine locks on this page or on a descendant at most window_pages - 1 levels below it.
   uint32_t window_locks = 0;
   // Entries holding a Mamba state (in some tier) among this one and its descendants at most

@@ -218,7 +218,7 @@ void Core::MatchChain(std::span<const PageHash> hashes, MatchResult* out) {
       last_state_pages = i + 1;
     }
     if constexpr (kWindowed) {
-      window_run = m.cold[idx].window != kNone ? window_run + 1 : 0;
+      window_run = m.win[idx].record != kNone ? window_run + 1 : 0;
       if (window_run >= std::min(window, i + 1) && (!m.options.require_mamba || e.state != kNone)) {
         reusable = i + 1;
         reusable_at = idx;
@@ -250,7 +250,7 @@ void Core::MatchChain(std::span<const PageHash> hashes, MatchResult* out) {
     out->window_first_page = reusable - out->window.size();
     uint32_t at = reusable_at;
     for (size_t k = out->window.size(); k-- > 0; at = m.hot[at].parent) {
-      State& w = m.windows[m.cold[at].window];
+      State& w = m.windows[m.win[at].record];
       out->window[k] = RecordLocations(w);
       if (w.last_use.load(std::memory_order_relaxed) != now) {
         w.last_use.store(now, std::memory_order_relaxed);
@@ -269,6 +269,7 @@ void Core::MatchChain(std::span<const PageHash> hashes, MatchResult* out) {
     if (s.last_use.load(std::memory_order_relaxed) != now) {
       s.last_use.store(now, std::memory_order_relaxed);
     }
+    if (m.hybrid_states()) m.ScoreStateHit(state_at, s);
   }
   m.matches.fetch_add(1, std::memory_order_relaxed);
   m.match_pages.fetch_add(kv_only, std::memory_order_relaxed);
@@ -327,6 +328,7 @@ Status Core::InsertOne(const std::optional<PageHash>& parent, uint32_t parent_in
   if (entry_ids.high_water() > entries_reserved) {  // a new block: room for it
     hot.Reserve(entry_ids.high_water());
     cold.Reserve(entry_ids.high_water());
+    if (windowed()) win.Reserve(entry_ids.high_water());
     entries_reserved = entry_ids.high_water();
   }
   HotEntry& e = hot[i];
@@ -343,9 +345,8 @@ Status Core::InsertOne(const std::optional<PageHash>& parent, uint32_t parent_in
   ec.children = 0;
   ec.kv_locks = 0;
   ec.state_locks = 0;
-  ec.window = kNone;
-  ec.window_locks = 0;
-  ec.window_anchors = 0;
+  ec.subtree_states = 0;
+  if (windowed()) win[i] = WindowEntry{};
   e.state = kNone;
   e.kv_mask = 0;
   ec.flags = 0;
@@ -426,7 +427,7 @@ Status PrefixIndex::Remove(const PageHash& hash) {
   CACHEPAWL_RETURN_IF_ERROR(m.FindKnown(hash, &i));
   const HotEntry& e = m.hot[i];
   const ColdEntry& ec = m.cold[i];
-  if (e.kv_mask != 0 || e.state != kNone || ec.window != kNone) {
+  if (e.kv_mask != 0 || e.state != kNone || m.WindowRecord(i) != kNone) {
     ++m.errors.err_remove_busy;
     return Status::FailedPrecondition(Describe(hash) + ": still held by a tier");
   }
@@ -460,7 +461,7 @@ Status PrefixIndex::SetLocation(const PageHash& hash, Kind kind, Tier tier, uint
   const int t = static_cast<int>(tier);
   HotEntry& e = m.hot[i];
   if (kind == Kind::kWindowKV) {
-    const uint32_t w = m.cold[i].window;
+    const uint32_t w = m.WindowRecord(i);
     if (w != kNone && (m.windows[w].mask & Bit(t))) {
       return m.SameSlotOrConflict(hash, kind, tier, m.windows[w].slot[t], slot);
     }
@@ -492,11 +493,15 @@ Status PrefixIndex::SetLocation(const PageHash& hash, Kind kind, Tier tier, uint
     ++m.live_states;
   }
   State& s = m.states[e.state];
+  if (attach && m.hybrid_states()) m.ScoreNewState(i, s);
   s.mask |= Bit(t);
   s.slot[t] = slot;
   ++m.located[kMamba][t];
   m.After(i, before);
-  if (attach) m.AnchorChanged(i, +1);
+  if (attach) {
+    m.AnchorChanged(i, +1);
+    m.SubtreeStatesChanged(i, +1);
+  }
   return Status::OK();
 }
 
@@ -524,7 +529,7 @@ StatusOr<uint64_t> PrefixIndex::ClearLocation(const PageHash& hash, Kind kind, T
   }
   const uint32_t locks = kind == Kind::kKV      ? ec.kv_locks
                          : kind == Kind::kMamba ? ec.state_locks
-                                                : ec.window_locks;
+                                                : m.win[i].locks;
   if (locks != 0) {
     ++m.errors.err_locked;
     return Status::Busy(Describe(hash) + ": " + std::string(KindName(kind)) + " locked " +
@@ -563,7 +568,10 @@ StatusOr<uint64_t> PrefixIndex::ClearLocation(const PageHash& hash, Kind kind, T
     --m.live_states;
   }
   m.After(i, before);
-  if (detach) m.AnchorChanged(i, -1);
+  if (detach) {
+    m.AnchorChanged(i, -1);
+    m.SubtreeStatesChanged(i, -1);
+  }
   return slot;
 }
 

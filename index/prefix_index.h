@@ -54,6 +54,26 @@
 // deeper entry first; then the smaller hash (bytewise). The caller then moves or drops the
 // bytes and calls ClearLocation.
 //
+// Hybrid eviction (IndexOptions::hybrid_eviction; only for require_mamba layouts, else the
+// rules above stand): eviction decides about reusable prefixes, not loose entries.
+//   - KV (with KV payload): a page is *needed* while some entry of its subtree (itself or a
+//     descendant) holds a state in some tier (EntryInfo::subtree_states > 0); KV pages that no
+//     cached state can use come first (VictimClass::kNotNeeded), then needed pages held by
+//     another tier too (kNeeded); a needed page's only copy is never picked, as for windowed
+//     KV. Within each group, and the leaf rule, as above.
+//   - Mamba: smallest score first (EntryInfo::state_priority; equal scores: the deeper entry,
+//     then the smaller hash), the GreedyDual-Size-Frequency score
+//         inflation + min(hits + 1, 32) * value(d) / bytes(d)
+//     of a state at depth d (IndexOptions::state_value_per_page), set when the state is
+//     attached (hits 0) and at each Match that reports it (hits + 1); `inflation` starts at 0
+//     and becomes the score of each state PickVictims returns when that is larger. So a state
+//     is kept for what a hit saves per byte it occupies, times how often it was hit, and a
+//     state not hit for a while falls below newer ones. Freeing a state's prefix thus goes:
+//     the state leaves (by score), then its KV, no longer needed, leaves first.
+// PickVictims(tier, kind, n, cls) picks only among `cls` (VictimClass), so that a caller can
+// interleave kinds: the Store frees not-needed KV and windowed KV, then states, then needed
+// KV and windowed KV copied elsewhere.
+//
 // Errors. Every method that can fail returns a Status and leaves the index unchanged on
 // failure (only the recency clock advances). The order of checks is the order listed at each
 // method; the first failing check decides the code.
@@ -178,11 +198,13 @@ class PrefixIndex final {
   // Up to `max_count` victims for `tier` and `kind`, in eviction order (see the top of this
   // file); fewer when fewer are evictable. Changes no location. InvalidArgument for an
   // out-of-range kind or tier.
-  StatusOr<std::vector<Victim>> PickVictims(Tier tier, Kind kind, size_t max_count);
+  StatusOr<std::vector<Victim>> PickVictims(Tier tier, Kind kind, size_t max_count,
+                                            VictimClass cls = VictimClass::kAny);
   // As many victims as free `bytes` at kv_page_bytes / mamba_state_bytes / window_page_bytes
   // each (rounded up).
   // InvalidArgument also when that size is 0 in the options.
-  StatusOr<std::vector<Victim>> PickVictimsForBytes(Tier tier, Kind kind, uint64_t bytes);
+  StatusOr<std::vector<Victim>> PickVictimsForBytes(Tier tier, Kind kind, uint64_t bytes,
+                                                    VictimClass cls = VictimClass::kAny);
 
   // ----- inspection -------------------------------------------------------------------------
 

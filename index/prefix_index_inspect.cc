@@ -2,6 +2,7 @@
 // index/prefix_index_internal.h for the layout).
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <shared_mutex>  // std::shared_lock
 #include <string>
 #include <unordered_map>
@@ -34,12 +35,19 @@ EntryInfo Core::Info(uint32_t i) const {
     const State& s = states[e.state];
     for (int t = 0; t < kNumTiers; ++t) info.state_pins[t] = s.pins[t];
     info.state_last_use = s.last_use.load(std::memory_order_relaxed);
+    if (hybrid_states()) {
+      info.state_hits = s.hits.load(std::memory_order_relaxed);
+      info.state_priority = std::bit_cast<double>(s.priority.load(std::memory_order_relaxed));
+    }
   }
+  info.subtree_states = ec.subtree_states;
   info.window = WindowLocations(i);
-  info.window_locks = ec.window_locks;
-  info.window_anchors = ec.window_anchors;
-  if (ec.window != kNone) {
-    const State& w = windows[ec.window];
+  if (windowed()) {
+    info.window_locks = win[i].locks;
+    info.window_anchors = win[i].anchors;
+  }
+  if (const uint32_t r = WindowRecord(i); r != kNone) {
+    const State& w = windows[r];
     for (int t = 0; t < kNumTiers; ++t) info.window_pins[t] = w.pins[t];
     info.window_last_use = w.last_use.load(std::memory_order_relaxed);
   }
@@ -94,7 +102,7 @@ IndexStats PrefixIndex::Stats() const {
     }
   }
   s.locked_entries = m.locked_entries;
-  uint64_t mem = sizeof(Impl) + m.hot.MemoryBytes() + m.cold.MemoryBytes() +
+  uint64_t mem = sizeof(Impl) + m.hot.MemoryBytes() + m.cold.MemoryBytes() + m.win.MemoryBytes() +
                  m.entry_ids.MemoryBytes() + m.states.MemoryBytes() + m.state_ids.MemoryBytes() +
                  m.windows.MemoryBytes() + m.window_ids.MemoryBytes() + m.table.MemoryBytes() +
                  m.path.capacity() * sizeof(uint32_t);
@@ -130,12 +138,11 @@ Status Core::CheckWindowCounts(const std::vector<uint32_t>& live) const {
   for (uint32_t i : live) {
     const auto it = want.find(i);
     const auto [locks, anchors] = it == want.end() ? std::pair<uint64_t, uint64_t>{} : it->second;
-    if (cold[i].window_locks != locks || cold[i].window_anchors != anchors) {
+    if (win[i].locks != locks || win[i].anchors != anchors) {
       return Status::Internal("index invariant: " + Describe(hot[i].hash) + ": window_locks " +
-                              std::to_string(cold[i].window_locks) + " / anchors " +
-                              std::to_string(cold[i].window_anchors) + " but " +
-                              std::to_string(locks) + " / " + std::to_string(anchors) +
-                              " within window_pages below");
+                              std::to_string(win[i].locks) + " / anchors " +
+                              std::to_string(win[i].anchors) + " but " + std::to_string(locks) +
+                              " / " + std::to_string(anchors) + " within window_pages below");
     }
   }
   return Status::OK();
@@ -211,10 +218,9 @@ Status PrefixIndex::CheckInvariants() const {
       const std::string f = record_fault(m.states, m.state_ids, e.state, i, kMamba);
       if (!f.empty()) return fail(who + ": state " + f);
     }
-    if (ec.window != kNone) {
+    if (const uint32_t r = m.WindowRecord(i); r != kNone) {
       ++windows;
-      if (m.options.window_pages == 0) return fail(who + ": windowed KV without window_pages");
-      const std::string f = record_fault(m.windows, m.window_ids, ec.window, i, kWindow);
+      const std::string f = record_fault(m.windows, m.window_ids, r, i, kWindow);
       if (!f.empty()) return fail(who + ": windowed KV " + f);
     }
   }
@@ -250,10 +256,11 @@ Status PrefixIndex::CheckInvariants() const {
       if (evictable[k][t] != m.evictable[k][t]) return fail("evictable count of " + what);
     }
   }
-  // kv_locks == sum of state_locks over the subtree: accumulate from the deepest entries up.
+  // kv_locks == sum of state_locks over the subtree, subtree_states == the subtree's states
+  // (hybrid eviction of KV, else 0): accumulate from the deepest entries up.
   std::sort(by_depth.begin(), by_depth.end(),
             [&](uint32_t a, uint32_t b) { return m.hot[a].depth > m.hot[b].depth; });
-  std::vector<uint64_t> subtree(high, 0);
+  std::vector<uint64_t> subtree(high, 0), subtree_states(high, 0);
   for (uint32_t i : by_depth) {
     const HotEntry& e = m.hot[i];
     const ColdEntry& ec = m.cold[i];
@@ -262,9 +269,17 @@ Status PrefixIndex::CheckInvariants() const {
       return fail(Describe(e.hash) + ": kv_locks " + std::to_string(ec.kv_locks) +
                   " but the subtree holds " + std::to_string(subtree[i]) + " locks");
     }
-    if (e.parent != kNone) subtree[e.parent] += subtree[i];
+    if (m.hybrid_kv() && e.state != kNone) ++subtree_states[i];
+    if (subtree_states[i] != ec.subtree_states) {
+      return fail(Describe(e.hash) + ": subtree_states " + std::to_string(ec.subtree_states) +
+                  " but the subtree holds " + std::to_string(subtree_states[i]) + " states");
+    }
+    if (e.parent != kNone) {
+      subtree[e.parent] += subtree[i];
+      subtree_states[e.parent] += subtree_states[i];
+    }
   }
-  CACHEPAWL_RETURN_IF_ERROR(m.CheckWindowCounts(by_depth));
+  if (m.windowed()) CACHEPAWL_RETURN_IF_ERROR(m.CheckWindowCounts(by_depth));
   // Every evictable entry has a queue item no more recent than the entry (windowed KV: in the
   // queue of its class).
   for (int q = 0; q < kNumQueues; ++q) {
@@ -279,8 +294,9 @@ Status PrefixIndex::CheckInvariants() const {
         if (!m.EvictableIn(q, i, t)) continue;
         auto it = oldest.find(i);
         if (it == oldest.end() || it->second > m.LastUse(q, i)) {
+          const bool needed = q == kNeededWindowQ || q == kNeededKvQ;
           const std::string what =
-              q == kNeededWindowQ ? std::string("needed window") : std::string(KindName(Kind(q)));
+              std::string(needed ? "needed " : "") + std::string(KindName(Kind(KindOfQueue(q))));
           return fail(Describe(m.hot[i].hash) + ": evictable " + what + " in " +
                       std::string(TierName(Tier(t))) + " has no queue item");
         }

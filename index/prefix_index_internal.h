@@ -6,8 +6,8 @@
 // Nothing outside index/ includes it.
 //
 // Layout. Entries are named by 32-bit indices and live in two ChunkedArrays (never moved): a
-// 64-byte aligned hot part with everything Match reads (one cache line per page) and a 32-byte
-// cold part (44 bytes); a PageTable maps a hash to its index. An EntryAllocator hands out the
+// 64-byte aligned hot part with everything Match reads (one cache line per page) and a 36-byte
+// cold part; a PageTable maps a hash to its index. An EntryAllocator hands out the
 // indices so that a chain grown page by page, even interleaved with other chains (pages inserted as
 // requests decode), has consecutive indices inside aligned blocks of 16: Match then predicts
 // most pages' entries from the previous page's and reads the table about once per block (see
@@ -15,8 +15,9 @@
 // slots that do not fit (>= 0xFFFFFFFF) go to a side map keyed by (index, tier). Mamba states
 // are few and large, so they live in their own slab with full 64-bit slots, named by the
 // entry's `state` index. Windowed KV (Kind::kWindowKV, only when IndexOptions::window_pages W
-// > 0) lives in a slab of the same records, named by the cold part's `window` index, so an
-// index without windowed layers pays 4 bytes per entry for it and Match reads no cold part.
+// > 0) lives in a slab of the same records, named by a WindowEntry per entry (a third array,
+// with the window's counters, allocated only for windowed layouts), so an index without
+// windowed layers pays nothing for it.
 //
 // Windowed KV and the rule. An *anchor* is an entry whose Mamba state some tier holds
 // (require_mamba layouts only). Per entry, `window_anchors` counts the anchors among the entry
@@ -25,11 +26,22 @@
 // W-1 nearest ancestors (O(W)). Windowed KV is *needed* while window_anchors > 0; needed
 // windowed KV in a tier is evictable only while another tier holds it too.
 //
+// Hybrid eviction (IndexOptions::hybrid_eviction, require_mamba layouts). KV: per entry,
+// `subtree_states` counts the entries with a state in some tier in its subtree (attaching or
+// detaching a state updates every ancestor: O(depth), as Lock); a KV page is *needed* while it
+// is > 0, and needed KV in a tier is evictable only while another tier holds it too (as needed
+// windowed KV). States: each has a GreedyDual-Size-Frequency score, inflation + min(hits + 1,
+// kMaxScoredHits) * value per byte at its depth, set when attached and at each Match hit;
+// `inflation` rises to the score of each state picked, so states not used for a while fall
+// below new ones. The score (a non-negative double's bits) is the state's queue key instead of
+// its recency.
+//
 // Eviction bookkeeping. Per (queue, tier) a VictimQueue holds at least one item for every
 // evictable entry of that queue (see victim_queue.h for why items may be stale). The queues are
-// one per kind, the windowed KV having two: kWindowQ for evictable windowed KV that is not
-// needed, kNeededWindowQ for the needed ones (held in another tier too), which PickVictims
-// takes only after the first is empty. A `queued` bit per entry (per state or windowed record)
+// one per kind, KV and windowed KV having two: kKv / kWindowQ for evictable KV / windowed KV
+// that is not needed (every evictable KV page without hybrid eviction), kNeededKvQ /
+// kNeededWindowQ for the needed ones (held in another tier too), which PickVictims takes only
+// after the first is empty. A `queued` bit per entry (per state or windowed record)
 // and (queue, tier) says an item is already there, so an entry that becomes evictable again is
 // queued at most once per queue; an entry whose windowed KV changes between needed and not
 // needed is queued in the other queue, and its item in the first is dropped as stale. Queues are
@@ -80,21 +92,35 @@ inline constexpr uint32_t kMaxDepth = (1u << 24) - 1;  // HotEntry::depth is 24 
 inline constexpr int kKv = static_cast<int>(Kind::kKV);
 inline constexpr int kMamba = static_cast<int>(Kind::kMamba);
 inline constexpr int kWindow = static_cast<int>(Kind::kWindowKV);
-// Victim queues: one per kind (kKv, kMamba, kWindow: windowed KV not needed) and one for needed
-// windowed KV that another tier holds too.
+// Victim queues: one per kind (kKv: KV not needed, or every KV page without hybrid eviction;
+// kMamba; kWindow: windowed KV not needed) and one each for needed KV and needed windowed KV
+// that another tier holds too.
 inline constexpr int kWindowQ = kWindow;
 inline constexpr int kNeededWindowQ = kNumKinds;
-inline constexpr int kNumQueues = kNumKinds + 1;
+inline constexpr int kNeededKvQ = kNumKinds + 1;
+inline constexpr int kNumQueues = kNumKinds + 2;
+// The kind whose entries queue q holds.
+inline constexpr int KindOfQueue(int q) {
+  return q == kNeededKvQ ? kKv : q == kNeededWindowQ ? kWindow : q;
+}
+// The queue of kind k's candidates that are needed (kNeeded) or not (kNotNeeded).
+inline constexpr int QueueOf(int kind, bool needed) {
+  if (kind == kKv) return needed ? kNeededKvQ : kKv;
+  if (kind == kWindow) return needed ? kNeededWindowQ : kWindowQ;
+  return kind;
+}
+// Hits counted in a state's hybrid score at most (so that an old favourite ages out).
+inline constexpr uint32_t kMaxScoredHits = 32;
 // Queues may hold this many items beyond twice the evictable count before a rebuild.
 inline constexpr size_t kQueueSlack = 1024;
 
 inline constexpr uint8_t Bit(int tier) { return static_cast<uint8_t>(1u << tier); }
-// The `queued` bit of queue q and tier t in an entry's or a record's flags.
+// The `queued` bit of queue q and tier t in an entry's (KV queues) or a record's flags.
 inline constexpr uint8_t QueuedBit(int q, int tier) {
-  return static_cast<uint8_t>(Bit(tier) << (q == kNeededWindowQ ? 4 : 0));
+  return static_cast<uint8_t>(Bit(tier) << (q == kNeededWindowQ || q == kNeededKvQ ? 4 : 0));
 }
-// How windowed KV stands in a tier for eviction.
-enum WindowClass : uint8_t { kNotEvictable = 0, kUnneeded = 1, kNeededCopied = 2 };
+// How a KV page or windowed KV stands in a tier for eviction.
+enum EvictClass : uint8_t { kNotEvictable = 0, kUnneeded = 1, kNeededCopied = 2 };
 
 // An entry is two parts at the same index. The hot part is what Match reads: one aligned cache
 // line. The cold part is the bookkeeping of mutations and eviction.
@@ -114,17 +140,28 @@ struct ColdEntry {
   uint32_t children = 0;
   uint32_t kv_locks = 0;
   uint32_t state_locks = 0;
-  uint32_t window = kNone;      // index into Core::windows: this page's windowed KV
-  uint32_t window_locks = 0;    // sum of state_locks at this entry and W-1 levels below
-  uint32_t window_anchors = 0;  // entries with a state at this entry and W-1 levels below
+  // Hybrid eviction of KV: entries with a state among this one and its descendants (else 0).
+  uint32_t subtree_states = 0;
   uint16_t kv_pins[kNumTiers] = {};
-  uint8_t flags = 0;  // Bit(tier): queued in the KV queue of that tier; kPickedBit
+  // QueuedBit(kKv, tier), QueuedBit(kNeededKvQ, tier): queued in that KV queue; kPickedBit.
+  uint8_t flags = 0;
 };
-static_assert(sizeof(ColdEntry) == 44, "an entry is 108 bytes: the 128 bytes/page budget");
+static_assert(sizeof(ColdEntry) == 36, "an entry is 100 bytes: the 128 bytes/page budget");
+
+// Windowed KV bookkeeping of an entry, only for layouts with windowed layers (Core::win).
+struct WindowEntry {
+  uint32_t record = kNone;  // index into Core::windows: this page's windowed KV
+  uint32_t locks = 0;       // sum of state_locks at this entry and W-1 levels below
+  uint32_t anchors = 0;     // entries with a state at this entry and W-1 levels below
+};
 
 // A Mamba state (Core::states) or one page's windowed KV (Core::windows).
 struct State {
   std::atomic<uint64_t> last_use{0};  // written by Match under the shared lock
+  // Hybrid eviction of states: hits since attached and the score (a non-negative double's bits,
+  // which order as the doubles do), written by Match under the shared lock.
+  std::atomic<uint32_t> hits{0};
+  std::atomic<uint64_t> priority{0};
   uint64_t slot[kNumTiers] = {};
   uint32_t entry = kNone;
   uint16_t pins[kNumTiers] = {};
@@ -168,6 +205,7 @@ struct Core {
     if (options.expected_pages > 0) {
       hot.Reserve(options.expected_pages);
       cold.Reserve(options.expected_pages);
+      if (windowed()) win.Reserve(options.expected_pages);
       table.Reserve(options.expected_pages, KeyOf());
     }
   }
@@ -213,23 +251,42 @@ struct Core {
   TierLocations StateLocations(uint32_t i) const {
     return hot[i].state == kNone ? TierLocations{} : RecordLocations(states[hot[i].state]);
   }
+  // ----- windowed KV and hybrid-eviction options -------------------------------------------
+  bool windowed() const { return options.window_pages > 0; }
+  // KV pages are classed needed / not needed (subtree_states is kept).
+  bool hybrid_kv() const {
+    return options.hybrid_eviction && options.require_mamba && options.kv_payload;
+  }
+  bool hybrid_states() const { return options.hybrid_eviction && options.require_mamba; }
+  // Entry i's windowed KV record (kNone without one, always without windowed layers).
+  uint32_t WindowRecord(uint32_t i) const { return windowed() ? win[i].record : kNone; }
   TierLocations WindowLocations(uint32_t i) const {
-    return cold[i].window == kNone ? TierLocations{} : RecordLocations(windows[cold[i].window]);
+    const uint32_t w = WindowRecord(i);
+    return w == kNone ? TierLocations{} : RecordLocations(windows[w]);
   }
   // The record of queue q's kind for entry i (a state or windowed KV); nullptr when none.
   const State* Record(int q, uint32_t i) const {
     if (q == kMamba) return hot[i].state == kNone ? nullptr : &states[hot[i].state];
-    return cold[i].window == kNone ? nullptr : &windows[cold[i].window];
+    const uint32_t w = WindowRecord(i);
+    return w == kNone ? nullptr : &windows[w];
   }
   State* Record(int q, uint32_t i) { return const_cast<State*>(std::as_const(*this).Record(q, i)); }
 
   // ----- evictability -----------------------------------------------------------------------
+  // KV page of entry i in tier t: held there, no child held there, unlocked, unpinned; with
+  // hybrid eviction also not needed by a cached state or held by another tier too.
   // `picked_children`: children of this entry already picked in the running PickVictims.
-  bool KvEvictable(uint32_t i, int t, uint32_t picked_children = 0) const {
+  EvictClass KvEvictability(uint32_t i, int t, uint32_t picked_children = 0) const {
     const ColdEntry& ec = cold[i];
-    return (hot[i].kv_mask & Bit(t)) && ec.tier_children[t] == picked_children &&
-           ec.kv_locks == 0 && ec.kv_pins[t] == 0;
+    const uint8_t mask = hot[i].kv_mask;
+    if (!(mask & Bit(t)) || ec.tier_children[t] != picked_children || ec.kv_locks != 0 ||
+        ec.kv_pins[t] != 0) {
+      return kNotEvictable;
+    }
+    if (ec.subtree_states == 0) return kUnneeded;  // (always 0 without hybrid_kv())
+    return (mask & ~Bit(t)) != 0 ? kNeededCopied : kNotEvictable;
   }
+  bool KvEvictable(uint32_t i, int t) const { return KvEvictability(i, t) != kNotEvictable; }
   bool StateEvictable(uint32_t i, int t) const {
     if (hot[i].state == kNone || cold[i].state_locks != 0) return false;
     const State& s = states[hot[i].state];
@@ -237,29 +294,31 @@ struct Core {
   }
   // Windowed KV of entry i in tier t: held there, no window lock or pin, and not needed or
   // held by another tier too.
-  WindowClass WindowEvictability(uint32_t i, int t) const {
-    const ColdEntry& ec = cold[i];
-    if (ec.window == kNone || ec.window_locks != 0) return kNotEvictable;
-    const State& w = windows[ec.window];
+  EvictClass WindowEvictability(uint32_t i, int t) const {
+    if (!windowed()) return kNotEvictable;
+    const WindowEntry& we = win[i];
+    if (we.record == kNone || we.locks != 0) return kNotEvictable;
+    const State& w = windows[we.record];
     if (!(w.mask & Bit(t)) || w.pins[t] != 0) return kNotEvictable;
-    if (ec.window_anchors == 0) return kUnneeded;
+    if (we.anchors == 0) return kUnneeded;
     return (w.mask & ~Bit(t)) != 0 ? kNeededCopied : kNotEvictable;
   }
   // Whether entry i is evictable in queue q's sense.
   bool EvictableIn(int q, uint32_t i, int t) const {
-    if (q == kKv) return KvEvictable(i, t);
     if (q == kMamba) return StateEvictable(i, t);
-    return WindowEvictability(i, t) == (q == kWindowQ ? kUnneeded : kNeededCopied);
+    const bool needed = q == kNeededKvQ || q == kNeededWindowQ;
+    const EvictClass c = KindOfQueue(q) == kKv ? KvEvictability(i, t) : WindowEvictability(i, t);
+    return c == (needed ? kNeededCopied : kUnneeded);
   }
   struct Before {
-    bool kv[kNumTiers];
+    EvictClass kv[kNumTiers];
     bool state[kNumTiers];
-    WindowClass window[kNumTiers];
+    EvictClass window[kNumTiers];
   };
   Before Snapshot(uint32_t i) const {
     Before b;
     for (int t = 0; t < kNumTiers; ++t) {
-      b.kv[t] = KvEvictable(i, t);
+      b.kv[t] = KvEvictability(i, t);
       b.state[t] = StateEvictable(i, t);
       b.window[t] = WindowEvictability(i, t);
     }
@@ -268,13 +327,15 @@ struct Core {
   // Call after changing entry i when Snapshot(i) was taken before the change.
   void After(uint32_t i, const Before& b) {
     for (int t = 0; t < kNumTiers; ++t) {
-      const bool kv = KvEvictable(i, t);
-      if (kv != b.kv[t]) evictable[kKv][t] += kv ? 1 : uint64_t(-1);
-      if (kv) QueueKv(i, t, /*may_rebuild=*/true);
+      const EvictClass kv = KvEvictability(i, t);
+      if ((kv != kNotEvictable) != (b.kv[t] != kNotEvictable)) {
+        evictable[kKv][t] += kv != kNotEvictable ? 1 : uint64_t(-1);
+      }
+      if (kv != kNotEvictable) QueueKv(QueueOf(kKv, kv == kNeededCopied), i, t, true);
       const bool st = StateEvictable(i, t);
       if (st != b.state[t]) evictable[kMamba][t] += st ? 1 : uint64_t(-1);
       if (st) QueueRecord(kMamba, i, t, /*may_rebuild=*/true);
-      const WindowClass w = WindowEvictability(i, t);
+      const EvictClass w = WindowEvictability(i, t);
       if ((w != kNotEvictable) != (b.window[t] != kNotEvictable)) {
         evictable[kWindow][t] += w != kNotEvictable ? 1 : uint64_t(-1);
       }
@@ -300,34 +361,41 @@ struct Core {
     const HotEntry& e = hot[i];
     return VictimItem{last_use, HashOrderKey(e.hash), e.depth, i};
   }
-  void QueueKv(uint32_t i, int t, bool may_rebuild) {
+  // KV queue q (kKv or kNeededKvQ) of entry i.
+  void QueueKv(int q, uint32_t i, int t, bool may_rebuild) {
     HotEntry& e = hot[i];
     ColdEntry& ec = cold[i];
-    if (ec.flags & Bit(t)) return;
-    ec.flags |= Bit(t);
-    queues[kKv][t].Push(ItemFor(i, e.last_use.load(std::memory_order_relaxed)));
-    if (may_rebuild) MaybeRebuild(kKv, t);
+    if (ec.flags & QueuedBit(q, t)) return;
+    ec.flags |= QueuedBit(q, t);
+    queues[q][t].Push(ItemFor(i, e.last_use.load(std::memory_order_relaxed)));
+    if (may_rebuild) MaybeRebuild(q, t);
+  }
+  // The order key of a record in its queue: its recency, or (hybrid eviction of states) its
+  // score.
+  uint64_t RecordKey(int q, const State& s) const {
+    const std::atomic<uint64_t>& u = q == kMamba && hybrid_states() ? s.priority : s.last_use;
+    return u.load(std::memory_order_relaxed);
   }
   // Queue q (kMamba, kWindowQ or kNeededWindowQ) of entry i's record: a state or windowed KV.
   void QueueRecord(int q, uint32_t i, int t, bool may_rebuild) {
     State& s = *Record(q, i);
     if (s.flags & QueuedBit(q, t)) return;
     s.flags |= QueuedBit(q, t);
-    queues[q][t].Push(ItemFor(i, s.last_use.load(std::memory_order_relaxed)));
+    queues[q][t].Push(ItemFor(i, RecordKey(q, s)));
     if (may_rebuild) MaybeRebuild(q, t);
   }
   uint8_t* QueuedFlags(int q, uint32_t i) {
-    if (q == kKv) return &cold[i].flags;
+    if (KindOfQueue(q) == kKv) return &cold[i].flags;
     State* s = Record(q, i);
     return s == nullptr ? nullptr : &s->flags;
   }
   uint64_t LastUse(int q, uint32_t i) const {
-    const std::atomic<uint64_t>& u = q == kKv ? hot[i].last_use : Record(q, i)->last_use;
-    return u.load(std::memory_order_relaxed);
+    if (KindOfQueue(q) == kKv) return hot[i].last_use.load(std::memory_order_relaxed);
+    return RecordKey(q, *Record(q, i));
   }
-  // The two windowed KV queues are bounded by the count of all evictable windowed KV.
+  // Each kind's queues are bounded by the count of all its evictable entries.
   void MaybeRebuild(int q, int t) {
-    const uint64_t count = evictable[std::min(q, kWindow)][t];
+    const uint64_t count = evictable[KindOfQueue(q)][t];
     if (queues[q][t].size() > 2 * count + kQueueSlack) Rebuild(q, t);
   }
   // Drops stale and duplicate items, refreshing recency: one item per evictable entry.
@@ -349,18 +417,29 @@ struct Core {
     });
   }
 
-  std::vector<Victim> PickKv(int t, size_t max_count);
+  // KV victims of the KV queues in `queues` (in that order), appended to *out up to max_count.
+  void PickKv(int t, size_t max_count, std::span<const int> queues, std::vector<Victim>* out);
   // Victims of queue q (kMamba, kWindowQ, kNeededWindowQ) appended to *out up to max_count,
   // marked picked; *picked gets their entries (the caller re-queues them with EndPick).
   void PickRecords(int q, int t, size_t max_count, std::vector<Victim>* out,
                    std::vector<uint32_t>* picked);
   void EndPick(int q, int t, const std::vector<uint32_t>& picked);
   std::vector<Victim> PickStates(int t, size_t max_count);
-  std::vector<Victim> PickWindows(int t, size_t max_count);
-  std::vector<Victim> Pick(Kind kind, int t, size_t max_count) {
-    if (kind == Kind::kKV) return PickKv(t, max_count);
-    return kind == Kind::kMamba ? PickStates(t, max_count) : PickWindows(t, max_count);
-  }
+  std::vector<Victim> PickWindows(int t, size_t max_count, VictimClass cls);
+  std::vector<Victim> Pick(Kind kind, int t, size_t max_count, VictimClass cls);
+
+  // ----- hybrid eviction of states (prefix_index_locks.cc) ------------------------------------
+  // value(d) / bytes(d) of a state at depth d (IndexOptions::state_value_per_page).
+  double StateValuePerByte(uint32_t depth) const;
+  // The score of a state at depth d with `hits` hits: inflation + min(hits + 1, kMaxScoredHits)
+  // * value per byte, as the bits of the double.
+  uint64_t StatePriority(uint32_t depth, uint32_t hits) const;
+  // A hit of the state of entry i (Match, shared lock: `inflation` cannot change meanwhile).
+  void ScoreStateHit(uint32_t i, State& s) const;
+  // Attached states and states picked as victims (inflation: the largest victim's score).
+  void ScoreNewState(uint32_t i, State& s) const;
+  // A state of entry i attached (+1) or detached (-1): subtree_states of it and its ancestors.
+  void SubtreeStatesChanged(uint32_t i, int delta);
   // Bytes of one entry of kind k in any tier (IndexOptions; 0 = unknown).
   uint64_t UnitBytes(int k) const {
     const uint64_t units[kNumKinds] = {options.kv_page_bytes, options.mamba_state_bytes,
@@ -369,17 +448,18 @@ struct Core {
   }
 
   // ----- windowed KV (prefix_index_window.cc) ------------------------------------------------
-  // Runs change() on entry i and its W-1 nearest ancestors (those whose window range covers i).
+  // Runs change(win[a]) on entry i and its W-1 nearest ancestors a (those whose window range
+  // covers i) between a Snapshot and After.
   template <typename Fn>
   void ForWindowRange(uint32_t i, Fn&& change) {
     for (uint32_t k = 0; k < options.window_pages && i != kNone; ++k, i = hot[i].parent) {
-      Tracked(i, change);
+      Tracked(i, [&](ColdEntry&) { change(win[i]); });
     }
   }
   // A state of entry i attached (+1) or detached (-1): window_anchors of its range.
   void AnchorChanged(uint32_t i, int delta) {
     if (!options.require_mamba) return;
-    ForWindowRange(i, [&](ColdEntry& ec) { ec.window_anchors += static_cast<uint32_t>(delta); });
+    ForWindowRange(i, [&](WindowEntry& we) { we.anchors += static_cast<uint32_t>(delta); });
   }
   Status RefuseWithoutWindow(const PageHash& hash, Kind kind) {
     if (kind != Kind::kWindowKV || options.window_pages != 0) return Status::OK();
@@ -397,6 +477,14 @@ struct Core {
     Status s = CheckKindTier(kind, tier);
     if (!s.ok()) ++errors.err_bad_enum;
     return s;
+  }
+  Status CheckClass(VictimClass cls) {
+    if (static_cast<uint8_t>(cls) <= static_cast<uint8_t>(VictimClass::kNeeded)) {
+      return Status::OK();
+    }
+    ++errors.err_bad_enum;
+    return Status::InvalidArgument("victim class: " + std::to_string(static_cast<int>(cls)) +
+                                   " (expected 0..2)");
   }
   // The index of `hash`, or NotFound.
   Status FindKnown(const PageHash& hash, uint32_t* i) {
@@ -434,6 +522,8 @@ struct Core {
     s.entry = entry;
     s.mask = 0;
     s.flags = 0;
+    s.hits.store(0, std::memory_order_relaxed);
+    s.priority.store(0, std::memory_order_relaxed);
     return r;
   }
   // Inserts `hash` under `parent`; `parent_index` is its index when the caller knows it (else
@@ -465,6 +555,7 @@ struct Core {
   uint64_t clock = 0;                              // guarded by mu
   ChunkedArray<HotEntry, 16> hot;                  // guarded by mu (last_use: atomic)
   ChunkedArray<ColdEntry, 16> cold;                // guarded by mu
+  ChunkedArray<WindowEntry, 16> win;               // guarded by mu; only when windowed()
   EntryAllocator entry_ids;                        // guarded by mu
   uint64_t entries_reserved = 0;                   // guarded by mu: hot, cold hold this many
   ChunkedArray<State, 10> states;                  // guarded by mu (last_use: atomic)
@@ -479,8 +570,11 @@ struct Core {
   uint64_t locked_entries = 0;                     // guarded by mu
   uint64_t live_states = 0;                        // guarded by mu
   uint64_t live_windows = 0;                       // guarded by mu
-  IndexStats errors;                               // guarded by mu: only the err_* fields
-  std::vector<uint32_t> path;                      // guarded by mu: scratch for Lock/Unlock
+  // Hybrid eviction of states: the GreedyDual inflation, the largest score of a state picked
+  // as a victim so far. Written under mu exclusively; read by Match under the shared lock.
+  double inflation = 0;        // guarded by mu
+  IndexStats errors;           // guarded by mu: only the err_* fields
+  std::vector<uint32_t> path;  // guarded by mu: scratch for Lock/Unlock
   std::atomic<uint64_t> matches{0};
   std::atomic<uint64_t> match_pages{0};
 };

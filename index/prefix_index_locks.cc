@@ -1,5 +1,8 @@
 // PrefixIndex: locks, transfer pins, eviction (see index/prefix_index_internal.h for the layout).
+#include <algorithm>
+#include <bit>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -42,7 +45,7 @@ Status PrefixIndex::Lock(const PageHash& node) {
     const Impl::Before before = m.Snapshot(i);
     if (ec.kv_locks++ == 0) ++m.locked_entries;
     if (i == n) ++ec.state_locks;
-    if (in_window) ++ec.window_locks;
+    if (in_window) ++m.win[i].locks;
     m.After(i, before);
   }
   return Status::OK();
@@ -70,7 +73,7 @@ Status PrefixIndex::Unlock(const PageHash& node) {
     const Impl::Before before = m.Snapshot(i);
     if (--ec.kv_locks == 0) --m.locked_entries;
     if (i == n) --ec.state_locks;
-    if (in_window) --ec.window_locks;
+    if (in_window) --m.win[i].locks;
     m.After(i, before);
   }
   return Status::OK();
@@ -160,42 +163,52 @@ Status PrefixIndex::Unpin(const PageHash& hash, Kind kind, Tier tier) {
 
 // ===== eviction ==============================================================================
 
-std::vector<Victim> Core::PickKv(int t, size_t max_count) {
-  std::vector<Victim> out;
-  VictimQueue& q = queues[kKv][t];
+void Core::PickKv(int t, size_t max_count, std::span<const int> kv_queues,
+                  std::vector<Victim>* out) {
   std::vector<uint32_t> picked;
   std::unordered_map<uint32_t, uint32_t> picked_children;
-  while (out.size() < max_count && !q.empty()) {
-    const VictimItem item = q.top();
-    q.Pop();
-    if (!SameIdentity(item)) continue;  // removed, or its index reused
-    HotEntry& e = hot[item.index];
-    ColdEntry& ec = cold[item.index];
-    ec.flags &= static_cast<uint8_t>(~Bit(t));
-    if (ec.flags & kPickedBit) continue;  // a duplicate item of a victim of this call
-    const auto pc = picked_children.find(item.index);
-    if (!KvEvictable(item.index, t, pc == picked_children.end() ? 0 : pc->second)) continue;
-    const uint64_t last_use = e.last_use.load(std::memory_order_relaxed);
-    if (last_use != item.last_use) {  // used since it was queued: queue it where it belongs
-      ec.flags |= Bit(t);
-      q.Push(ItemFor(item.index, last_use));
-      continue;
-    }
-    ec.flags |= kPickedBit;
-    picked.push_back(item.index);
-    out.push_back(Victim{e.hash, Kind::kKV, static_cast<Tier>(t), KvSlot(item.index, t), e.depth});
-    if (e.parent != kNone) {
-      const uint32_t n = ++picked_children[e.parent];
-      if (KvEvictable(e.parent, t, n)) QueueKv(e.parent, t, /*may_rebuild=*/false);
+  // A parent made a leaf by its picked children joins the queue of its class; a needed page's
+  // parent is needed too, so it never joins a queue this call is already done with.
+  for (const int qi : kv_queues) {
+    VictimQueue& q = queues[qi][t];
+    const uint8_t bit = QueuedBit(qi, t);
+    const EvictClass want = qi == kNeededKvQ ? kNeededCopied : kUnneeded;
+    while (out->size() < max_count && !q.empty()) {
+      const VictimItem item = q.top();
+      q.Pop();
+      if (!SameIdentity(item)) continue;  // removed, or its index reused
+      HotEntry& e = hot[item.index];
+      ColdEntry& ec = cold[item.index];
+      ec.flags &= static_cast<uint8_t>(~bit);
+      if (ec.flags & kPickedBit) continue;  // a duplicate item of a victim of this call
+      const auto pc = picked_children.find(item.index);
+      const uint32_t n_picked = pc == picked_children.end() ? 0 : pc->second;
+      if (KvEvictability(item.index, t, n_picked) != want) continue;  // (maybe in the other)
+      const uint64_t last_use = e.last_use.load(std::memory_order_relaxed);
+      if (last_use != item.last_use) {  // used since it was queued: queue it where it belongs
+        ec.flags |= bit;
+        q.Push(ItemFor(item.index, last_use));
+        continue;
+      }
+      ec.flags |= kPickedBit;
+      picked.push_back(item.index);
+      out->push_back(
+          Victim{e.hash, Kind::kKV, static_cast<Tier>(t), KvSlot(item.index, t), e.depth});
+      if (e.parent != kNone) {
+        const uint32_t n = ++picked_children[e.parent];
+        const EvictClass c = KvEvictability(e.parent, t, n);
+        if (c != kNotEvictable) QueueKv(QueueOf(kKv, c == kNeededCopied), e.parent, t, false);
+      }
     }
   }
   // Victims stay evictable until the caller clears them.
   for (uint32_t i : picked) {
     cold[i].flags &= static_cast<uint8_t>(~kPickedBit);
-    QueueKv(i, t, /*may_rebuild=*/false);
+    const EvictClass c = KvEvictability(i, t);
+    if (c != kNotEvictable) QueueKv(QueueOf(kKv, c == kNeededCopied), i, t, false);
   }
   MaybeRebuild(kKv, t);
-  return out;
+  MaybeRebuild(kNeededKvQ, t);
 }
 
 void Core::PickRecords(int qi, int t, size_t max_count, std::vector<Victim>* out,
@@ -212,7 +225,7 @@ void Core::PickRecords(int qi, int t, size_t max_count, std::vector<Victim>* out
     s->flags &= static_cast<uint8_t>(~bit);
     if (s->flags & kPickedBit) continue;
     if (!EvictableIn(qi, item.index, t)) continue;  // (windowed KV: maybe in the other queue)
-    const uint64_t last_use = s->last_use.load(std::memory_order_relaxed);
+    const uint64_t last_use = RecordKey(qi, *s);
     if (last_use != item.last_use) {
       s->flags |= bit;
       q.Push(ItemFor(item.index, last_use));
@@ -220,6 +233,9 @@ void Core::PickRecords(int qi, int t, size_t max_count, std::vector<Victim>* out
     }
     s->flags |= kPickedBit;
     picked->push_back(item.index);
+    if (qi == kMamba && hybrid_states()) {
+      inflation = std::max(inflation, std::bit_cast<double>(item.last_use));
+    }
     const HotEntry& e = hot[item.index];
     out->push_back(Victim{e.hash, kind, static_cast<Tier>(t), s->slot[t], e.depth});
   }
@@ -230,7 +246,7 @@ void Core::EndPick(int q, int t, const std::vector<uint32_t>& picked) {
   for (uint32_t i : picked) {
     State& s = *Record(q, i);
     s.flags &= static_cast<uint8_t>(~kPickedBit);
-    const WindowClass w = q == kMamba ? kNotEvictable : WindowEvictability(i, t);
+    const EvictClass w = q == kMamba ? kNotEvictable : WindowEvictability(i, t);
     QueueRecord(q == kMamba ? kMamba : (w == kUnneeded ? kWindowQ : kNeededWindowQ), i, t,
                 /*may_rebuild=*/false);
   }
@@ -245,18 +261,76 @@ std::vector<Victim> Core::PickStates(int t, size_t max_count) {
   return out;
 }
 
-StatusOr<std::vector<Victim>> PrefixIndex::PickVictims(Tier tier, Kind kind, size_t max_count) {
-  Impl& m = *impl_;
-  Impl::Exclusive section(m);
-  CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
-  return m.Pick(kind, static_cast<int>(tier), max_count);
+std::vector<Victim> Core::Pick(Kind kind, int t, size_t max_count, VictimClass cls) {
+  if (kind == Kind::kMamba) {
+    return cls == VictimClass::kNotNeeded ? std::vector<Victim>{} : PickStates(t, max_count);
+  }
+  if (kind == Kind::kWindowKV) return PickWindows(t, max_count, cls);
+  static constexpr int kBoth[] = {kKv, kNeededKvQ};
+  const std::span<const int> kv_queues = cls == VictimClass::kAny         ? std::span(kBoth)
+                                         : cls == VictimClass::kNotNeeded ? std::span(kBoth, 1)
+                                                                          : std::span(kBoth + 1, 1);
+  std::vector<Victim> out;
+  PickKv(t, max_count, kv_queues, &out);
+  return out;
 }
 
-StatusOr<std::vector<Victim>> PrefixIndex::PickVictimsForBytes(Tier tier, Kind kind,
-                                                               uint64_t bytes) {
+// ===== hybrid eviction of states ===============================================================
+
+double Core::StateValuePerByte(uint32_t depth) const {
+  const double d = depth;
+  const double value =
+      options.state_value_per_page * d + options.state_value_per_page_squared * d * d;
+  double bytes = static_cast<double>(options.mamba_state_bytes);
+  if (options.kv_payload) bytes += d * static_cast<double>(options.kv_page_bytes);
+  bytes += static_cast<double>(std::min(depth, options.window_pages)) *
+           static_cast<double>(options.window_page_bytes);
+  return value / std::max(bytes, 1.0);
+}
+
+uint64_t Core::StatePriority(uint32_t depth, uint32_t hits) const {
+  const double weight = std::min(hits + 1, kMaxScoredHits);
+  return std::bit_cast<uint64_t>(inflation + weight * StateValuePerByte(depth));
+}
+
+void Core::ScoreStateHit(uint32_t i, State& s) const {
+  const uint32_t hits = s.hits.fetch_add(1, std::memory_order_relaxed) + 1;
+  s.priority.store(StatePriority(hot[i].depth, hits), std::memory_order_relaxed);
+}
+
+void Core::ScoreNewState(uint32_t i, State& s) const {
+  s.hits.store(0, std::memory_order_relaxed);
+  s.priority.store(StatePriority(hot[i].depth, 0), std::memory_order_relaxed);
+}
+
+void Core::SubtreeStatesChanged(uint32_t i, int delta) {
+  if (!hybrid_kv()) return;
+  for (uint32_t a = i; a != kNone; a = hot[a].parent) {
+    ColdEntry& ec = cold[a];
+    // Only 0 <-> 1 changes whether the page is needed.
+    if ((delta > 0 && ec.subtree_states != 0) || (delta < 0 && ec.subtree_states > 1)) {
+      ec.subtree_states += static_cast<uint32_t>(delta);
+      continue;
+    }
+    Tracked(a, [&](ColdEntry& c) { c.subtree_states += static_cast<uint32_t>(delta); });
+  }
+}
+
+StatusOr<std::vector<Victim>> PrefixIndex::PickVictims(Tier tier, Kind kind, size_t max_count,
+                                                       VictimClass cls) {
   Impl& m = *impl_;
   Impl::Exclusive section(m);
   CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
+  CACHEPAWL_RETURN_IF_ERROR(m.CheckClass(cls));
+  return m.Pick(kind, static_cast<int>(tier), max_count, cls);
+}
+
+StatusOr<std::vector<Victim>> PrefixIndex::PickVictimsForBytes(Tier tier, Kind kind, uint64_t bytes,
+                                                               VictimClass cls) {
+  Impl& m = *impl_;
+  Impl::Exclusive section(m);
+  CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
+  CACHEPAWL_RETURN_IF_ERROR(m.CheckClass(cls));
   const uint64_t unit = m.UnitBytes(static_cast<int>(kind));
   if (unit == 0) {
     ++m.errors.err_bytes_unknown;
@@ -264,7 +338,7 @@ StatusOr<std::vector<Victim>> PrefixIndex::PickVictimsForBytes(Tier tier, Kind k
                                    ": 0 (PickVictimsForBytes needs the size of one entry)");
   }
   const uint64_t count = bytes / unit + (bytes % unit != 0 ? 1 : 0);
-  return m.Pick(kind, static_cast<int>(tier), count);
+  return m.Pick(kind, static_cast<int>(tier), count, cls);
 }
 
 }  // namespace cachepawl

@@ -12,12 +12,13 @@ using namespace prefix_index_internal;  // NOLINT(google-build-using-namespace):
 // `tier` does not hold entry i's windowed KV yet. Setting the first location attaches a record
 // (its recency the clock).
 Status Core::SetWindow(uint32_t i, int t, uint64_t slot) {
-  Tracked(i, [&](ColdEntry& ec) {
-    if (ec.window == kNone) {
-      ec.window = NewRecord(&windows, &window_ids, i);
+  WindowEntry& we = win[i];
+  Tracked(i, [&](ColdEntry&) {
+    if (we.record == kNone) {
+      we.record = NewRecord(&windows, &window_ids, i);
       ++live_windows;
     }
-    State& w = windows[ec.window];
+    State& w = windows[we.record];
     w.mask |= Bit(t);
     w.slot[t] = slot;
     ++located[kWindow][t];
@@ -29,16 +30,17 @@ Status Core::SetWindow(uint32_t i, int t, uint64_t slot) {
 // (see PrefixIndex::ClearLocation).
 uint64_t Core::ClearWindow(uint32_t i, int t) {
   uint64_t slot = 0;
-  Tracked(i, [&](ColdEntry& ec) {
-    State& w = windows[ec.window];
+  WindowEntry& we = win[i];
+  Tracked(i, [&](ColdEntry&) {
+    State& w = windows[we.record];
     slot = w.slot[t];
     w.mask &= static_cast<uint8_t>(~Bit(t));
     w.slot[t] = 0;
     --located[kWindow][t];
     if (w.mask == 0) {
       w.entry = kNone;
-      window_ids.Free(ec.window);
-      ec.window = kNone;
+      window_ids.Free(we.record);
+      we.record = kNone;
       --live_windows;
     }
   });
@@ -47,11 +49,11 @@ uint64_t Core::ClearWindow(uint32_t i, int t) {
 
 // Not needed first, then needed but held by another tier too; least recently used first in
 // each. Picking changes no entry's class, so the two queues can be taken one after the other.
-std::vector<Victim> Core::PickWindows(int t, size_t max_count) {
+std::vector<Victim> Core::PickWindows(int t, size_t max_count, VictimClass cls) {
   std::vector<Victim> out;
   std::vector<uint32_t> picked;
-  PickRecords(kWindowQ, t, max_count, &out, &picked);
-  PickRecords(kNeededWindowQ, t, max_count, &out, &picked);
+  if (cls != VictimClass::kNeeded) PickRecords(kWindowQ, t, max_count, &out, &picked);
+  if (cls != VictimClass::kNotNeeded) PickRecords(kNeededWindowQ, t, max_count, &out, &picked);
   EndPick(kWindowQ, t, picked);  // re-queues each victim in the queue of its class
   MaybeRebuild(kNeededWindowQ, t);
   return out;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -87,6 +88,8 @@ struct RefState {
   std::array<std::optional<uint64_t>, kNumTiers> loc;
   std::array<uint16_t, kNumTiers> pins{};
   uint64_t last_use = 0;
+  uint32_t hits = 0;    // hybrid eviction of states
+  double priority = 0;  // hybrid eviction of states: the GreedyDual score
   bool empty() const { return !loc[0] && !loc[1] && !loc[2]; }
 };
 
@@ -130,6 +133,42 @@ class RefIndex {
     return sums;
   }
   bool Needed(int n) const { return WindowSums(n).second > 0; }
+
+  // ----- hybrid eviction, from scratch --------------------------------------------------------
+  bool HybridKv() const {
+    return options_.hybrid_eviction && options_.require_mamba && options_.kv_payload;
+  }
+  bool HybridStates() const { return options_.hybrid_eviction && options_.require_mamba; }
+  // States in n's subtree (itself included), by a walk down; 0 without hybrid eviction of KV.
+  uint32_t SubtreeStates(int n) const {
+    if (!HybridKv()) return 0;
+    uint32_t count = e_[n].state ? 1 : 0;
+    for (int c : kids_[n]) count += SubtreeStates(c);
+    return count;
+  }
+  // 0: not evictable; 1: evictable, not needed; 2: needed, evictable (held in another tier).
+  // `tier_children`: children of n whose KV tier t holds, not counting picked ones.
+  int KvClass(int n, int t, int tier_children) const {
+    const RefEntry& e = e_[n];
+    if (!e.kv[t] || tier_children != 0 || e.kv_locks != 0 || e.kv_pins[t] != 0) return 0;
+    if (SubtreeStates(n) == 0) return 1;
+    for (int u = 0; u < kNumTiers; ++u) {
+      if (u != t && e.kv[u]) return 2;
+    }
+    return 0;
+  }
+  // value(d) / bytes(d) * min(hits + 1, 32) + inflation, the same operations as the index.
+  double Priority(uint32_t depth, uint32_t hits) const {
+    const double d = depth;
+    const double value =
+        options_.state_value_per_page * d + options_.state_value_per_page_squared * d * d;
+    double bytes = static_cast<double>(options_.mamba_state_bytes);
+    if (options_.kv_payload) bytes += d * static_cast<double>(options_.kv_page_bytes);
+    bytes += static_cast<double>(std::min(depth, options_.window_pages)) *
+             static_cast<double>(options_.window_page_bytes);
+    const double weight = std::min(hits + 1, 32u);
+    return inflation_ + weight * (value / std::max(bytes, 1.0));
+  }
   // 0: not evictable; 1: evictable, not needed; 2: needed, evictable (held in another tier).
   int WindowClass(int n, int t) const {
     const RefEntry& e = e_[n];
@@ -193,6 +232,7 @@ class RefIndex {
     if (!r) {
       r.emplace();
       r->last_use = clock_;
+      if (kind == Kind::kMamba && HybridStates()) r->priority = Priority(e.depth, 0);
     }
     r->loc[t] = slot;
     return Code::kOk;
@@ -281,11 +321,15 @@ class RefIndex {
 
   // Brute force: repeatedly the least (last use, deeper, hash) among the eligible, counting
   // picked children as gone for their parents.
-  std::pair<Code, std::vector<Victim>> PickVictims(Tier tier, Kind kind, size_t max_count) {
+  // Hybrid eviction: KV not needed first, then needed KV held elsewhere; states by score.
+  std::pair<Code, std::vector<Victim>> PickVictims(Tier tier, Kind kind, size_t max_count,
+                                                   VictimClass cls = VictimClass::kAny) {
     clock_ += 2;
     if (!ValidEnums(kind, tier)) return {Code::kInvalidArgument, {}};
+    if (static_cast<uint8_t>(cls) > 2) return {Code::kInvalidArgument, {}};
     const int t = static_cast<int>(tier);
-    if (kind == Kind::kWindowKV) return {Code::kOk, PickWindows(t, max_count)};
+    if (kind == Kind::kWindowKV) return {Code::kOk, PickWindows(t, max_count, cls)};
+    if (kind == Kind::kMamba && cls == VictimClass::kNotNeeded) return {Code::kOk, {}};
     const bool kv = kind == Kind::kKV;
     std::vector<int> tier_children(e_.size(), 0);
     if (kv) {
@@ -295,31 +339,42 @@ class RefIndex {
     }
     std::vector<bool> picked(e_.size(), false);
     std::vector<Victim> out;
-    while (out.size() < max_count) {
-      int best = kNoNode;
-      std::tuple<uint64_t, int64_t, PageHash> best_key;
-      for (size_t n = 0; n < e_.size(); ++n) {
-        const RefEntry& e = e_[n];
-        if (!e.present || picked[n]) continue;
-        uint64_t last_use;
-        if (kv) {
-          if (!e.kv[t] || tier_children[n] != 0 || e.kv_locks != 0 || e.kv_pins[t] != 0) continue;
-          last_use = e.last_use;
-        } else {
-          if (!e.state || !e.state->loc[t] || e.state_locks != 0 || e.state->pins[t] != 0) continue;
-          last_use = e.state->last_use;
-        }
-        const auto key = std::make_tuple(last_use, -int64_t{e.depth}, u_.hash[n]);
-        if (best == kNoNode || key < best_key) {
-          best = static_cast<int>(n);
-          best_key = key;
-        }
+    // KV: class 1 (not needed) first, then class 2; states: one class.
+    for (int want = 1; want <= 2; ++want) {
+      if (kv && ((want == 1 && cls == VictimClass::kNeeded) ||
+                 (want == 2 && cls == VictimClass::kNotNeeded))) {
+        continue;
       }
-      if (best == kNoNode) break;
-      picked[best] = true;
-      const RefEntry& e = e_[best];
-      out.push_back(Victim{u_.hash[best], kind, tier, kv ? *e.kv[t] : *e.state->loc[t], e.depth});
-      if (kv && e.parent != kNoNode) --tier_children[e.parent];
+      if (!kv && want == 2) break;
+      while (out.size() < max_count) {
+        int best = kNoNode;
+        std::tuple<uint64_t, int64_t, PageHash> best_key;
+        for (size_t n = 0; n < e_.size(); ++n) {
+          const RefEntry& e = e_[n];
+          if (!e.present || picked[n]) continue;
+          uint64_t order;
+          if (kv) {
+            if (KvClass(static_cast<int>(n), t, tier_children[n]) != want) continue;
+            order = e.last_use;
+          } else {
+            if (!e.state || !e.state->loc[t] || e.state_locks != 0 || e.state->pins[t] != 0) {
+              continue;
+            }
+            order = HybridStates() ? std::bit_cast<uint64_t>(e.state->priority) : e.state->last_use;
+          }
+          const auto key = std::make_tuple(order, -int64_t{e.depth}, u_.hash[n]);
+          if (best == kNoNode || key < best_key) {
+            best = static_cast<int>(n);
+            best_key = key;
+          }
+        }
+        if (best == kNoNode) break;
+        picked[best] = true;
+        const RefEntry& e = e_[best];
+        out.push_back(Victim{u_.hash[best], kind, tier, kv ? *e.kv[t] : *e.state->loc[t], e.depth});
+        if (kv && e.parent != kNoNode) --tier_children[e.parent];
+        if (!kv && HybridStates()) inflation_ = std::max(inflation_, e.state->priority);
+      }
     }
     return {Code::kOk, out};
   }
@@ -375,8 +430,10 @@ class RefIndex {
     }
     r.checkpoint_hint_pages = r.kv_only_pages - r.kv_only_pages % options_.track_interval_pages;
     if (last_state != kNoNode && e_[last_state].state) {
-      r.state = ToLocations(e_[last_state].state->loc);
-      e_[last_state].state->last_use = now;
+      RefState& st = *e_[last_state].state;
+      r.state = ToLocations(st.loc);
+      st.last_use = now;
+      if (HybridStates()) st.priority = Priority(e_[last_state].depth, ++st.hits);
     }
     return r;
   }
@@ -400,7 +457,12 @@ class RefIndex {
       info.state = ToLocations(e.state->loc);
       info.state_pins = e.state->pins;
       info.state_last_use = e.state->last_use;
+      if (HybridStates()) {
+        info.state_hits = e.state->hits;
+        info.state_priority = e.state->priority;
+      }
     }
+    info.subtree_states = SubtreeStates(n);
     if (e.window) {
       info.window = ToLocations(e.window->loc);
       info.window_pins = e.window->pins;
@@ -438,7 +500,7 @@ class RefIndex {
       for (int t = 0; t < kNumTiers; ++t) {
         if (e.kv[t]) {
           ++located[0][t];
-          if (tier_children[n][t] == 0 && e.kv_locks == 0 && e.kv_pins[t] == 0) ++evictable[0][t];
+          if (KvClass(static_cast<int>(n), t, tier_children[n][t]) != 0) ++evictable[0][t];
         }
         if (e.state && e.state->loc[t]) {
           ++located[1][t];
@@ -466,12 +528,15 @@ class RefIndex {
   }
   // Brute force: every evictable windowed KV in tier t, not needed first, then each group by
   // (last use, deeper, hash).
-  std::vector<Victim> PickWindows(int t, size_t max_count) const {
+  std::vector<Victim> PickWindows(int t, size_t max_count, VictimClass cls) const {
     std::vector<std::tuple<int, uint64_t, int64_t, PageHash, int>> all;
     for (size_t n = 0; n < e_.size(); ++n) {
       if (!e_[n].present) continue;
       const int c = WindowClass(static_cast<int>(n), t);
       if (c == 0) continue;
+      if ((cls == VictimClass::kNotNeeded && c != 1) || (cls == VictimClass::kNeeded && c != 2)) {
+        continue;
+      }
       all.emplace_back(c, e_[n].window->last_use, -int64_t{e_[n].depth}, u_.hash[n], int(n));
     }
     std::sort(all.begin(), all.end());
@@ -528,6 +593,7 @@ class RefIndex {
   std::vector<std::vector<int>> kids_ = std::vector<std::vector<int>>(e_.size());
   size_t live_ = 0;
   uint64_t clock_ = 0;
+  double inflation_ = 0;  // hybrid eviction of states
 };
 
 }  // namespace cachepawl::index_model

@@ -63,6 +63,7 @@ struct ModelConfig {
   bool kv_payload = true;     // false: a pure SSM layout (pages without KV)
   uint32_t window_pages = 0;  // > 0: windowed KV and the window rule
   int operations = kOperations;
+  bool hybrid = false;  // hybrid eviction: prefix units and state scores
 };
 
 class ModelRun {
@@ -91,6 +92,9 @@ class ModelRun {
     if (options_.window_pages > 0) {
       EXPECT_GT(window_victims_, operations / 1000);
     }
+    if (options_.hybrid_eviction && options_.kv_payload) {
+      EXPECT_GT(needed_kv_victims_, operations / 1000);  // the needed-and-copied class too
+    }
   }
 
  private:
@@ -101,6 +105,15 @@ class ModelRun {
     o.max_pages = cfg.max_pages;
     o.kv_payload = cfg.kv_payload;
     o.window_pages = cfg.window_pages;
+    if (cfg.hybrid) {
+      // Small sizes so that depth and hits both move scores (ties too: equal depths and hits).
+      o.hybrid_eviction = true;
+      o.state_value_per_page = 1.5;
+      o.state_value_per_page_squared = 0.25;
+      o.mamba_state_bytes = 7;
+      o.kv_page_bytes = 3;
+      o.window_page_bytes = cfg.window_pages > 0 ? 2 : 0;
+    }
     return o;
   }
 
@@ -231,13 +244,15 @@ class ModelRun {
     const Tier tier = AnyTier();
     const Kind kind = AnyKind();
     const size_t max_count = R(5);
-    const auto [code, want] = ref_.PickVictims(tier, kind, max_count);
-    const StatusOr<std::vector<Victim>> got = index_->PickVictims(tier, kind, max_count);
+    const VictimClass cls = P(70) ? VictimClass::kAny : static_cast<VictimClass>(1 + R(2));
+    const auto [code, want] = ref_.PickVictims(tier, kind, max_count, cls);
+    const StatusOr<std::vector<Victim>> got = index_->PickVictims(tier, kind, max_count, cls);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     ASSERT_EQ(code, Code::kOk);
     ASSERT_EQ(*got, want) << "victims at operation " << step_;
     victims_ += want.size();
     if (kind == Kind::kWindowKV) CheckWindowVictims(*got);
+    if (kind == Kind::kKV && options_.hybrid_eviction) CheckKvVictims(*got);
     const size_t clear = P(70) ? want.size() : R(want.size() + 1);
     for (size_t i = 0; i < clear; ++i) {
       const Victim& v = want[i];
@@ -262,6 +277,20 @@ class ModelRun {
       for (int t = 0; t < kNumTiers; ++t) copied |= t != static_cast<int>(v.tier) && w->loc[t];
       EXPECT_TRUE(copied || !ref_.Needed(n)) << "needed windowed KV picked at op " << step_;
       ++window_victims_;
+    }
+  }
+
+  // Hybrid eviction's prefix rule: no victim is a KV page that a cached state needs and that no
+  // other tier holds.
+  void CheckKvVictims(const std::vector<Victim>& victims) {
+    for (const Victim& v : victims) {
+      const int n = ref_.Find(v.hash);
+      ASSERT_NE(n, kNoNode);
+      const auto& kv = ref_.entry(n).kv;
+      bool copied = false;
+      for (int t = 0; t < kNumTiers; ++t) copied |= t != static_cast<int>(v.tier) && kv[t];
+      EXPECT_TRUE(copied || ref_.SubtreeStates(n) == 0) << "needed KV picked at op " << step_;
+      needed_kv_victims_ += ref_.SubtreeStates(n) > 0;
     }
   }
 
@@ -428,6 +457,7 @@ class ModelRun {
   int64_t victims_ = 0;
   int64_t pins_ok_ = 0;
   int64_t window_victims_ = 0;
+  int64_t needed_kv_victims_ = 0;
 };
 
 class PrefixIndexModelTest : public ::testing::TestWithParam<ModelConfig> {};
@@ -451,7 +481,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelConfig{6, false, 1, kMaxIndexPages, true, 1, kWindowOperations},
                       ModelConfig{7, true, 3, 700, /*kv_payload=*/false, 8, kWindowOperations},
                       ModelConfig{8, false, 1, kMaxIndexPages, /*kv_payload=*/false, 3,
-                                  kWindowOperations}),
+                                  kWindowOperations},
+                      // Hybrid eviction: hybrid with and without windows and max_pages, and
+                      // all-windowed (states scored, no KV classes).
+                      ModelConfig{9, true, 2, kMaxIndexPages, true, 0, kWindowOperations, true},
+                      ModelConfig{10, true, 3, 600, true, 0, kWindowOperations, true},
+                      ModelConfig{11, true, 2, kMaxIndexPages, true, 3, kWindowOperations, true},
+                      ModelConfig{12, true, 3, kMaxIndexPages, false, 8, kWindowOperations, true}),
     [](const ::testing::TestParamInfo<ModelConfig>& info) {
       return "Seed" + std::to_string(info.param.seed);
     });
@@ -465,7 +501,8 @@ TEST(PrefixIndexModelEnvTest, EnvSeed) {
   const uint64_t mode = seed % 3;
   const uint32_t windows[] = {0, 1, 3, 8};
   ModelRun run(ModelConfig{seed, mode != 0, static_cast<uint32_t>(1 + seed % 5), kMaxIndexPages,
-                           /*kv_payload=*/mode != 2, windows[(seed / 3) % 4]});
+                           /*kv_payload=*/mode != 2, windows[(seed / 3) % 4], kOperations,
+                           /*hybrid=*/(seed / 12) % 2 == 1});
   run.Run(kOperations);
 }
 
