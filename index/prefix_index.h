@@ -206,6 +206,10 @@ class PrefixIndex final {
   StatusOr<std::vector<Victim>> PickVictimsForBytes(Tier tier, Kind kind, uint64_t bytes,
                                                     VictimClass cls = VictimClass::kAny);
 
+  // Hybrid eviction of states: the score below which a state is among the next victims (the
+  // largest score of a state picked so far; 0 before any, and without hybrid eviction).
+  double StateScoreFloor() const;
+
   // ----- inspection -------------------------------------------------------------------------
 
   IndexStats Stats() const;

@@ -86,6 +86,12 @@ std::vector<EntryInfo> PrefixIndex::DumpEntries() const {
   return out;
 }
 
+double PrefixIndex::StateScoreFloor() const {
+  const Impl& m = *impl_;
+  std::shared_lock lock(m.mu);
+  return m.inflation;
+}
+
 IndexStats PrefixIndex::Stats() const {
   const Impl& m = *impl_;
   std::shared_lock lock(m.mu);

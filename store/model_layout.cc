@@ -203,6 +203,30 @@ uint64_t ModelLayout::MambaSlotBytes() const {
   return total;
 }
 
+ModelLayout::PrefillCost ModelLayout::EstimatedPrefillCost() const {
+  PrefillCost cost;
+  for (const AttentionLayerSpec& l : attention_layers) {
+    const double h = 4.0 * l.num_kv_heads * l.head_dim;
+    cost.per_token += 24.0 * h * h;
+    if (l.sliding_window == 0) {
+      cost.per_token_squared += 2.0 * h;
+    } else {
+      cost.per_token += 4.0 * h * l.sliding_window;
+    }
+  }
+  for (const SsmLayerSpec& l : ssm_layers) {
+    double channels = 1;
+    if (l.ssm_shape.size() >= 2) {
+      for (size_t i = 0; i + 1 < l.ssm_shape.size(); ++i) channels *= double(l.ssm_shape[i]);
+    } else if (!l.conv_shape.empty()) {
+      channels = double(l.conv_shape[0]);
+    }
+    const double h = std::max(1.0, channels / 2.0);
+    cost.per_token += 24.0 * h * h;
+  }
+  return cost;
+}
+
 RecordSegment ModelLayout::KSegment(size_t a) const {
   uint64_t off = 0;
   for (size_t i = 0; i < a; ++i) off += 2 * KBytesPerPage(i);

@@ -110,6 +110,19 @@ struct ModelLayout {
   // 0 when the layout does not store that kind.
   uint64_t RecordBytes(Kind kind) const;
 
+  // An estimate of what prefilling a prompt costs, for the hybrid eviction policy's value per
+  // byte: d tokens cost about per_token * d + per_token_squared * d^2 FLOPs. The layout has no
+  // hidden size, so it is estimated per layer: 4 * num_kv_heads * head_dim for attention
+  // layers (grouped-query attention with 4 query heads per KV head), half the SSM state's
+  // channels (product of ssm_shape but its last dimension; conv_shape[0] for a shortconv layer)
+  // for SSM layers. Each layer costs 24 h^2 per token (projections and MLP); a full-attention
+  // layer adds 2 h d^2 (scores and values over the prefix), a windowed one 4 h w per token.
+  struct PrefillCost {
+    double per_token = 0;
+    double per_token_squared = 0;
+  };
+  PrefillCost EstimatedPrefillCost() const;
+
   // Where K / V of attention layer `a` lie in the KV page (all attention layers).
   RecordSegment KSegment(size_t attention_layer) const;
   RecordSegment VSegment(size_t attention_layer) const;

@@ -12,17 +12,24 @@
 
 namespace cachepawl {
 
-std::vector<EntryKey> StoreImpl::WithWindowsLocked(const std::vector<EntryKey>& keys) const {
+std::vector<EntryKey> StoreImpl::WithPrefixLocked(const std::vector<EntryKey>& keys) const {
   const uint32_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
+  // Hybrid eviction keeps a needed KV page's only copy: the state takes its KV along, or the
+  // pages would stay in host memory, unevictable, for as long as the state is on disk.
+  const bool with_kv = eviction_policy_ == EvictionPolicy::kHybrid && layout_.Stores(Kind::kKV);
   std::vector<EntryKey> out = keys;
   for (const EntryKey& key : keys) {
-    if (key.kind != Kind::kMamba || window == 0) continue;
-    // The state's window: its own page and the window - 1 before it.
+    if (key.kind != Kind::kMamba || (window == 0 && !with_kv)) continue;
+    // The state's window (its own page and the window - 1 before it) and, with_kv, the KV of
+    // every page of its prefix that host memory holds and the disk does not.
     std::optional<PageHash> cur = key.hash;
-    for (uint32_t i = 0; i < window && cur; ++i) {
+    for (uint32_t i = 0; cur && (i < window || with_kv); ++i) {
       auto e = index_->Lookup(*cur);
       if (!e) break;
-      if (!e->window.empty()) out.push_back({*cur, Kind::kWindowKV});
+      if (i < window && !e->window.empty()) out.push_back({*cur, Kind::kWindowKV});
+      if (with_kv && e->kv.Has(Tier::kHost) && !e->kv.Has(Tier::kDisk)) {
+        out.push_back({*cur, Kind::kKV});
+      }
       cur = e->parent;
     }
   }
@@ -32,9 +39,10 @@ std::vector<EntryKey> StoreImpl::WithWindowsLocked(const std::vector<EntryKey>& 
 size_t StoreImpl::StartDiskWritesLocked(const std::vector<EntryKey>& state_and_others,
                                         bool evict_after) {
   if (!disk_) return 0;
-  // A state goes to disk with its window: otherwise the windowed KV it needs stays in host
-  // memory, unevictable (a needed window leaves a tier only where another tier holds it).
-  const std::vector<EntryKey> keys = WithWindowsLocked(state_and_others);
+  // A state goes to disk with its window (and, hybrid eviction, its KV): otherwise what it needs
+  // stays in host memory, unevictable (needed windowed KV, and under hybrid eviction needed KV,
+  // leave a tier only where another tier holds them).
+  const std::vector<EntryKey> keys = WithPrefixLocked(state_and_others);
   std::vector<DiskWriteJob> jobs;
   std::vector<DiskWrite> writes;
   for (const EntryKey& key : keys) {
@@ -78,11 +86,28 @@ void StoreImpl::SubmitDiskWrites(std::vector<DiskWriteJob> jobs, std::vector<Dis
   });
 }
 
+bool StoreImpl::AdmitToDiskLocked(const EntryInfo& e, Kind kind) {
+  if (eviction_policy_ != EvictionPolicy::kHybrid || !layout_.has_ssm()) return true;
+  // KV no cached state can use is dropped, never written (the index keeps subtree_states).
+  if (kind == Kind::kKV && e.subtree_states == 0) {
+    ++disk_admission_refused_;
+    return false;
+  }
+  // A state whose score fell below the level the tiers have been evicting at would be among
+  // the disk's next victims: it has not been hit for longer than its value per byte is worth.
+  if (kind == Kind::kMamba && e.state_priority < index_->StateScoreFloor()) {
+    ++disk_admission_refused_;
+    return false;
+  }
+  return true;
+}
+
 std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(size_t count) {
   std::vector<DiskKey> removed;
-  for (Kind kind : {Kind::kMamba, Kind::kWindowKV, Kind::kKV}) {
+  for (const EvictionStage& stage : EvictionOrder()) {
     if (removed.size() >= count) break;
-    auto victims = index_->PickVictims(Tier::kDisk, kind, count - removed.size() + 4);
+    const Kind kind = stage.kind;
+    auto victims = index_->PickVictims(Tier::kDisk, kind, count - removed.size() + 4, stage.cls);
     if (!victims.ok()) continue;
     for (const Victim& v : *victims) {
       auto e = index_->Lookup(v.hash);

@@ -17,14 +17,30 @@ constexpr size_t kMaxEvictBatch = 256;
 constexpr size_t kEvictAheadBatch = 64;
 }  // namespace
 
+std::span<const StoreImpl::EvictionStage> StoreImpl::EvictionOrder() const {
+  // LRU: per kind, states first (large, and only one depth of each is useful).
+  static constexpr EvictionStage kLruOrder[] = {{Kind::kMamba, VictimClass::kAny},
+                                                {Kind::kWindowKV, VictimClass::kAny},
+                                                {Kind::kKV, VictimClass::kAny}};
+  // Hybrid: bytes no cached state can use, then states by score (which frees their KV for the
+  // first stages), then KV a state needs where another tier holds it too.
+  static constexpr EvictionStage kHybridOrder[] = {{Kind::kWindowKV, VictimClass::kNotNeeded},
+                                                   {Kind::kKV, VictimClass::kNotNeeded},
+                                                   {Kind::kMamba, VictimClass::kAny},
+                                                   {Kind::kWindowKV, VictimClass::kNeeded},
+                                                   {Kind::kKV, VictimClass::kNeeded}};
+  if (eviction_policy_ == EvictionPolicy::kHybrid) return kHybridOrder;
+  return kLruOrder;
+}
+
 size_t StoreImpl::EvictForBytesLocked(uint64_t missing_bytes, size_t max_victims, size_t* writes) {
   size_t freed = 0;
-  for (Kind victim_kind : {Kind::kMamba, Kind::kWindowKV, Kind::kKV}) {
-    const uint64_t victim_bytes = host_->slot_bytes(victim_kind);
+  for (const EvictionStage& stage : EvictionOrder()) {
+    const uint64_t victim_bytes = host_->slot_bytes(stage.kind);
     if (victim_bytes == 0) continue;  // the layout has no such kind
     const size_t wanted = static_cast<size_t>(
         std::clamp<uint64_t>((missing_bytes + victim_bytes - 1) / victim_bytes, 1, max_victims));
-    freed += EvictFromHostLocked(victim_kind, wanted, writes);
+    freed += EvictFromHostLocked(stage, wanted, writes);
     if (freed > 0) break;
   }
   return freed;
@@ -116,9 +132,10 @@ Status StoreImpl::AllocateHostOnDemandLocked(Kind kind, size_t count,
   }
 }
 
-size_t StoreImpl::EvictFromHostLocked(Kind kind, size_t wanted, size_t* writes_started) {
+size_t StoreImpl::EvictFromHostLocked(const EvictionStage& stage, size_t wanted,
+                                      size_t* writes_started) {
   profile::ScopedStage evicting(profile::Stage::kHostEvict);
-  auto victims = index_->PickVictims(Tier::kHost, kind, wanted);
+  auto victims = index_->PickVictims(Tier::kHost, stage.kind, wanted, stage.cls);
   if (!victims.ok()) return 0;
   size_t freed = 0;
   bool dropping = true;  // KV: once a victim stays for its write, its ancestors stay too
@@ -134,7 +151,7 @@ size_t StoreImpl::EvictFromHostLocked(Kind kind, size_t wanted, size_t* writes_s
     const bool useless_window =
         v.kind == Kind::kWindowKV && layout_.has_ssm() && e->window_anchors == 0;
     if (disk_ && !loc.Has(Tier::kDisk) && policy_->OnEvict() && !evict_unwritten_.count(key) &&
-        !useless_window) {
+        !useless_window && AdmitToDiskLocked(*e, v.kind)) {
       // Write-on-evict: the entry is written first (asynchronously); once on disk it is clean
       // and the next eviction frees it. Later KV victims of this call may be its ancestors:
       // they keep their host copy until then (a page never leaves a tier before its child).

@@ -46,6 +46,13 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options) {
   io.window_page_bytes =
       s->layout_.Stores(Kind::kWindowKV) ? RecordSlotBytes(s->layout_, Kind::kWindowKV) : 0;
   io.mamba_state_bytes = s->layout_.has_ssm() ? RecordSlotBytes(s->layout_, Kind::kMamba) : 0;
+  // Hybrid eviction: a state's value is the prefill it saves (per page of its depth).
+  io.hybrid_eviction = options.eviction_policy == EvictionPolicy::kHybrid;
+  s->eviction_policy_ = options.eviction_policy;
+  const ModelLayout::PrefillCost cost = s->layout_.EstimatedPrefillCost();
+  const double page = s->layout_.page_size_tokens;
+  io.state_value_per_page = std::max(cost.per_token * page, 1.0);
+  io.state_value_per_page_squared = cost.per_token_squared * page * page;
   auto index = PrefixIndex::Create(io);
   if (!index.ok()) return index.status();
   s->index_ = std::move(index).value();
@@ -393,6 +400,7 @@ StoreStats StoreImpl::Stats() const {
     st.failed_operations = failed_ops_;
     st.no_space_errors = no_space_;
     st.evicted_ahead = evicted_ahead_;
+    st.disk_admission_refused = disk_admission_refused_;
     st.checksum_failures = checksum_failures_;
     st.io_errors = io_errors_;
     if (closed_) return st;

@@ -35,6 +35,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -162,14 +163,26 @@ class StoreImpl final : public Store {
   // Runs on evictor_: evicts in batches of at most kEvictAheadBatch victims, releasing mu_
   // between batches, until the target is free, nothing can go at once, or the store closes.
   void EvictAhead();
-  // Evicts Mamba states first, then KV pages, enough victims to cover `missing_bytes` (at
-  // least one, at most `max_victims`), stopping at the first kind that freed something.
+  // One step of the eviction order: victims of `kind` among `cls`.
+  struct EvictionStage {
+    Kind kind;
+    VictimClass cls;
+  };
+  // The order tiers are freed in (StoreOptions::eviction_policy): LRU, states, windowed KV,
+  // KV; hybrid, not-needed windowed KV and KV, states by score, needed windowed KV and KV.
+  std::span<const EvictionStage> EvictionOrder() const;
+  // Evicts in EvictionOrder(), enough victims to cover `missing_bytes` (at least one, at most
+  // `max_victims`), stopping at the first stage that freed something.
   // Returns slots freed at once; *writes counts write-on-evict hand-offs. Requires mu_.
   size_t EvictForBytesLocked(uint64_t missing_bytes, size_t max_victims, size_t* writes);
-  // Evicts victims of `kind` from host memory: those that can go at once are freed; those the
-  // policy writes first are handed to the disk cascade. Returns how many slots were freed at
-  // once; *writes_started counts the hand-offs. Requires mu_.
-  size_t EvictFromHostLocked(Kind kind, size_t wanted, size_t* writes_started);
+  // Evicts victims of one stage from host memory: those that can go at once are freed; those
+  // the policy writes first are handed to the disk cascade. Returns how many slots were freed
+  // at once; *writes_started counts the hand-offs. Requires mu_.
+  size_t EvictFromHostLocked(const EvictionStage& stage, size_t wanted, size_t* writes_started);
+  // Hybrid eviction's disk admission of a write-on-evict victim (always true for LRU): no KV
+  // that no cached state can use, no state scored below the index's StateScoreFloor().
+  // Counts refusals. Requires mu_.
+  bool AdmitToDiskLocked(const EntryInfo& e, Kind kind);
   // Frees the host copy of `key` (its location, its slot) and prunes what no tier holds.
   void DropHostCopyLocked(const EntryKey& key);
   // Forgets `key`'s Disk location (after the disk tier dropped or evicted the record).
@@ -182,11 +195,13 @@ class StoreImpl final : public Store {
   // and hands the batch to the disk submitter thread (never submits under mu_). Entries already
   // on disk or being written are skipped. Returns how many writes were started. Requires mu_.
   // A state's windowed KV (layouts with sliding-window layers) goes with it: the windowed KV of
-  // its page and the WindowPages() - 1 before it that has a host copy and no disk copy.
+  // its page and the WindowPages() - 1 before it that has a host copy and no disk copy; under
+  // hybrid eviction so does the KV of its prefix that has a host copy and no disk copy.
   size_t StartDiskWritesLocked(const std::vector<EntryKey>& keys, bool evict_after);
   // `keys` followed by the windowed-KV keys of the windows of the states among them (those the
-  // index holds anywhere). Requires mu_.
-  std::vector<EntryKey> WithWindowsLocked(const std::vector<EntryKey>& keys) const;
+  // index holds anywhere) and, hybrid eviction, their prefixes' KV keys held by host and not
+  // disk. Requires mu_.
+  std::vector<EntryKey> WithPrefixLocked(const std::vector<EntryKey>& keys) const;
   // Runs on the disk submitter thread: submits the writes, and hands their completion to the
   // completion worker.
   void SubmitDiskWrites(std::vector<DiskWriteJob> jobs, std::vector<DiskWrite> writes, int attempt);
@@ -274,11 +289,13 @@ class StoreImpl final : public Store {
   std::array<uint64_t, kNumKinds> saved_entries_{};                      // per kind; guarded by mu_
   uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0, no_space_ = 0;  // guarded by mu_
   uint64_t checksum_failures_ = 0, io_errors_ = 0;                       // guarded by mu_
-  uint64_t evict_write_failures_ = 0;  // write-on-evict writes that failed; guarded by mu_
-  uint64_t loads_pinning_host_ = 0;    // loads holding host pins; guarded by mu_
-  bool evict_ahead_pending_ = false;   // an EvictAhead pass is posted or running; guarded by mu_
-  uint64_t evicted_ahead_ = 0;         // victims the evict-ahead thread freed; guarded by mu_
-  std::condition_variable space_cv_;   // signalled (under mu_) when host entries may be evictable
+  uint64_t evict_write_failures_ = 0;    // write-on-evict writes that failed; guarded by mu_
+  uint64_t loads_pinning_host_ = 0;      // loads holding host pins; guarded by mu_
+  bool evict_ahead_pending_ = false;     // an EvictAhead pass is posted or running; guarded by mu_
+  uint64_t evicted_ahead_ = 0;           // victims the evict-ahead thread freed; guarded by mu_
+  uint64_t disk_admission_refused_ = 0;  // AdmitToDiskLocked said no; guarded by mu_
+  EvictionPolicy eviction_policy_ = EvictionPolicy::kHybrid;  // set by Open
+  std::condition_variable space_cv_;  // signalled (under mu_) when host entries may be evictable
 
   mutable std::mutex drain_mu_;
   std::condition_variable drain_cv_;

@@ -78,6 +78,7 @@ std::string StoreStats::ToJson() const {
       {"io_errors", io_errors},
       {"no_space_errors", no_space_errors},
       {"evicted_ahead", evicted_ahead},
+      {"disk_admission_refused", disk_admission_refused},
       {"failed_operations", failed_operations},
       {"saves", saves},
       {"saved_pages", saved_pages},
@@ -127,6 +128,9 @@ std::string StoreStats::ToPrometheus() const {
   PromScalar(o, "evicted_ahead_total", "counter",
              "host entries evicted ahead of demand to keep the free target",
              static_cast<double>(evicted_ahead));
+  PromScalar(o, "disk_admission_refused_total", "counter",
+             "host victims the hybrid policy did not write to disk",
+             static_cast<double>(disk_admission_refused));
   PromScalar(o, "failed_operations_total", "counter", "operations whose fence fired an error",
              static_cast<double>(failed_operations));
   PromScalar(o, "in_flight_operations", "gauge", "operations in flight",

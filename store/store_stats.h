@@ -40,6 +40,9 @@ struct StoreStats {
   uint64_t io_errors = 0;
   uint64_t no_space_errors = 0;
   uint64_t evicted_ahead = 0;  // host entries the evict-ahead thread freed (also in evictions)
+  // Hybrid eviction: host victims not written to disk (KV no cached state can use, states
+  // scored below the eviction level); they left host memory unwritten.
+  uint64_t disk_admission_refused = 0;
   uint64_t failed_operations = 0;
   uint64_t saves = 0, saved_pages = 0, saved_states = 0, refreshed_pages = 0;
   // Windowed KV records saved (layouts with sliding-window layers; saved_pages counts the

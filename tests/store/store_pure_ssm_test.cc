@@ -305,7 +305,10 @@ TEST_F(PureSsmStoreTest, EvictedStatesTakeTheirChainsWithThem) {
 }
 
 TEST_F(PureSsmStoreTest, AChainLockedPastItsStateIsPrunedAtUnlock) {
-  auto store = OpenOrDie(Options(2 * kSlotBytes, 0));  // two states
+  // LRU eviction, so that the oldest state goes (hybrid eviction would keep the deeper one).
+  StoreOptions o = Options(2 * kSlotBytes, 0);  // two states
+  o.eviction_policy = EvictionPolicy::kLru;
+  auto store = OpenOrDie(o);
   ASSERT_NE(store, nullptr);
   const auto p = Tokens(1, 3 * kPage);
   SaveState(store.get(), "", p, 3);
@@ -420,7 +423,10 @@ TEST_F(PureSsmStoreTest, StatesEvictedToDiskComeBackByteExact) {
 }
 
 TEST_F(PureSsmStoreTest, PrefetchBringsADiskStateToHost) {
-  auto store = OpenOrDie(Options(2 * kSlotBytes, 8 << 20));
+  // LRU eviction, so that the oldest state leaves host memory first.
+  StoreOptions o = Options(2 * kSlotBytes, 8 << 20);
+  o.eviction_policy = EvictionPolicy::kLru;
+  auto store = OpenOrDie(o);
   ASSERT_NE(store, nullptr);
   const auto p = Tokens(1, 3 * kPage);
   SaveState(store.get(), "", p, 3);
