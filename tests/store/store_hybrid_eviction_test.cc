@@ -1,0 +1,155 @@
+// The Store under StoreOptions::eviction_policy: the hybrid policy keeps reusable prefixes (a
+// hit state and the KV it needs) where LRU evicts a recently hit state before KV no state can
+// use; under write-back a state goes to disk with its KV prefix and useless KV is not written;
+// the layout's prefill cost estimate. CPU mode, real host and disk tiers.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/model_layout.h"
+#include "store/store.h"
+#include "tests/common/test_util.h"
+#include "tests/store/store_test_util.h"
+
+namespace cachepawl {
+namespace {
+
+constexpr uint64_t kSlot = 8192;  // a host slot: a 4 KiB header block and a 4 KiB payload
+
+class StoreHybridEvictionTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Store> Open(EvictionPolicy policy, uint64_t host_slots, uint64_t disk_bytes,
+                              WritePolicy write = WritePolicy::kWriteThrough) {
+    StoreOptions o = CpuStoreOptions(TinyHybrid(), host_slots * kSlot, 4 << 20, disk_bytes,
+                                     dir_.str() + "/store-" + std::to_string(opened_++));
+    o.eviction_policy = policy;
+    o.write_policy = write;
+    auto s = Store::Open(o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  // Saves every full page of `tokens` and the state at `state_pages`.
+  static void Save(Store* store, const std::vector<uint32_t>& tokens, size_t state_pages) {
+    const ModelLayout& layout = store->layout();
+    const std::vector<PageHash> hashes = store->HashTokens("", tokens);
+    std::vector<uint64_t> pages;
+    for (const PageHash& h : hashes) {
+      auto slot = store->AllocateDeviceSlot(Kind::kKV);
+      ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+      ASSERT_TRUE(store->WriteDeviceRecord(Kind::kKV, *slot, Content(layout, h, Kind::kKV)).ok());
+      pages.push_back(*slot);
+    }
+    auto state = store->AllocateDeviceSlot(Kind::kMamba);
+    ASSERT_TRUE(state.ok());
+    ASSERT_TRUE(store
+                    ->WriteDeviceRecord(Kind::kMamba, *state,
+                                        Content(layout, hashes[state_pages - 1], Kind::kMamba))
+                    .ok());
+    SaveRequest req;
+    req.tokens = tokens;
+    req.device_pages = pages;
+    req.device_state_slot = *state;
+    req.state_depth_tokens = state_pages * layout.page_size_tokens;
+    auto fence = store->Save(req);
+    ASSERT_TRUE(fence.ok()) << fence.status().ToString();
+    const Status done = fence->Wait(std::chrono::seconds(30));
+    ASSERT_TRUE(done.ok()) << done.ToString();
+    for (uint64_t p : pages) ASSERT_TRUE(store->FreeDeviceSlot(Kind::kKV, p).ok());
+    ASSERT_TRUE(store->FreeDeviceSlot(Kind::kMamba, *state).ok());
+  }
+
+  // Loads the match's reusable prefix into fresh device slots and compares every byte.
+  static void LoadAndVerify(Store* store, const PrefixMatch& m) {
+    const ModelLayout& layout = store->layout();
+    std::vector<uint64_t> pages;
+    for (size_t i = 0; i < m.reusable_pages; ++i)
+      pages.push_back(*store->AllocateDeviceSlot(Kind::kKV));
+    const uint64_t state = *store->AllocateDeviceSlot(Kind::kMamba);
+    auto fence = store->Load(m, pages, state);
+    ASSERT_TRUE(fence.ok()) << fence.status().ToString();
+    ASSERT_TRUE(fence->Wait(std::chrono::seconds(30)).ok());
+    std::vector<std::byte> got(layout.RecordBytes(Kind::kKV));
+    for (size_t i = 0; i < pages.size(); ++i) {
+      ASSERT_TRUE(store->ReadDeviceRecord(Kind::kKV, pages[i], got).ok());
+      EXPECT_TRUE(got == Content(layout, m.hashes[i], Kind::kKV)) << "page " << i;
+      ASSERT_TRUE(store->FreeDeviceSlot(Kind::kKV, pages[i]).ok());
+    }
+    got.resize(layout.RecordBytes(Kind::kMamba));
+    ASSERT_TRUE(store->ReadDeviceRecord(Kind::kMamba, state, got).ok());
+    EXPECT_TRUE(got == Content(layout, m.hashes[m.reusable_pages - 1], Kind::kMamba));
+    ASSERT_TRUE(store->FreeDeviceSlot(Kind::kMamba, state).ok());
+  }
+
+  // A shared prefix (2 pages, a state at 2) looked up after each of `rounds` one-off prompts
+  // of 6 pages whose state is at page 2 (4 pages past it that no state can use). Returns how
+  // many lookups of the shared prefix missed.
+  int SharedPrefixMisses(Store* store, int rounds) {
+    const std::vector<uint32_t> shared = Tokens(1, 2 * 4);
+    Save(store, shared, 2);
+    int misses = 0;
+    for (int r = 0; r < rounds; ++r) {
+      Save(store, Tokens(1000 * (r + 1), 6 * 4), 2);
+      auto m = store->Lookup("", shared);
+      EXPECT_TRUE(m.ok());
+      if (!m.ok() || m->reusable_pages != 2) {
+        ++misses;
+        Save(store, shared, 2);  // recomputed, saved again
+        continue;
+      }
+      LoadAndVerify(store, *m);
+    }
+    return misses;
+  }
+
+  testing::TempDir dir_;
+  int opened_ = 0;
+};
+
+TEST_F(StoreHybridEvictionTest, HybridKeepsAHitPrefixWhereLruEvictsItsStateFirst) {
+  // Host memory for 12 records, no disk: a one-off prompt (7 records) and the shared prefix
+  // (3) fit, two one-offs do not.
+  auto hybrid = Open(EvictionPolicy::kHybrid, 12, 0);
+  ASSERT_NE(hybrid, nullptr);
+  EXPECT_EQ(SharedPrefixMisses(hybrid.get(), 10), 0);
+  // LRU frees states before any KV page: the shared prefix's state goes while the one-offs'
+  // useless pages stay.
+  auto lru = Open(EvictionPolicy::kLru, 12, 0);
+  ASSERT_NE(lru, nullptr);
+  EXPECT_GT(SharedPrefixMisses(lru.get(), 10), 0);
+}
+
+TEST_F(StoreHybridEvictionTest, WriteBackTakesAStatesKvAlongAndDropsUselessKv) {
+  // Host memory for 8 records, write-back to disk: evicting a state writes it with its KV
+  // prefix; the one-offs' pages past their states are dropped, never written.
+  auto store = Open(EvictionPolicy::kHybrid, 8, 8 << 20, WritePolicy::kWriteBack);
+  ASSERT_NE(store, nullptr);
+  const std::vector<uint32_t> first = Tokens(1, 3 * 4);
+  Save(store.get(), first, 3);
+  for (int r = 0; r < 6; ++r) Save(store.get(), Tokens(1000 * (r + 1), 6 * 4), 2);
+  const StoreStats st = store->Stats();
+  EXPECT_GT(st.disk_admission_refused, 0u);
+  auto m = store->Lookup("", first);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 3u);  // its state and every page it needs are still there
+  LoadAndVerify(store.get(), *m);
+}
+
+TEST(ModelLayoutPrefillCostTest, EstimatesFromTheLayersShapes) {
+  // TinyHybrid: attention layers h = 4 * 2 heads * 16 = 128 (24 h^2 per token, 2 h d^2), SSM
+  // layers h = 2 * 4 / 2 = 4 channels (24 h^2).
+  const ModelLayout::PrefillCost c = TinyHybrid().EstimatedPrefillCost();
+  EXPECT_DOUBLE_EQ(c.per_token, 2 * 24.0 * 128 * 128 + 2 * 24.0 * 4 * 4);
+  EXPECT_DOUBLE_EQ(c.per_token_squared, 2 * 2.0 * 128);
+  // A windowed attention layer is linear in the prefix: 4 h w per token.
+  ModelLayout windowed = TinyHybrid();
+  windowed.attention_layers[1].sliding_window = 64;
+  const ModelLayout::PrefillCost w = windowed.EstimatedPrefillCost();
+  EXPECT_DOUBLE_EQ(w.per_token, c.per_token + 4.0 * 128 * 64);
+  EXPECT_DOUBLE_EQ(w.per_token_squared, 2.0 * 128);
+}
+
+}  // namespace
+}  // namespace cachepawl
