@@ -65,7 +65,9 @@
 //     then the smaller hash), the GreedyDual-Size-Frequency score
 //         inflation + min(hits + 1, 32) * value(d) / bytes(d)
 //     of a state at depth d (IndexOptions::state_value_per_page), set when the state is
-//     attached (hits 0) and at each Match that reports it (hits + 1); `inflation` starts at 0
+//     attached (hits 0) and at each Match that reports it (hits + 1); a state attached at a
+//     depth engines rarely resume from (not a multiple of track_interval_pages > 1, and not a
+//     prompt's end: the entry already had children) counts a quarter of it; `inflation` starts at 0
 //     and becomes the score of each state PickVictims returns when that is larger. So a state
 //     is kept for what a hit saves per byte it occupies, times how often it was hit, and a
 //     state not hit for a while falls below newer ones. Freeing a state's prefix thus goes:

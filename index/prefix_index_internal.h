@@ -111,6 +111,11 @@ inline constexpr int QueueOf(int kind, bool needed) {
 }
 // Hits counted in a state's hybrid score at most (so that an old favourite ages out).
 inline constexpr uint32_t kMaxScoredHits = 32;
+// A state's flag (hybrid eviction): attached at a depth engines rarely resume from, neither a
+// multiple of the track interval nor the end of a prompt (the entry had children then). Its
+// score counts kOffTrackWeight of its value.
+inline constexpr uint8_t kOffTrackBit = 1u << 7;
+inline constexpr double kOffTrackWeight = 0.25;
 // Queues may hold this many items beyond twice the evictable count before a rebuild.
 inline constexpr size_t kQueueSlack = 1024;
 
@@ -432,12 +437,13 @@ struct Core {
   // value(d) / bytes(d) of a state at depth d (IndexOptions::state_value_per_page).
   double StateValuePerByte(uint32_t depth) const;
   // The score of a state at depth d with `hits` hits: inflation + min(hits + 1, kMaxScoredHits)
-  // * value per byte, as the bits of the double.
-  uint64_t StatePriority(uint32_t depth, uint32_t hits) const;
+  // * value per byte (times kOffTrackWeight off the track), as the bits of the double.
+  uint64_t StatePriority(uint32_t depth, uint32_t hits, bool off_track) const;
   // A hit of the state of entry i (Match, shared lock: `inflation` cannot change meanwhile).
   void ScoreStateHit(uint32_t i, State& s) const;
-  // Attached states and states picked as victims (inflation: the largest victim's score).
-  void ScoreNewState(uint32_t i, State& s) const;
+  // A state attached to entry i: hits 0, and off the track (kOffTrackBit) when its depth is not
+  // a multiple of track_interval_pages (> 1) and the entry has children (not a prompt's end).
+  void ScoreNewState(uint32_t i, State& s);
   // A state of entry i attached (+1) or detached (-1): subtree_states of it and its ancestors.
   void SubtreeStatesChanged(uint32_t i, int delta);
   // Bytes of one entry of kind k in any tier (IndexOptions; 0 = unknown).

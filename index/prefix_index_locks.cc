@@ -288,19 +288,24 @@ double Core::StateValuePerByte(uint32_t depth) const {
   return value / std::max(bytes, 1.0);
 }
 
-uint64_t Core::StatePriority(uint32_t depth, uint32_t hits) const {
-  const double weight = std::min(hits + 1, kMaxScoredHits);
+uint64_t Core::StatePriority(uint32_t depth, uint32_t hits, bool off_track) const {
+  const double weight =
+      static_cast<double>(std::min(hits + 1, kMaxScoredHits)) * (off_track ? kOffTrackWeight : 1.0);
   return std::bit_cast<uint64_t>(inflation + weight * StateValuePerByte(depth));
 }
 
 void Core::ScoreStateHit(uint32_t i, State& s) const {
   const uint32_t hits = s.hits.fetch_add(1, std::memory_order_relaxed) + 1;
-  s.priority.store(StatePriority(hot[i].depth, hits), std::memory_order_relaxed);
+  s.priority.store(StatePriority(hot[i].depth, hits, s.flags & kOffTrackBit),
+                   std::memory_order_relaxed);
 }
 
-void Core::ScoreNewState(uint32_t i, State& s) const {
+void Core::ScoreNewState(uint32_t i, State& s) {
+  const uint32_t track = options.track_interval_pages;
+  if (track > 1 && hot[i].depth % track != 0 && cold[i].children > 0) s.flags |= kOffTrackBit;
   s.hits.store(0, std::memory_order_relaxed);
-  s.priority.store(StatePriority(hot[i].depth, 0), std::memory_order_relaxed);
+  s.priority.store(StatePriority(hot[i].depth, 0, s.flags & kOffTrackBit),
+                   std::memory_order_relaxed);
 }
 
 void Core::SubtreeStatesChanged(uint32_t i, int delta) {

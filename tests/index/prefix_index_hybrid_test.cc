@@ -134,6 +134,28 @@ TEST(PrefixIndexHybridTest, StatesLeaveByValuePerByteTimesHits) {
   ExpectValid(*index);
 }
 
+TEST(PrefixIndexHybridTest, StatesOffTheTrackIntervalCountAQuarter) {
+  IndexOptions o = Hybrid();
+  o.track_interval_pages = 4;
+  auto index = MakeIndex(o);
+  const std::vector<PageHash> c = Chain(1, 6);
+  InsertWithKv(*index, c, Tier::kHost);
+  const double v3 = 3.0 / (100.0 + 30.0), v4 = 4.0 / (100.0 + 40.0), v6 = 6.0 / (100.0 + 60.0);
+  // Depth 3: neither on the track (4) nor a prompt's end (page 3 has a child): a quarter.
+  ASSERT_TRUE(index->SetLocation(c[2], Kind::kMamba, Tier::kHost, 1).ok());
+  EXPECT_DOUBLE_EQ(index->Lookup(c[2])->state_priority, 0.25 * v3);
+  // Depth 4 is on the track; depth 6 is the chain's end (no child): full value.
+  ASSERT_TRUE(index->SetLocation(c[3], Kind::kMamba, Tier::kHost, 2).ok());
+  ASSERT_TRUE(index->SetLocation(c[5], Kind::kMamba, Tier::kHost, 3).ok());
+  EXPECT_DOUBLE_EQ(index->Lookup(c[3])->state_priority, v4);
+  EXPECT_DOUBLE_EQ(index->Lookup(c[5])->state_priority, v6);
+  // Its hits keep the quarter weight.
+  const std::vector<PageHash> three(c.begin(), c.begin() + 3);
+  EXPECT_EQ(index->Match(three).reusable_pages, 3u);
+  EXPECT_DOUBLE_EQ(index->Lookup(c[2])->state_priority, 0.25 * 2 * v3);
+  ExpectValid(*index);
+}
+
 TEST(PrefixIndexHybridTest, WithoutHybridEvictionEverythingIsLeastRecentlyUsed) {
   IndexOptions o = Hybrid();
   o.hybrid_eviction = false;

@@ -88,8 +88,9 @@ struct RefState {
   std::array<std::optional<uint64_t>, kNumTiers> loc;
   std::array<uint16_t, kNumTiers> pins{};
   uint64_t last_use = 0;
-  uint32_t hits = 0;    // hybrid eviction of states
-  double priority = 0;  // hybrid eviction of states: the GreedyDual score
+  uint32_t hits = 0;       // hybrid eviction of states
+  double priority = 0;     // hybrid eviction of states: the GreedyDual score
+  bool off_track = false;  // attached off the track interval, not at a prompt\'s end
   bool empty() const { return !loc[0] && !loc[1] && !loc[2]; }
 };
 
@@ -158,7 +159,7 @@ class RefIndex {
     return 0;
   }
   // value(d) / bytes(d) * min(hits + 1, 32) + inflation, the same operations as the index.
-  double Priority(uint32_t depth, uint32_t hits) const {
+  double Priority(uint32_t depth, uint32_t hits, bool off_track) const {
     const double d = depth;
     const double value =
         options_.state_value_per_page * d + options_.state_value_per_page_squared * d * d;
@@ -166,7 +167,7 @@ class RefIndex {
     if (options_.kv_payload) bytes += d * static_cast<double>(options_.kv_page_bytes);
     bytes += static_cast<double>(std::min(depth, options_.window_pages)) *
              static_cast<double>(options_.window_page_bytes);
-    const double weight = std::min(hits + 1, 32u);
+    const double weight = static_cast<double>(std::min(hits + 1, 32u)) * (off_track ? 0.25 : 1.0);
     return inflation_ + weight * (value / std::max(bytes, 1.0));
   }
   // 0: not evictable; 1: evictable, not needed; 2: needed, evictable (held in another tier).
@@ -232,7 +233,11 @@ class RefIndex {
     if (!r) {
       r.emplace();
       r->last_use = clock_;
-      if (kind == Kind::kMamba && HybridStates()) r->priority = Priority(e.depth, 0);
+      if (kind == Kind::kMamba && HybridStates()) {
+        const uint32_t track = options_.track_interval_pages;
+        r->off_track = track > 1 && e.depth % track != 0 && children_[n] > 0;
+        r->priority = Priority(e.depth, 0, r->off_track);
+      }
     }
     r->loc[t] = slot;
     return Code::kOk;
@@ -433,7 +438,7 @@ class RefIndex {
       RefState& st = *e_[last_state].state;
       r.state = ToLocations(st.loc);
       st.last_use = now;
-      if (HybridStates()) st.priority = Priority(e_[last_state].depth, ++st.hits);
+      if (HybridStates()) st.priority = Priority(e_[last_state].depth, ++st.hits, st.off_track);
     }
     return r;
   }
