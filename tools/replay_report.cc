@@ -281,6 +281,7 @@ std::string ReplayJsonKeysHelp() {
   source, layout         the trace path or "workload NAME"; the layout preset or file
   page_size_tokens, block_size_tokens, track_interval_pages
   device_bytes, host_bytes, disk_bytes, store_dir
+  eviction_policy        the store's eviction policy: "lru" or "hybrid" (--policy)
   kv_page_bytes, mamba_state_bytes   record sizes of the layout
   requests, prompt_tokens, pages     replayed requests, their prompt tokens and full pages
   concurrency            requests in flight at once (--concurrency)
@@ -343,6 +344,7 @@ std::string ReplayReportJson(const ReplayReport& r) {
       {"device_bytes", r.device_bytes},
       {"host_bytes", r.host_bytes},
       {"disk_bytes", r.disk_bytes},
+      {"eviction_policy", r.eviction_policy},
       {"store_dir", r.store_dir},
       {"kv_page_bytes", r.kv_page_bytes},
       {"mamba_state_bytes", r.state_bytes},
@@ -438,6 +440,7 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
       << HumanBytes(r.host_bytes) << ", disk "
       << (r.disk_bytes > 0 ? HumanBytes(r.disk_bytes) : std::string("off"));
   if (!r.store_dir.empty()) out << " in " << r.store_dir;
+  if (!r.eviction_policy.empty()) out << "; eviction " << r.eviction_policy;
   out << "\n\n";
 
   out << "hit rate            tokens    pages   states\n";

@@ -268,6 +268,8 @@ TEST_F(ReplayCliTest, BadArgumentsExitTwoWithTheFieldNamed) {
       {{"--workload", "chat", "--concurrency", "4x"}, "--concurrency: '4x'"},
       {{"--workload", "chat", "--concurrency", "4", "--crash-every", "3"},
        "--concurrency 4 with --crash-every"},
+      {{"--workload", "chat", "--policy", "fifo"}, "--policy: 'fifo' (expected lru or hybrid)"},
+      {{"--workload", "chat", "--policy", ""}, "--policy: ''"},
   };
   for (const Case& c : cases) {
     auto argv = Base();
@@ -313,12 +315,40 @@ void ReplayCliTest::ExpectCrashModeClean(const std::string& layout, const std::s
   EXPECT_GT(j["hit_rate_by_tier"]["disk"]["pages"].get<double>(), 0.0);
 }
 
+TEST_F(ReplayCliTest, EachEvictionPolicyReplaysAWorkload) {
+  for (const std::string policy : {"lru", "hybrid"}) {
+    auto argv = Base();
+    for (const char* a : {"--workload", "chat", "--requests", "20", "--policy"}) argv.push_back(a);
+    argv.push_back(policy);
+    CliResult table = RunCli(argv);
+    ASSERT_EQ(table.code, 0) << table.err << table.out;
+    EXPECT_NE(table.out.find("; eviction " + policy + "\n"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("\nOK\n"), std::string::npos) << table.out;
+    argv.push_back("--json");
+    CliResult r = RunCli(argv);
+    ASSERT_EQ(r.code, 0) << r.err << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["ok"], true);
+    EXPECT_EQ(j["eviction_policy"], policy);
+    EXPECT_EQ(j["requests"], 20);
+    EXPECT_GT(j["verified_records"].get<int>(), 0);
+  }
+  // The default is the store's.
+  auto argv = Base();
+  for (const char* a : {"--workload", "chat", "--requests", "5", "--json"}) argv.push_back(a);
+  CliResult r = RunCli(argv);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["eviction_policy"],
+            EvictionPolicyName(StoreOptions().eviction_policy));
+}
+
 TEST_F(ReplayCliTest, HelpDocumentsTheJsonKeysAndWorkloads) {
   CliResult r = RunCli({"replay", "--help"});
   ASSERT_EQ(r.code, 0);
-  for (const char* key : {"wrong_bytes", "hit_rate.tokens", "ceiling.blocks", "latency_us", "mixed",
-                          "--crash-every", "--soak", "--concurrency", "concurrency",
-                          "tokens_per_second", "gbps_wall", "refused with --concurrency > 1"}) {
+  for (const char* key :
+       {"wrong_bytes", "hit_rate.tokens", "ceiling.blocks", "latency_us", "mixed", "--crash-every",
+        "--soak", "--concurrency", "concurrency", "tokens_per_second", "gbps_wall",
+        "refused with --concurrency > 1", "--policy", "eviction_policy"}) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key;
   }
 }
