@@ -3,6 +3,8 @@
 // Acts as a serving engine over an embedded store (replay_engine.h), one request at a time or
 // --concurrency N at once (replay_runner.h), and reports hit rates per tier against the
 // trace's ceiling, throughput, bytes moved, latencies, and every wrong byte it loaded.
+// --sweep runs the requests over tiers sized at fractions of their working set with each
+// eviction policy, and prints them side by side (replay_sweep.h).
 #include <fcntl.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -25,6 +27,7 @@
 #include "tools/replay_report.h"
 #include "tools/replay_runner.h"
 #include "tools/replay_setup.h"
+#include "tools/replay_sweep.h"
 #include "tools/replay_trace.h"
 #include "tools/replay_workloads.h"
 
@@ -100,12 +103,30 @@ bool ParseEvictionPolicy(const std::string& text, EvictionPolicy* policy) {
   return false;
 }
 
+// --sweep: every fraction with every policy, one table (or JSON object).
+int RunSweepCommand(const ReplaySetup& setup, const RequestSource& source,
+                    const ReplayRunOptions& options, const std::vector<double>& fractions,
+                    bool json, CommandIo& io) {
+  auto sweep = RunSweep(setup, source, options, fractions);
+  if (!sweep.ok()) {
+    io.err << kName << ": " << sweep.status().ToString() << "\n";
+    return kExitUsage;
+  }
+  if (json) {
+    io.out << SweepJson(*sweep).dump(2) << "\n";
+  } else {
+    PrintSweepTable(*sweep, io.out);
+  }
+  return sweep->ok() ? kExitOk : kExitFailure;
+}
+
 int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   CLI::App app{
       "Replays a Mooncake-format trace (JSONL: timestamp, input_length, output_length, hash_ids)\n"
       "or a built-in workload against an embedded store, as a serving engine would: lookup,\n"
       "lock, load hits, verify every loaded byte, compute misses, save pages and Mamba states;\n"
-      "one request at a time, or --concurrency N in flight at once.\n"
+      "one request at a time, or --concurrency N in flight at once. --sweep compares the\n"
+      "eviction policies over tier sizes (below).\n"
       "Long runs print a progress line to stderr every 5 s.\n"
       "Exit status: 0 when every byte was right and no store call failed, 1 otherwise,\n"
       "2 for bad arguments or input.",
@@ -114,11 +135,12 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   std::string concurrency_text = "1";
   std::string write_policy = "through";
   std::string eviction_policy = EvictionPolicyName(StoreOptions().eviction_policy);
+  std::string sweep_fractions = kDefaultSweepFractions;
   ReplaySetup setup;
   int64_t track_interval = -1;
   uint64_t requests = 0, crash_every = 0, seed = 1;
   double speed = 0, rate = 5.0;
-  bool json = false, skip_bad_lines = false, verbose = false;
+  bool json = false, skip_bad_lines = false, verbose = false, sweep = false;
   app.add_option("trace", trace_path, "Mooncake-format JSONL trace file");
   app.add_option("--workload,-w", workload, "a built-in workload instead of a trace (below)");
   app.add_option("--layout,-l", layout_name,
@@ -139,9 +161,16 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--write-policy", write_policy,
                  "when host entries go to disk: through, selective, back (default through)");
-  app.add_option("--policy", eviction_policy,
-                 "which entries leave a full tier first: lru or hybrid (default " +
-                     eviction_policy + ", the store's)");
+  CLI::Option* policy_option =
+      app.add_option("--policy", eviction_policy,
+                     "which entries leave a full tier first: lru or hybrid (default " +
+                         eviction_policy + ", the store's)");
+  app.add_flag("--sweep", sweep,
+               "run over tier sizes at fractions of the working set, with each --policy, and "
+               "print them side by side (below)");
+  CLI::Option* fractions_option = app.add_option(
+      "--sweep-fractions", sweep_fractions,
+      "--sweep's fractions of the working set, each in (0, 4] (default " + sweep_fractions + ")");
   app.add_option("--dir", dir,
                  "put the store's files here and keep them (default: a temporary folder, "
                  "removed at exit)");
@@ -169,7 +198,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_flag("--json", json, "print one JSON object instead of the table (keys below)");
   std::string crash_child;  // internal: this process is a crash-mode store process
   app.add_option("--crash-child", crash_child)->group("");  // hidden from --help
-  app.footer(WorkloadList() + "\n" + ReplayJsonKeysHelp());
+  app.footer(WorkloadList() + "\n" + ReplayJsonKeysHelp() + "\n" + SweepHelp());
   if (auto done = ParseArgs(app, args, io)) return *done;
   // The store logs through spdlog: to stderr, so stdout holds only the report.
   auto logger = std::make_shared<spdlog::logger>(
@@ -222,6 +251,22 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   if (!ParseEvictionPolicy(eviction_policy, &setup.eviction_policy)) {
     return usage("--policy: '" + eviction_policy + "' (expected lru or hybrid)");
   }
+  std::vector<double> fractions;
+  if (sweep) {
+    const std::pair<bool, const char*> refused[] = {
+        {policy_option->count() > 0, "--policy: a sweep runs every policy"},
+        {!dir.empty(), "--dir: each run of a sweep has a fresh temporary folder"},
+        {!soak_text.empty(), "--soak: a sweep replays the requests once per run"},
+        {crash_every > 0, "--crash-every: a sweep runs its stores in this process"}};
+    for (const auto& [given, why] : refused) {
+      if (given) return usage(std::string("--sweep with ") + why);
+    }
+    auto parsed = ParseSweepFractions(sweep_fractions);
+    if (!parsed.ok()) return usage(parsed.status().message());
+    fractions = std::move(parsed).value();
+  } else if (fractions_option->count() > 0) {
+    return usage("--sweep-fractions '" + sweep_fractions + "' without --sweep");
+  }
   auto layout = ResolveLayout(layout_name, page_size);
   if (!layout.ok()) return usage("--layout: " + layout.status().ToString());
   setup.layout_name = layout_name;
@@ -272,6 +317,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   ro.crash_every = crash_every;
   ro.seed = seed;
   ro.progress = &io.err;  // a line every 5 s on long runs
+  if (sweep) return RunSweepCommand(setup, source, ro, fractions, json, io);
 
   // The store.
   ReplayStoreDir store_dir;

@@ -322,7 +322,17 @@ std::string ReplayJsonKeysHelp() {
 )";
 }
 
-std::string ReplayReportJson(const ReplayReport& r) {
+json CeilingJson(const Ceiling& c) {
+  return {{"blocks", c.block_rate()},
+          {"kv_tokens", c.kv_token_rate()},
+          {"kv_pages", c.kv_page_rate()},
+          {"hybrid_tokens", c.hybrid_token_rate()},
+          {"hybrid_pages", c.hybrid_page_rate()}};
+}
+
+std::string ReplayReportJson(const ReplayReport& r) { return ReplayReportJsonValue(r).dump(2); }
+
+json ReplayReportJsonValue(const ReplayReport& r) {
   const ReplayTotals& t = r.totals;
   const uint32_t p = r.page_size_tokens;
   auto tier_json = [&](int tier) {
@@ -363,12 +373,7 @@ std::string ReplayReportJson(const ReplayReport& r) {
        {{"device", tier_json(0)}, {"host", tier_json(1)}, {"disk", tier_json(2)}}},
       {"state_hits_by_tier",
        {{"device", t.hit_states[0]}, {"host", t.hit_states[1]}, {"disk", t.hit_states[2]}}},
-      {"ceiling",
-       {{"blocks", r.ceiling.block_rate()},
-        {"kv_tokens", r.ceiling.kv_token_rate()},
-        {"kv_pages", r.ceiling.kv_page_rate()},
-        {"hybrid_tokens", r.ceiling.hybrid_token_rate()},
-        {"hybrid_pages", r.ceiling.hybrid_page_rate()}}},
+      {"ceiling", CeilingJson(r.ceiling)},
       {"hit_rate_of_ceiling",
        r.ceiling.hybrid_page_rate() > 0 ? page_rate / r.ceiling.hybrid_page_rate() : 0.0},
       {"computed_pages", t.computed_pages},
@@ -415,7 +420,7 @@ std::string ReplayReportJson(const ReplayReport& r) {
       {"store_errors", t.store_errors},
       {"errors", t.errors},
   };
-  return j.dump(2);
+  return j;
 }
 
 void PrintReplayTable(const ReplayReport& r, std::ostream& out) {

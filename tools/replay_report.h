@@ -88,8 +88,11 @@ struct ReplayReport {
 
 // The final table.
 void PrintReplayTable(const ReplayReport& report, std::ostream& out);
-// One JSON object (keys: ReplayJsonKeysHelp()).
+// One JSON object (keys: ReplayJsonKeysHelp()), as text and as a value.
 std::string ReplayReportJson(const ReplayReport& report);
+nlohmann::json ReplayReportJsonValue(const ReplayReport& report);
+// The report's "ceiling" object: {blocks, kv_tokens, kv_pages, hybrid_tokens, hybrid_pages}.
+nlohmann::json CeilingJson(const Ceiling& ceiling);
 // The documentation of every JSON key, for `cachepawl replay --help`.
 std::string ReplayJsonKeysHelp();
 

@@ -95,4 +95,21 @@ StatusOr<ReplayReport> ReplayReportOf(const ReplaySetup& setup, ReplayRunResult 
   return report;
 }
 
+StatusOr<ReplayReport> RunReplayInTemporaryDir(const ReplaySetup& setup,
+                                               const RequestSource& source,
+                                               const ReplayRunOptions& options) {
+  if (options.crash_every > 0) {
+    return Status::InvalidArgument("--crash-every: " + std::to_string(options.crash_every) +
+                                   " (a run in a temporary folder has no crash mode)");
+  }
+  ReplayStoreDir dir;
+  CACHEPAWL_RETURN_IF_ERROR(dir.Use(""));
+  const StoreOptions so = setup.StoreOptionsIn(dir.path());
+  CACHEPAWL_RETURN_IF_ERROR(so.Validate());
+  StoreFactory open_store = [so] { return Store::Open(so); };
+  CACHEPAWL_ASSIGN_OR_RETURN(ReplayRunResult run,
+                             RunReplay(open_store, setup.EngineOptions(), source, options));
+  return ReplayReportOf(setup, std::move(run), "");
+}
+
 }  // namespace cachepawl::tools

@@ -1,8 +1,10 @@
 // ReplaySetup: what `cachepawl replay` makes of its command line for one run (the layout, tier
 // sizes, policies, the engine's chunking), and what every run is built from it: the store's
 // options, the engine's, the ceiling's, the store folder, and the report of a finished run.
+// A plain replay uses it once; `--sweep` (replay_sweep.h) once per tier size and policy, each
+// run in a fresh temporary folder.
 //
-// Errors: ComputeCeiling's, unchanged.
+// Errors: StoreOptions::Validate's, RunReplay's, and ComputeCeiling's, unchanged.
 // Thread safety: plain values and free functions; ReplayStoreDir is not synchronized.
 #pragma once
 
@@ -63,5 +65,11 @@ class ReplayStoreDir {
 // name in the report ("" for a temporary one).
 StatusOr<ReplayReport> ReplayReportOf(const ReplaySetup& setup, ReplayRunResult run,
                                       const std::string& kept_dir);
+
+// One run of `source` over a store opened from `setup` in a fresh temporary folder, removed
+// after. No crash mode (options.crash_every must be 0).
+StatusOr<ReplayReport> RunReplayInTemporaryDir(const ReplaySetup& setup,
+                                               const RequestSource& source,
+                                               const ReplayRunOptions& options);
 
 }  // namespace cachepawl::tools
