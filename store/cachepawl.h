@@ -119,6 +119,13 @@ enum {
   CACHEPAWL_WRITE_BACK = 2               /* only when evicted from host memory */
 };
 
+/* Which entries leave a full tier first (store/store_options.h EvictionPolicy). */
+typedef int32_t cachepawl_eviction_policy;
+enum {
+  CACHEPAWL_EVICTION_LRU = 0,   /* per kind, least recently used first (kept for comparison) */
+  CACHEPAWL_EVICTION_HYBRID = 1 /* prefix units and state value per byte (the default) */
+};
+
 /* Bytes of one page hash (SHA-256 chain, index/page_hash.h). */
 #define CACHEPAWL_HASH_BYTES 32
 /* "No state slot" for the device_state_slot arguments. */
@@ -281,6 +288,9 @@ CACHEPAWL_API cachepawl_status cachepawl_options_set_disk_queue_depth(cachepawl_
                                                                       uint32_t depth);
 CACHEPAWL_API cachepawl_status cachepawl_options_set_write_policy(cachepawl_options* options,
                                                                   cachepawl_write_policy policy);
+/* CACHEPAWL_EVICTION_LRU or CACHEPAWL_EVICTION_HYBRID (the default). */
+CACHEPAWL_API cachepawl_status
+cachepawl_options_set_eviction_policy(cachepawl_options* options, cachepawl_eviction_policy policy);
 /* Hits before a write_through_selective entry goes to disk: > 0 (default 2). */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_selective_min_hits(cachepawl_options* options,
                                                                         uint32_t hits);

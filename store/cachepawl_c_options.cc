@@ -22,6 +22,9 @@ Status Bad(const char* field, const std::string& value, const char* why) {
   return Status::InvalidArgument(std::string(field) + ": " + value + " (" + why + ")");
 }
 
+static_assert(CACHEPAWL_EVICTION_LRU == static_cast<int>(EvictionPolicy::kLru));
+static_assert(CACHEPAWL_EVICTION_HYBRID == static_cast<int>(EvictionPolicy::kHybrid));
+
 Status SetLayout(StoreOptions& o, StatusOr<ModelLayout> layout) {
   CACHEPAWL_RETURN_IF_ERROR(layout.status());
   o.layout = std::move(layout).value();
@@ -164,6 +167,18 @@ cachepawl_status cachepawl_options_set_write_policy(cachepawl_options* options,
                  "or CACHEPAWL_WRITE_BACK (2)");
     }
     o.write_policy = static_cast<WritePolicy>(policy);
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_eviction_policy(cachepawl_options* options,
+                                                       cachepawl_eviction_policy policy) {
+  return Setter("cachepawl_options_set_eviction_policy", options, [&](StoreOptions& o) {
+    if (policy < CACHEPAWL_EVICTION_LRU || policy > CACHEPAWL_EVICTION_HYBRID) {
+      return Bad("eviction_policy", std::to_string(policy),
+                 "expected CACHEPAWL_EVICTION_LRU (0) or CACHEPAWL_EVICTION_HYBRID (1)");
+    }
+    o.eviction_policy = static_cast<EvictionPolicy>(policy);
     return Status::OK();
   });
 }

@@ -3,6 +3,8 @@
 // Acts as a serving engine over an embedded store (replay_engine.h), one request at a time or
 // --concurrency N at once (replay_runner.h), and reports hit rates per tier against the
 // trace's ceiling, throughput, bytes moved, latencies, and every wrong byte it loaded.
+// --sweep runs the requests over tiers sized at fractions of their working set with each
+// eviction policy, and prints them side by side (replay_sweep.h).
 #include <fcntl.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -24,6 +26,8 @@
 #include "tools/replay_ceiling.h"
 #include "tools/replay_report.h"
 #include "tools/replay_runner.h"
+#include "tools/replay_setup.h"
+#include "tools/replay_sweep.h"
 #include "tools/replay_trace.h"
 #include "tools/replay_workloads.h"
 
@@ -60,44 +64,6 @@ bool ParseDuration(const std::string& text, double* seconds) {
   return true;
 }
 
-// A temporary folder removed on destruction, or the user's folder, kept.
-class StoreDir {
- public:
-  StoreDir() = default;
-  StoreDir(const StoreDir&) = delete;
-  StoreDir& operator=(const StoreDir&) = delete;
-  ~StoreDir() {
-    if (remove_ && !path_.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(path_, ec);
-    }
-  }
-
-  Status Use(const std::string& dir) {
-    if (!dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-      if (ec) return Status::IOError("--dir '" + dir + "': " + ec.message());
-      path_ = dir;
-      return Status::OK();
-    }
-    const char* base = std::getenv("TMPDIR");
-    std::string templ =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/cachepawl-replay-XXXXXX";
-    if (::mkdtemp(templ.data()) == nullptr) return Status::FromErrno("mkdtemp " + templ, errno);
-    path_ = templ;
-    remove_ = true;
-    return Status::OK();
-  }
-
-  const std::string& path() const { return path_; }
-  bool temporary() const { return remove_; }
-
- private:
-  std::string path_;
-  bool remove_ = false;
-};
-
 // "16" -> 16, for --concurrency: a whole number in [1, kMaxReplayConcurrency]. False otherwise.
 bool ParseConcurrency(const std::string& text, uint32_t* concurrency) {
   uint32_t v = 0;
@@ -126,44 +92,85 @@ std::string WorkloadList() {
   return out;
 }
 
+// "lru" / "hybrid" -> the policy; false otherwise.
+bool ParseEvictionPolicy(const std::string& text, EvictionPolicy* policy) {
+  for (EvictionPolicy p : {EvictionPolicy::kLru, EvictionPolicy::kHybrid}) {
+    if (text == EvictionPolicyName(p)) {
+      *policy = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+// --sweep: every fraction with every policy, one table (or JSON object).
+int RunSweepCommand(const ReplaySetup& setup, const RequestSource& source,
+                    const ReplayRunOptions& options, const std::vector<double>& fractions,
+                    bool json, CommandIo& io) {
+  auto sweep = RunSweep(setup, source, options, fractions);
+  if (!sweep.ok()) {
+    io.err << kName << ": " << sweep.status().ToString() << "\n";
+    return kExitUsage;
+  }
+  if (json) {
+    io.out << SweepJson(*sweep).dump(2) << "\n";
+  } else {
+    PrintSweepTable(*sweep, io.out);
+  }
+  return sweep->ok() ? kExitOk : kExitFailure;
+}
+
 int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   CLI::App app{
       "Replays a Mooncake-format trace (JSONL: timestamp, input_length, output_length, hash_ids)\n"
       "or a built-in workload against an embedded store, as a serving engine would: lookup,\n"
       "lock, load hits, verify every loaded byte, compute misses, save pages and Mamba states;\n"
-      "one request at a time, or --concurrency N in flight at once.\n"
+      "one request at a time, or --concurrency N in flight at once. --sweep compares the\n"
+      "eviction policies over tier sizes (below).\n"
       "Long runs print a progress line to stderr every 5 s.\n"
       "Exit status: 0 when every byte was right and no store call failed, 1 otherwise,\n"
       "2 for bad arguments or input.",
       kName};
-  std::string trace_path, workload, layout_name = "jamba-v0.1", dir, soak_text, ns;
+  std::string trace_path, workload, layout_name = "jamba-v0.1", dir, soak_text;
   std::string concurrency_text = "1";
   std::string write_policy = "through";
-  uint32_t block_size = 512, page_size = 16;
+  std::string eviction_policy = EvictionPolicyName(StoreOptions().eviction_policy);
+  std::string sweep_fractions = kDefaultSweepFractions;
+  ReplaySetup setup;
   int64_t track_interval = -1;
-  uint64_t device_bytes = 512ull << 20, host_bytes = 1ull << 30, disk_bytes = 4ull << 30;
-  uint64_t requests = 0, crash_every = 0, seed = 1, chunk_pages = 128;
+  uint64_t requests = 0, crash_every = 0, seed = 1;
   double speed = 0, rate = 5.0;
-  bool json = false, skip_bad_lines = false, verbose = false;
+  bool json = false, skip_bad_lines = false, verbose = false, sweep = false;
   app.add_option("trace", trace_path, "Mooncake-format JSONL trace file");
   app.add_option("--workload,-w", workload, "a built-in workload instead of a trace (below)");
   app.add_option("--layout,-l", layout_name,
                  "model layout: a preset (cachepawl layout --list) or a JSON file (default "
                  "jamba-v0.1)");
-  app.add_option("--block-size", block_size, "tokens per trace block id (default 512)");
-  app.add_option("--page-size", page_size, "tokens per KV page (default 16)");
+  app.add_option("--block-size", setup.block_size_tokens,
+                 "tokens per trace block id (default 512)");
+  app.add_option("--page-size", setup.page_size_tokens, "tokens per KV page (default 16)");
   app.add_option("--track-interval", track_interval,
                  "pages between saved Mamba states (default: one block); 0: only at the end of "
                  "each prompt");
-  app.add_option("--device-bytes", device_bytes,
+  app.add_option("--device-bytes", setup.device_bytes,
                  "the engine's own device pool (L1), e.g. 256M (default 512M)")
       ->transform(CLI::AsSizeValue(false));
-  app.add_option("--host-bytes", host_bytes, "host tier budget (default 1G)")
+  app.add_option("--host-bytes", setup.host_bytes, "host tier budget (default 1G)")
       ->transform(CLI::AsSizeValue(false));
-  app.add_option("--disk-bytes", disk_bytes, "disk tier budget; 0 disables it (default 4G)")
+  app.add_option("--disk-bytes", setup.disk_bytes, "disk tier budget; 0 disables it (default 4G)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--write-policy", write_policy,
                  "when host entries go to disk: through, selective, back (default through)");
+  CLI::Option* policy_option =
+      app.add_option("--policy", eviction_policy,
+                     "which entries leave a full tier first: lru or hybrid (default " +
+                         eviction_policy + ", the store's)");
+  app.add_flag("--sweep", sweep,
+               "run over tier sizes at fractions of the working set, with each --policy, and "
+               "print them side by side (below)");
+  CLI::Option* fractions_option = app.add_option(
+      "--sweep-fractions", sweep_fractions,
+      "--sweep's fractions of the working set, each in (0, 4] (default " + sweep_fractions + ")");
   app.add_option("--dir", dir,
                  "put the store's files here and keep them (default: a temporary folder, "
                  "removed at exit)");
@@ -182,8 +189,8 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
                  "run the store in a child process SIGKILLed about every N requests, reopen it "
                  "and keep verifying; one request at a time (refused with --concurrency > 1)");
   app.add_option("--seed", seed, "seed of built-in workloads and kill points (default 1)");
-  app.add_option("--namespace", ns, "namespace of every request (default: empty)");
-  app.add_option("--chunk-pages", chunk_pages, "pages per Load / Save call (default 128)");
+  app.add_option("--namespace", setup.ns, "namespace of every request (default: empty)");
+  app.add_option("--chunk-pages", setup.chunk_pages, "pages per Load / Save call (default 128)");
   app.add_flag("--skip-bad-lines", skip_bad_lines,
                "skip bad trace lines (counted) instead of "
                "stopping at the first");
@@ -191,7 +198,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_flag("--json", json, "print one JSON object instead of the table (keys below)");
   std::string crash_child;  // internal: this process is a crash-mode store process
   app.add_option("--crash-child", crash_child)->group("");  // hidden from --help
-  app.footer(WorkloadList() + "\n" + ReplayJsonKeysHelp());
+  app.footer(WorkloadList() + "\n" + ReplayJsonKeysHelp() + "\n" + SweepHelp());
   if (auto done = ParseArgs(app, args, io)) return *done;
   // The store logs through spdlog: to stderr, so stdout holds only the report.
   auto logger = std::make_shared<spdlog::logger>(
@@ -205,19 +212,20 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   if (trace_path.empty() == workload.empty()) {
     return usage("give a TRACE file or --workload NAME (exactly one)");
   }
+  const uint32_t block_size = setup.block_size_tokens, page_size = setup.page_size_tokens;
   if (Status s = ValidateBlockAndPageSize(block_size, page_size); !s.ok()) {
     return usage(s.message());
   }
   if (track_interval < -1) {
     return usage("--track-interval: " + std::to_string(track_interval) + " (must be >= 0)");
   }
-  const uint32_t track =
+  setup.track_interval_pages =
       track_interval < 0 ? block_size / page_size : static_cast<uint32_t>(track_interval);
   double soak_seconds = 0;
   if (!soak_text.empty() && !ParseDuration(soak_text, &soak_seconds)) {
     return usage("--soak: '" + soak_text + "' (expected a duration such as 90s, 15m, 2h)");
   }
-  if (chunk_pages == 0) return usage("--chunk-pages: 0 (must be > 0)");
+  if (setup.chunk_pages == 0) return usage("--chunk-pages: 0 (must be > 0)");
   uint32_t concurrency = 1;
   if (!ParseConcurrency(concurrency_text, &concurrency)) {
     return usage("--concurrency: '" + concurrency_text + "' (expected a whole number from 1 to " +
@@ -228,22 +236,43 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
                  " with --crash-every: crash mode runs one request at a time (use --concurrency "
                  "1)");
   }
-  if (device_bytes == 0) return usage("--device-bytes: 0 (the engine needs a device pool)");
-  WritePolicy policy;
+  if (setup.device_bytes == 0) {
+    return usage("--device-bytes: 0 (the engine needs a device pool)");
+  }
   if (write_policy == "through") {
-    policy = WritePolicy::kWriteThrough;
+    setup.write_policy = WritePolicy::kWriteThrough;
   } else if (write_policy == "selective") {
-    policy = WritePolicy::kWriteThroughSelective;
+    setup.write_policy = WritePolicy::kWriteThroughSelective;
   } else if (write_policy == "back") {
-    policy = WritePolicy::kWriteBack;
+    setup.write_policy = WritePolicy::kWriteBack;
   } else {
     return usage("--write-policy: '" + write_policy + "' (expected through, selective or back)");
   }
+  if (!ParseEvictionPolicy(eviction_policy, &setup.eviction_policy)) {
+    return usage("--policy: '" + eviction_policy + "' (expected lru or hybrid)");
+  }
+  std::vector<double> fractions;
+  if (sweep) {
+    const std::pair<bool, const char*> refused[] = {
+        {policy_option->count() > 0, "--policy: a sweep runs every policy"},
+        {!dir.empty(), "--dir: each run of a sweep has a fresh temporary folder"},
+        {!soak_text.empty(), "--soak: a sweep replays the requests once per run"},
+        {crash_every > 0, "--crash-every: a sweep runs its stores in this process"}};
+    for (const auto& [given, why] : refused) {
+      if (given) return usage(std::string("--sweep with ") + why);
+    }
+    auto parsed = ParseSweepFractions(sweep_fractions);
+    if (!parsed.ok()) return usage(parsed.status().message());
+    fractions = std::move(parsed).value();
+  } else if (fractions_option->count() > 0) {
+    return usage("--sweep-fractions '" + sweep_fractions + "' without --sweep");
+  }
   auto layout = ResolveLayout(layout_name, page_size);
   if (!layout.ok()) return usage("--layout: " + layout.status().ToString());
+  setup.layout_name = layout_name;
+  setup.layout = *layout;
 
   // The requests.
-  ReplayReport report;
   RequestSource source;
   if (!trace_path.empty()) {
     TraceParseOptions po;
@@ -256,8 +285,8 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
              << "; the first:\n";
       for (const std::string& e : trace->errors) io.err << "  " << e << "\n";
     }
-    report.source = trace_path;
-    report.bad_trace_lines = trace->bad_lines;
+    setup.source = trace_path;
+    setup.bad_trace_lines = trace->bad_lines;
     source = [requests = std::move(trace->requests)](uint64_t) { return requests; };
   } else {
     WorkloadOptions wo;
@@ -267,7 +296,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
     wo.requests_per_second = rate;
     auto first = GenerateWorkload(workload, wo);
     if (!first.ok()) return usage("--workload: " + first.status().ToString());
-    report.source = "workload " + workload;
+    setup.source = "workload " + workload;
     // Pass k: a fresh draw (seed + k) whose block ids do not meet earlier passes'.
     source = [wo, workload, first = std::move(first).value()](uint64_t pass) {
       if (pass == 0) return first;
@@ -281,26 +310,6 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
     };
   }
 
-  // The store.
-  StoreDir store_dir;
-  if (Status s = store_dir.Use(dir); !s.ok()) return usage(s.ToString());
-  StoreOptions so;
-  so.layout = *layout;
-  so.page_size_tokens = page_size;
-  so.host_bytes = host_bytes;
-  so.disk_bytes = disk_bytes;
-  so.disk_dir = disk_bytes > 0 ? store_dir.path() : "";
-  so.write_policy = policy;
-  so.device_pool_bytes = device_bytes;
-  so.track_interval_pages = track;
-  if (Status s = so.Validate(); !s.ok()) return usage(s.ToString());
-  StoreFactory open_store = [so] { return Store::Open(so); };
-
-  ReplayEngineOptions eo;
-  eo.ns = ns;
-  eo.block_size_tokens = block_size;
-  eo.track_interval_pages = track;
-  eo.chunk_pages = chunk_pages;
   ReplayRunOptions ro;
   ro.speed = speed;
   ro.soak_seconds = soak_seconds;
@@ -308,6 +317,15 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   ro.crash_every = crash_every;
   ro.seed = seed;
   ro.progress = &io.err;  // a line every 5 s on long runs
+  if (sweep) return RunSweepCommand(setup, source, ro, fractions, json, io);
+
+  // The store.
+  ReplayStoreDir store_dir;
+  if (Status s = store_dir.Use(dir); !s.ok()) return usage(s.ToString());
+  const StoreOptions so = setup.StoreOptionsIn(store_dir.path());
+  if (Status s = so.Validate(); !s.ok()) return usage(s.ToString());
+  StoreFactory open_store = [so] { return Store::Open(so); };
+  const ReplayEngineOptions eo = setup.EngineOptions();
 
   if (!crash_child.empty()) {
     auto start = CrashChildStart::Parse(crash_child);
@@ -349,39 +367,15 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
                            run.status().IsNoSpace() || run.status().IsNotFound();
     return bad_input ? kExitUsage : kExitFailure;
   }
-  CeilingOptions co;
-  co.block_size_tokens = block_size;
-  co.page_size_tokens = page_size;
-  co.track_interval_pages = track;
-  co.hybrid = layout->has_ssm();
-  auto ceiling = ComputeCeiling(run->replayed, co);
-  if (!ceiling.ok()) return usage(ceiling.status().ToString());
-
-  report.layout = layout_name;
-  report.page_size_tokens = page_size;
-  report.block_size_tokens = block_size;
-  report.track_interval_pages = track;
-  report.device_bytes = device_bytes;
-  report.host_bytes = host_bytes;
-  report.disk_bytes = disk_bytes;
-  report.kv_page_bytes = layout->KvPageBytes();
-  report.state_bytes = layout->has_ssm() ? layout->MambaSlotBytes() : 0;
-  report.full_record_bytes = layout->RecordBytes(Kind::kKV);
-  report.window_record_bytes = layout->RecordBytes(Kind::kWindowKV);
-  report.window_pages = layout->Stores(Kind::kWindowKV) ? layout->WindowPages() : 0;
-  report.store_dir = store_dir.temporary() ? "" : store_dir.path();
-  report.wall_seconds = run->wall_seconds;
-  report.concurrency = run->concurrency;
-  report.crashes = run->crashes;
-  report.ceiling = *ceiling;
-  report.totals = std::move(run->totals);
-  report.store = run->store;
+  auto report =
+      ReplayReportOf(setup, std::move(run).value(), store_dir.temporary() ? "" : store_dir.path());
+  if (!report.ok()) return usage(report.status().ToString());
   if (json) {
-    io.out << ReplayReportJson(report) << "\n";
+    io.out << ReplayReportJson(*report) << "\n";
   } else {
-    PrintReplayTable(report, io.out);
+    PrintReplayTable(*report, io.out);
   }
-  const bool ok = report.totals.wrong_bytes == 0 && report.totals.store_errors == 0;
+  const bool ok = report->totals.wrong_bytes == 0 && report->totals.store_errors == 0;
   return ok ? kExitOk : kExitFailure;
 }
 

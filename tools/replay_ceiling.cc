@@ -108,6 +108,8 @@ StatusOr<Ceiling> ComputeCeiling(std::span<const TraceRequest> requests,
       }
     }
   }
+  for (uint64_t n : cached_pages) c.distinct_pages += n;
+  c.saved_states = states.size();
   return c;
 }
 

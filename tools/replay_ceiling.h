@@ -10,6 +10,8 @@
 //            multiple of the track interval past the reused prefix, and at the end of the
 //            prompt's full pages. For a layout without SSM layers it equals `kv`.
 // Tokens: a hit of n pages serves n * page_size tokens of the request's prompt tokens.
+// What the infinite cache holds at the end (the trace's working set, `replay --sweep`): every
+// distinct full page (by prefix) and, for the hybrid rule, every state saved at the points above.
 //
 // Thread safety: plain values and a free function.
 #pragma once
@@ -34,6 +36,8 @@ struct Ceiling {
   uint64_t blocks = 0, hit_blocks = 0;
   uint64_t pages = 0, kv_hit_pages = 0, hybrid_hit_pages = 0;
   uint64_t tokens = 0, kv_hit_tokens = 0, hybrid_hit_tokens = 0;
+  uint64_t distinct_pages = 0;  // full pages the infinite cache holds at the end
+  uint64_t saved_states = 0;    // states it holds (hybrid rule; 0 otherwise)
 
   static double Rate(uint64_t hits, uint64_t total) {
     return total == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(total);

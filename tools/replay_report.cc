@@ -281,6 +281,7 @@ std::string ReplayJsonKeysHelp() {
   source, layout         the trace path or "workload NAME"; the layout preset or file
   page_size_tokens, block_size_tokens, track_interval_pages
   device_bytes, host_bytes, disk_bytes, store_dir
+  eviction_policy        the store's eviction policy: "lru" or "hybrid" (--policy)
   kv_page_bytes, mamba_state_bytes   record sizes of the layout
   requests, prompt_tokens, pages     replayed requests, their prompt tokens and full pages
   concurrency            requests in flight at once (--concurrency)
@@ -321,7 +322,17 @@ std::string ReplayJsonKeysHelp() {
 )";
 }
 
-std::string ReplayReportJson(const ReplayReport& r) {
+json CeilingJson(const Ceiling& c) {
+  return {{"blocks", c.block_rate()},
+          {"kv_tokens", c.kv_token_rate()},
+          {"kv_pages", c.kv_page_rate()},
+          {"hybrid_tokens", c.hybrid_token_rate()},
+          {"hybrid_pages", c.hybrid_page_rate()}};
+}
+
+std::string ReplayReportJson(const ReplayReport& r) { return ReplayReportJsonValue(r).dump(2); }
+
+json ReplayReportJsonValue(const ReplayReport& r) {
   const ReplayTotals& t = r.totals;
   const uint32_t p = r.page_size_tokens;
   auto tier_json = [&](int tier) {
@@ -343,6 +354,7 @@ std::string ReplayReportJson(const ReplayReport& r) {
       {"device_bytes", r.device_bytes},
       {"host_bytes", r.host_bytes},
       {"disk_bytes", r.disk_bytes},
+      {"eviction_policy", r.eviction_policy},
       {"store_dir", r.store_dir},
       {"kv_page_bytes", r.kv_page_bytes},
       {"mamba_state_bytes", r.state_bytes},
@@ -361,12 +373,7 @@ std::string ReplayReportJson(const ReplayReport& r) {
        {{"device", tier_json(0)}, {"host", tier_json(1)}, {"disk", tier_json(2)}}},
       {"state_hits_by_tier",
        {{"device", t.hit_states[0]}, {"host", t.hit_states[1]}, {"disk", t.hit_states[2]}}},
-      {"ceiling",
-       {{"blocks", r.ceiling.block_rate()},
-        {"kv_tokens", r.ceiling.kv_token_rate()},
-        {"kv_pages", r.ceiling.kv_page_rate()},
-        {"hybrid_tokens", r.ceiling.hybrid_token_rate()},
-        {"hybrid_pages", r.ceiling.hybrid_page_rate()}}},
+      {"ceiling", CeilingJson(r.ceiling)},
       {"hit_rate_of_ceiling",
        r.ceiling.hybrid_page_rate() > 0 ? page_rate / r.ceiling.hybrid_page_rate() : 0.0},
       {"computed_pages", t.computed_pages},
@@ -413,7 +420,7 @@ std::string ReplayReportJson(const ReplayReport& r) {
       {"store_errors", t.store_errors},
       {"errors", t.errors},
   };
-  return j.dump(2);
+  return j;
 }
 
 void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
@@ -438,6 +445,7 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
       << HumanBytes(r.host_bytes) << ", disk "
       << (r.disk_bytes > 0 ? HumanBytes(r.disk_bytes) : std::string("off"));
   if (!r.store_dir.empty()) out << " in " << r.store_dir;
+  if (!r.eviction_policy.empty()) out << "; eviction " << r.eviction_policy;
   out << "\n\n";
 
   out << "hit rate            tokens    pages   states\n";

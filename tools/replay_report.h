@@ -71,6 +71,7 @@ struct ReplayReport {
   uint32_t block_size_tokens = 0;
   uint32_t track_interval_pages = 0;
   uint64_t device_bytes = 0, host_bytes = 0, disk_bytes = 0;
+  std::string eviction_policy;  // EvictionPolicyName of the store's (--policy)
   uint64_t kv_page_bytes = 0, state_bytes = 0;
   // Layouts with sliding-window layers: the per-page records of each kind and the window.
   uint64_t full_record_bytes = 0, window_record_bytes = 0;
@@ -87,8 +88,11 @@ struct ReplayReport {
 
 // The final table.
 void PrintReplayTable(const ReplayReport& report, std::ostream& out);
-// One JSON object (keys: ReplayJsonKeysHelp()).
+// One JSON object (keys: ReplayJsonKeysHelp()), as text and as a value.
 std::string ReplayReportJson(const ReplayReport& report);
+nlohmann::json ReplayReportJsonValue(const ReplayReport& report);
+// The report's "ceiling" object: {blocks, kv_tokens, kv_pages, hybrid_tokens, hybrid_pages}.
+nlohmann::json CeilingJson(const Ceiling& ceiling);
 // The documentation of every JSON key, for `cachepawl replay --help`.
 std::string ReplayJsonKeysHelp();
 

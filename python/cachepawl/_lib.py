@@ -122,6 +122,7 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_options_add_disk_data_path", _status, (OptionsP, _str)),
     ("cachepawl_options_set_disk_queue_depth", _status, (OptionsP, _u32)),
     ("cachepawl_options_set_write_policy", _status, (OptionsP, _i32)),
+    ("cachepawl_options_set_eviction_policy", _status, (OptionsP, _i32)),
     ("cachepawl_options_set_selective_min_hits", _status, (OptionsP, _u32)),
     ("cachepawl_options_set_wipe_on_layout_mismatch", _status, (OptionsP, _i32)),
     ("cachepawl_options_set_cuda_device", _status, (OptionsP, _i32)),

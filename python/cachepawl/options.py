@@ -2,8 +2,8 @@
 
 Each keyword maps to one cachepawl_options_set_* call, which checks its value at once; the
 combination is checked by ``validate_options`` and ``Store(...)``. A keyword left at None keeps
-the library's default (host 1 GiB, no disk, write-through, CUDA device 0 when a GPU is present,
-no store-owned device pool, ...).
+the library's default (host 1 GiB, no disk, write-through, hybrid eviction, CUDA device 0 when
+a GPU is present, no store-owned device pool, ...).
 """
 
 from __future__ import annotations
@@ -36,6 +36,19 @@ _POLICY_ALIASES = {
 }
 
 
+#: eviction_policy values (store/store_options.h EvictionPolicy).
+EVICTION_POLICIES = {
+    "lru": 0,  # per kind, least recently used first (kept for comparison)
+    "hybrid": 1,  # prefix units and state value per byte (the library's default)
+}
+
+
+def _eviction_policy(value: Any) -> int:
+    if isinstance(value, str) and value.lower() in EVICTION_POLICIES:
+        return EVICTION_POLICIES[value.lower()]
+    raise InvalidArgument(f"eviction_policy: {value!r} (expected 'lru' or 'hybrid')")
+
+
 def _write_policy(value: Any) -> int:
     if isinstance(value, str):
         key = _POLICY_ALIASES.get(value.lower(), value.lower())
@@ -63,6 +76,7 @@ class Options(_lib.Owner):
         disk_data_paths: Optional[Iterable[PathLike]] = None,
         disk_queue_depth: Optional[int] = None,
         write_policy: Optional[str] = None,
+        eviction_policy: Optional[str] = None,
         selective_min_hits: Optional[int] = None,
         wipe_on_layout_mismatch: Optional[bool] = None,
         cuda_device: Optional[int] = None,
@@ -111,6 +125,8 @@ class Options(_lib.Owner):
             )
         if write_policy is not None:
             check(lib.cachepawl_options_set_write_policy(h, _write_policy(write_policy)))
+        if eviction_policy is not None:
+            check(lib.cachepawl_options_set_eviction_policy(h, _eviction_policy(eviction_policy)))
         if selective_min_hits is not None:
             check(
                 lib.cachepawl_options_set_selective_min_hits(

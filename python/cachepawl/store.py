@@ -50,7 +50,8 @@ class Store(_lib.Owner):
       large Save, default 256), ``disk_dir``, ``disk_bytes``
       (0: no disk tier), ``disk_data_paths``, ``disk_queue_depth``;
     * ``write_policy``: ``'through'`` | ``'selective'`` | ``'back'``; ``selective_min_hits``;
-      ``wipe_on_layout_mismatch``;
+      ``eviction_policy``: ``'hybrid'`` (the default) | ``'lru'`` (which entries leave a full
+      tier first); ``wipe_on_layout_mismatch``;
     * ``cuda_device`` (-1: CPU mode), ``device_pool_bytes`` (a store-owned device pool; 0: the
       engine registers its own), ``load_stream_priority``, ``write_stream_priority``,
       ``staging_bytes``, ``track_interval_pages``.

@@ -9,7 +9,9 @@ from typing import Any, Callable, Dict
 import pytest
 
 import cachepawl
-from cachepawl import Kind
+from cachepawl import Kind, _lib
+from cachepawl.errors import check
+from cachepawl.options import Options
 from conftest import BASE_OPTIONS, KV_BYTES, STATE_BYTES, TINY_LAYOUT_JSON
 
 
@@ -39,6 +41,8 @@ def opts(**overrides: Any) -> Dict[str, Any]:
         ("disk_queue_depth", 2**32 + 1, cachepawl.InvalidArgument),  # would wrap to 1 in C
         ("write_policy", "sideways", cachepawl.InvalidArgument),
         ("write_policy", 1, cachepawl.InvalidArgument),
+        ("eviction_policy", "fifo", cachepawl.InvalidArgument),
+        ("eviction_policy", 0, cachepawl.InvalidArgument),
         ("selective_min_hits", 0, cachepawl.InvalidArgument),
         ("cuda_device", -2, cachepawl.InvalidArgument),
         ("cuda_device", 2**31, cachepawl.InvalidArgument),
@@ -133,6 +137,20 @@ def test_write_policies(make_store: Callable[..., cachepawl.Store], tmp_path: Pa
             write_stream_priority=-1,
             track_interval_pages=2,
         )
+
+
+def test_eviction_policies(make_store: Callable[..., cachepawl.Store]) -> None:
+    for policy in ("lru", "hybrid", "LRU"):
+        cachepawl.validate_options(**opts(eviction_policy=policy))
+        assert make_store(eviction_policy=policy).layout.num_ssm_layers > 0
+    with pytest.raises(cachepawl.InvalidArgument) as e:
+        cachepawl.validate_options(**opts(eviction_policy="mru"))
+    assert str(e.value) == "eviction_policy: 'mru' (expected 'lru' or 'hybrid')"
+    # A number the keyword refuses reaches the C setter directly: it names field and value.
+    o = Options(**opts())
+    for bad in (2, -1):
+        with pytest.raises(cachepawl.InvalidArgument, match=f"eviction_policy: {bad} "):
+            check(_lib.lib.cachepawl_options_set_eviction_policy(o._h, bad))
 
 
 def test_incompatible_disk_layout(

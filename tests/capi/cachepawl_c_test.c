@@ -370,11 +370,41 @@ void test_options(void) {
   cachepawl_options_free(NULL);
 }
 
+/* Both eviction policies open a store; other values name the field and value. */
+static void test_eviction_policy(void) {
+  const cachepawl_eviction_policy policies[] = {CACHEPAWL_EVICTION_LRU, CACHEPAWL_EVICTION_HYBRID};
+  size_t i;
+  for (i = 0; i < sizeof policies / sizeof policies[0]; ++i) {
+    cachepawl_options* o = NULL;
+    cachepawl_store* s = NULL;
+    EXPECT_OK(cachepawl_options_new(&o));
+    EXPECT_OK(
+        cachepawl_options_set_layout_json_string(o, kTinyLayoutJson, strlen(kTinyLayoutJson)));
+    EXPECT_OK(cachepawl_options_set_host_bytes(o, 4u << 20));
+    EXPECT_OK(cachepawl_options_set_cuda_device(o, -1));
+    EXPECT_OK(cachepawl_options_set_eviction_policy(o, policies[i]));
+    EXPECT_OK(cachepawl_options_validate(o));
+    EXPECT_OK(cachepawl_store_open(o, &s));
+    CHECK(s != NULL);
+    EXPECT_OK(cachepawl_store_close(s));
+    cachepawl_store_free(s);
+    EXPECT_ERR(cachepawl_options_set_eviction_policy(o, 2), CACHEPAWL_INVALID_ARGUMENT,
+               "eviction_policy: 2 (expected CACHEPAWL_EVICTION_LRU (0) or "
+               "CACHEPAWL_EVICTION_HYBRID (1))");
+    EXPECT_ERR(cachepawl_options_set_eviction_policy(o, -1), CACHEPAWL_INVALID_ARGUMENT,
+               "eviction_policy: -1");
+    cachepawl_options_free(o);
+  }
+  EXPECT_ERR(cachepawl_options_set_eviction_policy(NULL, CACHEPAWL_EVICTION_LRU),
+             CACHEPAWL_INVALID_ARGUMENT, "options: null");
+}
+
 int main(void) {
   char dir[64];
   make_temp_dir(dir, sizeof dir);
   test_library_and_layouts();
   test_options();
+  test_eviction_policy();
   test_store_round_trip(dir);
   test_reopen_and_prefetch(dir);
   test_bad_store_arguments(dir);

@@ -268,6 +268,16 @@ TEST_F(ReplayCliTest, BadArgumentsExitTwoWithTheFieldNamed) {
       {{"--workload", "chat", "--concurrency", "4x"}, "--concurrency: '4x'"},
       {{"--workload", "chat", "--concurrency", "4", "--crash-every", "3"},
        "--concurrency 4 with --crash-every"},
+      {{"--workload", "chat", "--policy", "fifo"}, "--policy: 'fifo' (expected lru or hybrid)"},
+      {{"--workload", "chat", "--policy", ""}, "--policy: ''"},
+      {{"--workload", "chat", "--sweep", "--sweep-fractions", "0.5,0"},
+       "--sweep-fractions: '0.5,0' ('0': a fraction of the working set must be in (0, 4])"},
+      {{"--workload", "chat", "--sweep", "--sweep-fractions", "5"}, "--sweep-fractions: '5'"},
+      {{"--workload", "chat", "--sweep", "--sweep-fractions", "a,b"}, "--sweep-fractions: 'a,b'"},
+      {{"--workload", "chat", "--sweep-fractions", "0.5"}, "--sweep-fractions '0.5' without"},
+      {{"--workload", "chat", "--sweep", "--policy", "lru"}, "--sweep with --policy"},
+      {{"--workload", "chat", "--sweep", "--dir", "d"}, "--sweep with --dir"},
+      {{"--workload", "chat", "--sweep", "--crash-every", "3"}, "--sweep with --crash-every"},
   };
   for (const Case& c : cases) {
     auto argv = Base();
@@ -313,12 +323,95 @@ void ReplayCliTest::ExpectCrashModeClean(const std::string& layout, const std::s
   EXPECT_GT(j["hit_rate_by_tier"]["disk"]["pages"].get<double>(), 0.0);
 }
 
+TEST_F(ReplayCliTest, EachEvictionPolicyReplaysAWorkload) {
+  for (const std::string policy : {"lru", "hybrid"}) {
+    auto argv = Base();
+    for (const char* a : {"--workload", "chat", "--requests", "20", "--policy"}) argv.push_back(a);
+    argv.push_back(policy);
+    CliResult table = RunCli(argv);
+    ASSERT_EQ(table.code, 0) << table.err << table.out;
+    EXPECT_NE(table.out.find("; eviction " + policy + "\n"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("\nOK\n"), std::string::npos) << table.out;
+    argv.push_back("--json");
+    CliResult r = RunCli(argv);
+    ASSERT_EQ(r.code, 0) << r.err << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["ok"], true);
+    EXPECT_EQ(j["eviction_policy"], policy);
+    EXPECT_EQ(j["requests"], 20);
+    EXPECT_GT(j["verified_records"].get<int>(), 0);
+  }
+  // The default is the store's.
+  auto argv = Base();
+  for (const char* a : {"--workload", "chat", "--requests", "5", "--json"}) argv.push_back(a);
+  CliResult r = RunCli(argv);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["eviction_policy"],
+            EvictionPolicyName(StoreOptions().eviction_policy));
+}
+
+TEST_F(ReplayCliTest, SweepRunsEveryFractionWithEveryPolicy) {
+  auto sweep = [&](const char* requests, bool json) {
+    auto argv = Base();
+    for (const char* a :
+         {"--workload", "chat", "--sweep", "--sweep-fractions", "0.5,1", "--requests", requests}) {
+      argv.push_back(a);
+    }
+    if (json) argv.push_back("--json");
+    return RunCli(argv);
+  };
+  CliResult r = sweep("30", true);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_EQ(j["requests"], 30);
+  EXPECT_GT(j["working_set"]["pages"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["working_set"]["states"].get<uint64_t>(), 0u);
+  const double ceiling = j["ceiling"]["hybrid_tokens"].get<double>();
+  EXPECT_GT(ceiling, 0.0);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  const uint64_t working_set = j["working_set"]["bytes"].get<uint64_t>();
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& row = j["rows"][i];
+    EXPECT_EQ(row["fraction"].get<double>(), i == 0 ? 0.5 : 1.0);
+    // The disk is the larger tier: the fraction of the working set, rounded up to whole MiB
+    // (or raised to the least the replay needs).
+    const uint64_t disk = row["disk_bytes"].get<uint64_t>();
+    EXPECT_EQ(disk % (1u << 20), 0u);
+    EXPECT_GE(static_cast<double>(disk), row["fraction"].get<double>() * working_set);
+    for (const char* policy : {"lru", "hybrid"}) {
+      SCOPED_TRACE(std::string(policy) + " at " + row["fraction"].dump());
+      const auto& run = row[policy];
+      EXPECT_EQ(run["ok"], true) << run["errors"];
+      EXPECT_EQ(run["eviction_policy"], policy);
+      EXPECT_EQ(run["requests"], 30);
+      EXPECT_EQ(run["disk_bytes"], disk);
+      EXPECT_EQ(run["wrong_bytes"], 0);
+      const double hit = run["hit_rate"]["tokens"].get<double>();
+      EXPECT_GE(hit, 0.0);
+      EXPECT_LE(hit, ceiling);
+      EXPECT_TRUE(run["disk_write_bytes_per_hit_token"].is_number() ||
+                  run["disk_write_bytes_per_hit_token"].is_null());
+    }
+    EXPECT_TRUE(row["hybrid_over_lru"].is_number() || row["hybrid_over_lru"].is_null());
+  }
+  // The table: both policies side by side, one line per fraction.
+  CliResult table = sweep("10", false);
+  ASSERT_EQ(table.code, 0) << table.err << table.out;
+  for (const char* text :
+       {" lru ", " hybrid ", "hybrid/lru", "\n   50%  ", "\n  100%  ", "working set ", "\nOK\n"}) {
+    EXPECT_NE(table.out.find(text), std::string::npos) << text << "\n" << table.out;
+  }
+}
+
 TEST_F(ReplayCliTest, HelpDocumentsTheJsonKeysAndWorkloads) {
   CliResult r = RunCli({"replay", "--help"});
   ASSERT_EQ(r.code, 0);
-  for (const char* key : {"wrong_bytes", "hit_rate.tokens", "ceiling.blocks", "latency_us", "mixed",
-                          "--crash-every", "--soak", "--concurrency", "concurrency",
-                          "tokens_per_second", "gbps_wall", "refused with --concurrency > 1"}) {
+  for (const char* key :
+       {"wrong_bytes", "hit_rate.tokens", "ceiling.blocks", "latency_us", "mixed", "--crash-every",
+        "--soak", "--concurrency", "concurrency", "tokens_per_second", "gbps_wall",
+        "refused with --concurrency > 1", "--policy", "eviction_policy", "--sweep",
+        "--sweep-fractions", "working_set", "hybrid_over_lru", "disk_write_bytes_per_hit_token"}) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key;
   }
 }

@@ -1,0 +1,115 @@
+#include "tools/replay_setup.h"
+
+#include <stdlib.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <utility>
+
+namespace cachepawl::tools {
+
+StoreOptions ReplaySetup::StoreOptionsIn(const std::string& dir) const {
+  StoreOptions so;
+  so.layout = layout;
+  so.page_size_tokens = page_size_tokens;
+  so.host_bytes = host_bytes;
+  so.disk_bytes = disk_bytes;
+  so.disk_dir = disk_bytes > 0 ? dir : "";
+  so.write_policy = write_policy;
+  so.eviction_policy = eviction_policy;
+  so.device_pool_bytes = device_bytes;
+  so.track_interval_pages = track_interval_pages;
+  return so;
+}
+
+ReplayEngineOptions ReplaySetup::EngineOptions() const {
+  ReplayEngineOptions eo;
+  eo.ns = ns;
+  eo.block_size_tokens = block_size_tokens;
+  eo.track_interval_pages = track_interval_pages;
+  eo.chunk_pages = chunk_pages;
+  return eo;
+}
+
+CeilingOptions ReplaySetup::CeilingOptionsOf() const {
+  CeilingOptions co;
+  co.block_size_tokens = block_size_tokens;
+  co.page_size_tokens = page_size_tokens;
+  co.track_interval_pages = track_interval_pages;
+  co.hybrid = layout.has_ssm();
+  return co;
+}
+
+ReplayStoreDir::~ReplayStoreDir() {
+  if (remove_ && !path_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+}
+
+Status ReplayStoreDir::Use(const std::string& dir) {
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::IOError("--dir '" + dir + "': " + ec.message());
+    path_ = dir;
+    return Status::OK();
+  }
+  const char* base = std::getenv("TMPDIR");
+  std::string templ =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/cachepawl-replay-XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) return Status::FromErrno("mkdtemp " + templ, errno);
+  path_ = templ;
+  remove_ = true;
+  return Status::OK();
+}
+
+StatusOr<ReplayReport> ReplayReportOf(const ReplaySetup& setup, ReplayRunResult run,
+                                      const std::string& kept_dir) {
+  CACHEPAWL_ASSIGN_OR_RETURN(Ceiling ceiling,
+                             ComputeCeiling(run.replayed, setup.CeilingOptionsOf()));
+  const ModelLayout& layout = setup.layout;
+  ReplayReport report;
+  report.source = setup.source;
+  report.bad_trace_lines = setup.bad_trace_lines;
+  report.layout = setup.layout_name;
+  report.page_size_tokens = setup.page_size_tokens;
+  report.block_size_tokens = setup.block_size_tokens;
+  report.track_interval_pages = setup.track_interval_pages;
+  report.device_bytes = setup.device_bytes;
+  report.host_bytes = setup.host_bytes;
+  report.disk_bytes = setup.disk_bytes;
+  report.eviction_policy = EvictionPolicyName(setup.eviction_policy);
+  report.kv_page_bytes = layout.KvPageBytes();
+  report.state_bytes = layout.has_ssm() ? layout.MambaSlotBytes() : 0;
+  report.full_record_bytes = layout.RecordBytes(Kind::kKV);
+  report.window_record_bytes = layout.RecordBytes(Kind::kWindowKV);
+  report.window_pages = layout.Stores(Kind::kWindowKV) ? layout.WindowPages() : 0;
+  report.store_dir = kept_dir;
+  report.wall_seconds = run.wall_seconds;
+  report.concurrency = run.concurrency;
+  report.crashes = run.crashes;
+  report.ceiling = ceiling;
+  report.totals = std::move(run.totals);
+  report.store = run.store;
+  return report;
+}
+
+StatusOr<ReplayReport> RunReplayInTemporaryDir(const ReplaySetup& setup,
+                                               const RequestSource& source,
+                                               const ReplayRunOptions& options) {
+  if (options.crash_every > 0) {
+    return Status::InvalidArgument("--crash-every: " + std::to_string(options.crash_every) +
+                                   " (a run in a temporary folder has no crash mode)");
+  }
+  ReplayStoreDir dir;
+  CACHEPAWL_RETURN_IF_ERROR(dir.Use(""));
+  const StoreOptions so = setup.StoreOptionsIn(dir.path());
+  CACHEPAWL_RETURN_IF_ERROR(so.Validate());
+  StoreFactory open_store = [so] { return Store::Open(so); };
+  CACHEPAWL_ASSIGN_OR_RETURN(ReplayRunResult run,
+                             RunReplay(open_store, setup.EngineOptions(), source, options));
+  return ReplayReportOf(setup, std::move(run), "");
+}
+
+}  // namespace cachepawl::tools
