@@ -329,6 +329,7 @@ Status Core::InsertOne(const std::optional<PageHash>& parent, uint32_t parent_in
     hot.Reserve(entry_ids.high_water());
     cold.Reserve(entry_ids.high_water());
     if (windowed()) win.Reserve(entry_ids.high_water());
+    if (hybrid_kv()) subtree_states.Reserve(entry_ids.high_water());
     entries_reserved = entry_ids.high_water();
   }
   HotEntry& e = hot[i];
@@ -345,7 +346,7 @@ Status Core::InsertOne(const std::optional<PageHash>& parent, uint32_t parent_in
   ec.children = 0;
   ec.kv_locks = 0;
   ec.state_locks = 0;
-  ec.subtree_states = 0;
+  if (hybrid_kv()) subtree_states[i] = 0;
   if (windowed()) win[i] = WindowEntry{};
   e.state = kNone;
   e.kv_mask = 0;

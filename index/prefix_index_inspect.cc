@@ -40,7 +40,7 @@ EntryInfo Core::Info(uint32_t i) const {
       info.state_priority = std::bit_cast<double>(s.priority.load(std::memory_order_relaxed));
     }
   }
-  info.subtree_states = ec.subtree_states;
+  if (hybrid_kv()) info.subtree_states = subtree_states[i];
   info.window = WindowLocations(i);
   if (windowed()) {
     info.window_locks = win[i].locks;
@@ -109,8 +109,9 @@ IndexStats PrefixIndex::Stats() const {
   }
   s.locked_entries = m.locked_entries;
   uint64_t mem = sizeof(Impl) + m.hot.MemoryBytes() + m.cold.MemoryBytes() + m.win.MemoryBytes() +
-                 m.entry_ids.MemoryBytes() + m.states.MemoryBytes() + m.state_ids.MemoryBytes() +
-                 m.windows.MemoryBytes() + m.window_ids.MemoryBytes() + m.table.MemoryBytes() +
+                 m.subtree_states.MemoryBytes() + m.entry_ids.MemoryBytes() +
+                 m.states.MemoryBytes() + m.state_ids.MemoryBytes() + m.windows.MemoryBytes() +
+                 m.window_ids.MemoryBytes() + m.table.MemoryBytes() +
                  m.path.capacity() * sizeof(uint32_t);
   // An unordered_map node holds the pair and a next pointer (and the cached hash is not kept
   // for integer keys); buckets are one pointer each.
@@ -276,8 +277,9 @@ Status PrefixIndex::CheckInvariants() const {
                   " but the subtree holds " + std::to_string(subtree[i]) + " locks");
     }
     if (m.hybrid_kv() && e.state != kNone) ++subtree_states[i];
-    if (subtree_states[i] != ec.subtree_states) {
-      return fail(Describe(e.hash) + ": subtree_states " + std::to_string(ec.subtree_states) +
+    const uint32_t kept = m.hybrid_kv() ? m.subtree_states[i] : 0;
+    if (subtree_states[i] != kept) {
+      return fail(Describe(e.hash) + ": subtree_states " + std::to_string(kept) +
                   " but the subtree holds " + std::to_string(subtree_states[i]) + " states");
     }
     if (e.parent != kNone) {

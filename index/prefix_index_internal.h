@@ -6,7 +6,7 @@
 // Nothing outside index/ includes it.
 //
 // Layout. Entries are named by 32-bit indices and live in two ChunkedArrays (never moved): a
-// 64-byte aligned hot part with everything Match reads (one cache line per page) and a 36-byte
+// 64-byte aligned hot part with everything Match reads (one cache line per page) and a 32-byte
 // cold part; a PageTable maps a hash to its index. An EntryAllocator hands out the
 // indices so that a chain grown page by page, even interleaved with other chains (pages inserted as
 // requests decode), has consecutive indices inside aligned blocks of 16: Match then predicts
@@ -27,7 +27,8 @@
 // windowed KV in a tier is evictable only while another tier holds it too.
 //
 // Hybrid eviction (IndexOptions::hybrid_eviction, require_mamba layouts). KV: per entry,
-// `subtree_states` counts the entries with a state in some tier in its subtree (attaching or
+// `subtree_states` (a fourth array, allocated only then) counts the entries with a state in
+// some tier in its subtree (attaching or
 // detaching a state updates every ancestor: O(depth), as Lock); a KV page is *needed* while it
 // is > 0, and needed KV in a tier is evictable only while another tier holds it too (as needed
 // windowed KV). States: each has a GreedyDual-Size-Frequency score, inflation + min(hits + 1,
@@ -84,6 +85,8 @@ using index_internal::VictimItem;
 using index_internal::VictimQueue;
 
 inline constexpr uint32_t kNone = 0xFFFFFFFFu;
+// (The hot part's 64 bytes, the cold part's 32 and the table's slots: ~118 bytes per page;
+// windowed layouts add a WindowEntry, hybrid eviction of KV a subtree count.)
 inline constexpr uint32_t kSpilledSlot = 0xFFFFFFFFu;  // the slot is in Impl::spilled
 inline constexpr uint8_t kPickedBit = 1u << 3;         // scratch mark during one PickVictims
 inline constexpr uint16_t kMaxPins = 0xFFFF;
@@ -145,13 +148,11 @@ struct ColdEntry {
   uint32_t children = 0;
   uint32_t kv_locks = 0;
   uint32_t state_locks = 0;
-  // Hybrid eviction of KV: entries with a state among this one and its descendants (else 0).
-  uint32_t subtree_states = 0;
   uint16_t kv_pins[kNumTiers] = {};
   // QueuedBit(kKv, tier), QueuedBit(kNeededKvQ, tier): queued in that KV queue; kPickedBit.
   uint8_t flags = 0;
 };
-static_assert(sizeof(ColdEntry) == 36, "an entry is 100 bytes: the 128 bytes/page budget");
+static_assert(sizeof(ColdEntry) == 32, "two cold parts per cache line; an entry is 96 bytes");
 
 // Windowed KV bookkeeping of an entry, only for layouts with windowed layers (Core::win).
 struct WindowEntry {
@@ -211,6 +212,7 @@ struct Core {
       hot.Reserve(options.expected_pages);
       cold.Reserve(options.expected_pages);
       if (windowed()) win.Reserve(options.expected_pages);
+      if (hybrid_kv()) subtree_states.Reserve(options.expected_pages);
       table.Reserve(options.expected_pages, KeyOf());
     }
   }
@@ -288,7 +290,7 @@ struct Core {
         ec.kv_pins[t] != 0) {
       return kNotEvictable;
     }
-    if (ec.subtree_states == 0) return kUnneeded;  // (always 0 without hybrid_kv())
+    if (!hybrid_kv() || subtree_states[i] == 0) return kUnneeded;
     return (mask & ~Bit(t)) != 0 ? kNeededCopied : kNotEvictable;
   }
   bool KvEvictable(uint32_t i, int t) const { return KvEvictability(i, t) != kNotEvictable; }
@@ -558,10 +560,12 @@ struct Core {
   const IndexOptions options;
   mutable index_internal::RwLock mu;
   // The recency clock: advanced by every Exclusive section, read by Match.
-  uint64_t clock = 0;                              // guarded by mu
-  ChunkedArray<HotEntry, 16> hot;                  // guarded by mu (last_use: atomic)
-  ChunkedArray<ColdEntry, 16> cold;                // guarded by mu
-  ChunkedArray<WindowEntry, 16> win;               // guarded by mu; only when windowed()
+  uint64_t clock = 0;                 // guarded by mu
+  ChunkedArray<HotEntry, 16> hot;     // guarded by mu (last_use: atomic)
+  ChunkedArray<ColdEntry, 16> cold;   // guarded by mu
+  ChunkedArray<WindowEntry, 16> win;  // guarded by mu; only when windowed()
+  // Hybrid eviction of KV: per entry, the entries with a state among it and its descendants.
+  ChunkedArray<uint32_t, 16> subtree_states;       // guarded by mu; only when hybrid_kv()
   EntryAllocator entry_ids;                        // guarded by mu
   uint64_t entries_reserved = 0;                   // guarded by mu: hot, cold hold this many
   ChunkedArray<State, 10> states;                  // guarded by mu (last_use: atomic)

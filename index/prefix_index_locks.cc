@@ -311,13 +311,13 @@ void Core::ScoreNewState(uint32_t i, State& s) {
 void Core::SubtreeStatesChanged(uint32_t i, int delta) {
   if (!hybrid_kv()) return;
   for (uint32_t a = i; a != kNone; a = hot[a].parent) {
-    ColdEntry& ec = cold[a];
+    uint32_t& count = subtree_states[a];
     // Only 0 <-> 1 changes whether the page is needed.
-    if ((delta > 0 && ec.subtree_states != 0) || (delta < 0 && ec.subtree_states > 1)) {
-      ec.subtree_states += static_cast<uint32_t>(delta);
+    if ((delta > 0 && count != 0) || (delta < 0 && count > 1)) {
+      count += static_cast<uint32_t>(delta);
       continue;
     }
-    Tracked(a, [&](ColdEntry& c) { c.subtree_states += static_cast<uint32_t>(delta); });
+    Tracked(a, [&](ColdEntry&) { count += static_cast<uint32_t>(delta); });
   }
 }
 
