@@ -102,20 +102,48 @@ bool StoreImpl::AdmitToDiskLocked(const EntryInfo& e, Kind kind) {
   return true;
 }
 
-std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(size_t count) {
+std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(const std::vector<DiskWriteJob>& jobs) {
   std::vector<DiskKey> removed;
-  for (const EvictionStage& stage : EvictionOrder()) {
-    if (removed.size() >= count) break;
-    const Kind kind = stage.kind;
-    auto victims = index_->PickVictims(Tier::kDisk, kind, count - removed.size() + 4, stage.cls);
-    if (!victims.ok()) continue;
+  auto take = [&](const EvictionStage& stage, size_t count) {
+    auto victims = index_->PickVictims(Tier::kDisk, stage.kind, count, stage.cls);
+    if (!victims.ok()) return size_t{0};
+    size_t taken = 0;
     for (const Victim& v : *victims) {
       auto e = index_->Lookup(v.hash);
       if (!e) continue;
       removed.push_back({v.kind, v.hash, uint64_t{e->depth_pages} * layout_.page_size_tokens});
       ++evictions_[static_cast<int>(Tier::kDisk)][static_cast<int>(v.kind)];
       ForgetDiskLocked({v.hash, v.kind});
+      ++taken;
     }
+    return taken;
+  };
+  if (eviction_policy_ != EvictionPolicy::kHybrid) {
+    for (const EvictionStage& stage : EvictionOrder()) {
+      if (removed.size() >= jobs.size()) break;
+      take(stage, jobs.size() - removed.size() + 4);
+    }
+    return removed;
+  }
+  // Hybrid: free the bytes the writes need, in the eviction order, except that records of a
+  // kind waiting to be written are first made room for by records of that kind (a record is
+  // one contiguous extent, which scattered smaller records seldom free): a waiting state by a
+  // state (by score), then pages by the order.
+  uint64_t need[kNumKinds] = {};
+  for (const DiskWriteJob& job : jobs) {
+    need[static_cast<int>(job.key.kind)] += RecordSlotBytes(layout_, job.key.kind);
+  }
+  if (const uint64_t states = need[static_cast<int>(Kind::kMamba)]; states > 0) {
+    const uint64_t unit = RecordSlotBytes(layout_, Kind::kMamba);
+    take({Kind::kMamba, VictimClass::kAny}, static_cast<size_t>(states / unit));
+  }
+  uint64_t missing = need[static_cast<int>(Kind::kKV)] + need[static_cast<int>(Kind::kWindowKV)];
+  for (const EvictionStage& stage : EvictionOrder()) {
+    if (missing == 0) break;
+    if (!layout_.Stores(stage.kind)) continue;
+    const uint64_t unit = RecordSlotBytes(layout_, stage.kind);
+    const size_t taken = take(stage, static_cast<size_t>((missing + unit - 1) / unit) + 4);
+    missing -= std::min(missing, taken * unit);
   }
   return removed;
 }
@@ -151,7 +179,7 @@ void StoreImpl::FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int 
         if (!r.status.ok()) evict_unwritten_.insert(job.key);
       }
     }
-    if (!retry.empty()) removals = TakeDiskVictimsLocked(retry.size());
+    if (!retry.empty()) removals = TakeDiskVictimsLocked(retry);
     space_cv_.notify_all();
   }
   if (!retry.empty()) {

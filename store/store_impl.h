@@ -208,9 +208,10 @@ class StoreImpl final : public Store {
   // Completion worker: publishes disk locations, unpins, evicts write-on-evict entries, and
   // retries once what failed for lack of disk space after evicting disk records by the index.
   void FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int attempt);
-  // Picks disk victims for `count` records through the index (so locked prefixes stay) and
-  // forgets them; returns their keys for removal from the disk tier outside mu_. Requires mu_.
-  std::vector<DiskKey> TakeDiskVictimsLocked(size_t count);
+  // Picks disk victims through the index (so locked prefixes stay) to make room for `jobs`
+  // (LRU: as many records; hybrid: their bytes, see the .cc) and forgets them; returns their
+  // keys for removal from the disk tier outside mu_. Requires mu_.
+  std::vector<DiskKey> TakeDiskVictimsLocked(const std::vector<DiskWriteJob>& jobs);
 
   // ---- store_save.cc ----
   struct SaveWant {
