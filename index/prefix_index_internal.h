@@ -324,15 +324,17 @@ struct Core {
   };
   Before Snapshot(uint32_t i) const {
     Before b;
+    const bool has_window = windowed();  // (WindowEvictability is kNotEvictable otherwise)
     for (int t = 0; t < kNumTiers; ++t) {
       b.kv[t] = KvEvictability(i, t);
       b.state[t] = StateEvictable(i, t);
-      b.window[t] = WindowEvictability(i, t);
+      b.window[t] = has_window ? WindowEvictability(i, t) : kNotEvictable;
     }
     return b;
   }
   // Call after changing entry i when Snapshot(i) was taken before the change.
   void After(uint32_t i, const Before& b) {
+    const bool has_window = windowed();
     for (int t = 0; t < kNumTiers; ++t) {
       const EvictClass kv = KvEvictability(i, t);
       if ((kv != kNotEvictable) != (b.kv[t] != kNotEvictable)) {
@@ -342,6 +344,7 @@ struct Core {
       const bool st = StateEvictable(i, t);
       if (st != b.state[t]) evictable[kMamba][t] += st ? 1 : uint64_t(-1);
       if (st) QueueRecord(kMamba, i, t, /*may_rebuild=*/true);
+      if (!has_window) continue;
       const EvictClass w = WindowEvictability(i, t);
       if ((w != kNotEvictable) != (b.window[t] != kNotEvictable)) {
         evictable[kWindow][t] += w != kNotEvictable ? 1 : uint64_t(-1);
