@@ -21,14 +21,21 @@ std::vector<EntryKey> StoreImpl::WithPrefixLocked(const std::vector<EntryKey>& k
   for (const EntryKey& key : keys) {
     if (key.kind != Kind::kMamba || (window == 0 && !with_kv)) continue;
     // The state's window (its own page and the window - 1 before it) and, with_kv, the KV of
-    // every page of its prefix that host memory holds and the disk does not.
+    // the pages of its prefix that host memory holds and the disk does not, up to the first
+    // page the disk holds or is writing (disk eviction is leaves first, so what is above it is
+    // on disk too, but for failed writes): O(new pages), not O(depth), under mu_.
+    bool kv_walk = with_kv;
     std::optional<PageHash> cur = key.hash;
-    for (uint32_t i = 0; cur && (i < window || with_kv); ++i) {
+    for (uint32_t i = 0; cur && (i < window || kv_walk); ++i) {
       auto e = index_->Lookup(*cur);
       if (!e) break;
       if (i < window && !e->window.empty()) out.push_back({*cur, Kind::kWindowKV});
-      if (with_kv && e->kv.Has(Tier::kHost) && !e->kv.Has(Tier::kDisk)) {
-        out.push_back({*cur, Kind::kKV});
+      if (kv_walk) {
+        if (e->kv.Has(Tier::kDisk) || disk_writing_.count({*cur, Kind::kKV})) {
+          kv_walk = false;
+        } else if (e->kv.Has(Tier::kHost)) {
+          out.push_back({*cur, Kind::kKV});
+        }
       }
       cur = e->parent;
     }
