@@ -1,6 +1,7 @@
 #include "tiers/disk_files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,33 @@ Status CreateFolder(const std::string& dir) {
   }
   return Status::OK();
 }
+
+StatusOr<std::unique_ptr<FolderOwnerLock>> FolderOwnerLock::Acquire(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kOwnerFileName).string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno("owner file '" + path + "': open", errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) return Status::FromErrno("owner file '" + path + "': flock", err);
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : std::string("?");
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    return Status::Busy("disk.dir '" + dir + "': in use by another store (process " + holder +
+                        " holds " + path +
+                        "); a folder is opened by one Store of one process at a time");
+  }
+  const std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::FromErrno("owner file '" + path + "': write", err);
+  }
+  return std::unique_ptr<FolderOwnerLock>(new FolderOwnerLock(fd));
+}
+
+FolderOwnerLock::~FolderOwnerLock() { ::close(fd_); }  // releases the flock
 
 DiskDataFiles::~DiskDataFiles() {
   for (int fd : fds_) ::close(fd);

@@ -54,4 +54,24 @@ class DiskDataFiles {
 // exists already as a folder.
 Status CreateFolder(const std::string& dir);
 
+// One owner per store folder: an exclusive flock on `dir`/OWNER (mode 0600, holding the owner's
+// pid), kept until the object is destroyed. A second holder, in another process or another
+// Store of the same process (flock locks belong to an open file), is refused, so that no one
+// reads, writes or wipes a folder a live store is using.
+class FolderOwnerLock {
+ public:
+  // Busy naming the folder and the holder's pid when another holder has it; the errno
+  // otherwise.
+  static StatusOr<std::unique_ptr<FolderOwnerLock>> Acquire(const std::string& dir);
+  ~FolderOwnerLock();
+  FolderOwnerLock(const FolderOwnerLock&) = delete;
+  FolderOwnerLock& operator=(const FolderOwnerLock&) = delete;
+
+ private:
+  explicit FolderOwnerLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+inline constexpr char kOwnerFileName[] = "OWNER";
+
 }  // namespace cachepawl

@@ -104,6 +104,10 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
   // chain reaches a state from the root: states carry their chains.
   const bool chains = !layout.Stores(Kind::kKV);
   CACHEPAWL_RETURN_IF_ERROR(CreateFolder(options.dir).WithContext("disk.dir"));
+  // One owner: nothing below (reading, wiping) may touch a folder a live store uses.
+  auto owner = FolderOwnerLock::Acquire(options.dir);
+  if (!owner.ok()) return owner.status();
+  t.owner_ = std::move(owner).value();
   auto catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog, chains);
   if (!catalog.ok()) {
     if (!options.wipe_unreadable_catalog) {
@@ -576,6 +580,7 @@ Status DiskTier::Close() {
   }
   Status s = catalog_->Apply(puts, {});
   catalog_.reset();
+  owner_.reset();  // the folder may be opened again (by this process too)
   return s;
 }
 

@@ -250,6 +250,7 @@ class DiskTier {
   LayoutFingerprint fingerprint_{};
   std::array<uint64_t, kNumKinds> record_bytes_{};
   std::array<uint64_t, kNumKinds> payload_bytes_{};
+  std::unique_ptr<FolderOwnerLock> owner_;  // released last (destroyed after the others)
   std::unique_ptr<DiskDataFiles> files_;
   std::unique_ptr<DiskCatalog> catalog_;
 

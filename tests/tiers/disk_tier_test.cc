@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -165,6 +166,40 @@ TEST_F(DiskTierTest, UnreadableCatalogFailsClearlyOrWipes) {
   EXPECT_FALSE(wiped->Contains(TestKey(Kind::kKV, 1)));
   Put(*wiped, TestKey(Kind::kKV, 2));
   EXPECT_TRUE(wiped->Contains(TestKey(Kind::kKV, 2)));
+}
+
+TEST_F(DiskTierTest, AFolderInUseIsRefusedEvenWhenWipingIsAllowed) {
+  auto first = Open();
+  ASSERT_NE(first, nullptr);
+  Put(*first, TestKey(Kind::kKV, 1));
+  // A second open of the same folder (here in the same process; flock locks belong to an open
+  // file) is refused with who holds it, before anything is read, and never wipes it.
+  options_.wipe_unreadable_catalog = true;
+  auto second = DiskTier::Open(options_, layout_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(second.status().IsBusy()) << second.status().ToString();
+  const std::string msg(second.status().message());
+  EXPECT_NE(msg.find("in use by another store"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("process " + std::to_string(::getpid())), std::string::npos) << msg;
+  EXPECT_NE(msg.find(options_.dir), std::string::npos) << msg;
+  EXPECT_TRUE(first->Contains(TestKey(Kind::kKV, 1)));
+  // Another process is refused too; once closed, the folder opens again with its records.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto t = DiskTier::Open(options_, layout_);
+    ::_exit(!t.ok() && t.status().IsBusy() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child was not refused";
+  ASSERT_TRUE(first->Close().ok());
+  auto again = Open();
+  ASSERT_NE(again, nullptr);
+  EXPECT_TRUE(again->Contains(TestKey(Kind::kKV, 1)));
+  struct stat st;
+  ASSERT_EQ(::stat((std::filesystem::path(options_.dir) / kOwnerFileName).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 TEST_F(DiskTierTest, WriteProtocolPublishesOnlyOnCommit) {
