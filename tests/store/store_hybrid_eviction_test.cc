@@ -11,6 +11,7 @@
 #include "store/model_layout.h"
 #include "store/store.h"
 #include "tests/common/test_util.h"
+#include "tests/store/store_test_checks.h"
 #include "tests/store/store_test_util.h"
 
 namespace cachepawl {
@@ -31,56 +32,8 @@ class StoreHybridEvictionTest : public ::testing::Test {
     return s.ok() ? std::move(s).value() : nullptr;
   }
 
-  // Saves every full page of `tokens` and the state at `state_pages`.
   static void Save(Store* store, const std::vector<uint32_t>& tokens, size_t state_pages) {
-    const ModelLayout& layout = store->layout();
-    const std::vector<PageHash> hashes = store->HashTokens("", tokens);
-    std::vector<uint64_t> pages;
-    for (const PageHash& h : hashes) {
-      auto slot = store->AllocateDeviceSlot(Kind::kKV);
-      ASSERT_TRUE(slot.ok()) << slot.status().ToString();
-      ASSERT_TRUE(store->WriteDeviceRecord(Kind::kKV, *slot, Content(layout, h, Kind::kKV)).ok());
-      pages.push_back(*slot);
-    }
-    auto state = store->AllocateDeviceSlot(Kind::kMamba);
-    ASSERT_TRUE(state.ok());
-    ASSERT_TRUE(store
-                    ->WriteDeviceRecord(Kind::kMamba, *state,
-                                        Content(layout, hashes[state_pages - 1], Kind::kMamba))
-                    .ok());
-    SaveRequest req;
-    req.tokens = tokens;
-    req.device_pages = pages;
-    req.device_state_slot = *state;
-    req.state_depth_tokens = state_pages * layout.page_size_tokens;
-    auto fence = store->Save(req);
-    ASSERT_TRUE(fence.ok()) << fence.status().ToString();
-    const Status done = fence->Wait(std::chrono::seconds(30));
-    ASSERT_TRUE(done.ok()) << done.ToString();
-    for (uint64_t p : pages) ASSERT_TRUE(store->FreeDeviceSlot(Kind::kKV, p).ok());
-    ASSERT_TRUE(store->FreeDeviceSlot(Kind::kMamba, *state).ok());
-  }
-
-  // Loads the match's reusable prefix into fresh device slots and compares every byte.
-  static void LoadAndVerify(Store* store, const PrefixMatch& m) {
-    const ModelLayout& layout = store->layout();
-    std::vector<uint64_t> pages;
-    for (size_t i = 0; i < m.reusable_pages; ++i)
-      pages.push_back(*store->AllocateDeviceSlot(Kind::kKV));
-    const uint64_t state = *store->AllocateDeviceSlot(Kind::kMamba);
-    auto fence = store->Load(m, pages, state);
-    ASSERT_TRUE(fence.ok()) << fence.status().ToString();
-    ASSERT_TRUE(fence->Wait(std::chrono::seconds(30)).ok());
-    std::vector<std::byte> got(layout.RecordBytes(Kind::kKV));
-    for (size_t i = 0; i < pages.size(); ++i) {
-      ASSERT_TRUE(store->ReadDeviceRecord(Kind::kKV, pages[i], got).ok());
-      EXPECT_TRUE(got == Content(layout, m.hashes[i], Kind::kKV)) << "page " << i;
-      ASSERT_TRUE(store->FreeDeviceSlot(Kind::kKV, pages[i]).ok());
-    }
-    got.resize(layout.RecordBytes(Kind::kMamba));
-    ASSERT_TRUE(store->ReadDeviceRecord(Kind::kMamba, state, got).ok());
-    EXPECT_TRUE(got == Content(layout, m.hashes[m.reusable_pages - 1], Kind::kMamba));
-    ASSERT_TRUE(store->FreeDeviceSlot(Kind::kMamba, state).ok());
+    SaveAll(store, "", tokens, /*with_state=*/true, state_pages);
   }
 
   // A shared prefix (2 pages, a state at 2) looked up after each of `rounds` one-off prompts
@@ -99,7 +52,7 @@ class StoreHybridEvictionTest : public ::testing::Test {
         Save(store, shared, 2);  // recomputed, saved again
         continue;
       }
-      LoadAndVerify(store, *m);
+      EXPECT_TRUE(LoadAndVerify(store, *m).ok());
     }
     return misses;
   }
@@ -139,7 +92,7 @@ TEST_F(StoreHybridEvictionTest, WriteBackTakesAStatesKvAlongAndDropsUselessKv) {
   auto m = store->Lookup("", first);
   ASSERT_TRUE(m.ok());
   ASSERT_EQ(m->reusable_pages, 3u);  // its state and every page it needs are still there
-  LoadAndVerify(store.get(), *m);
+  EXPECT_TRUE(LoadAndVerify(store.get(), *m).ok());
 }
 
 TEST_F(StoreHybridEvictionTest, AFullDiskMakesRoomForALargeStateWithStates) {
@@ -163,7 +116,7 @@ TEST_F(StoreHybridEvictionTest, AFullDiskMakesRoomForALargeStateWithStates) {
   auto m = store->Lookup("", Tokens(1000 * 30, 6 * 4));
   ASSERT_TRUE(m.ok());
   ASSERT_EQ(m->reusable_pages, 2u);
-  LoadAndVerify(store, *m);
+  EXPECT_TRUE(LoadAndVerify(store, *m).ok());
 }
 
 TEST(ModelLayoutPrefillCostTest, EstimatesFromTheLayersShapes) {

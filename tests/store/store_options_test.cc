@@ -69,6 +69,9 @@ TEST(StoreOptionsTest, EachBadFieldIsNamed) {
   o.write_policy = static_cast<WritePolicy>(9);
   ExpectBad(o, "StoreOptions.write_policy: 9");
   o = Good();
+  o.eviction_policy = static_cast<EvictionPolicy>(7);
+  ExpectBad(o, "StoreOptions.eviction_policy: 7");
+  o = Good();
   o.write_policy = WritePolicy::kWriteThroughSelective;
   o.selective_min_hits = 0;
   ExpectBad(o, "StoreOptions.selective_min_hits: 0");
