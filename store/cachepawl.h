@@ -393,6 +393,13 @@ CACHEPAWL_API cachepawl_status cachepawl_pool_set_block_contiguous(cachepawl_poo
 CACHEPAWL_API cachepawl_status cachepawl_store_register_device_pool(cachepawl_store* store,
                                                                     const cachepawl_pool* pool);
 
+/* Stops using the registered pool so that the engine may free or resize its tensors: load and
+ * save fail with FAILED_PRECONDITION from the call on; it returns once every operation in
+ * flight on the pool has fired its fence, and after it no byte of the pool is touched. Host and
+ * disk contents stay; a new pool may then be registered. FAILED_PRECONDITION when no pool is
+ * registered, the pool is store-owned, or the store is closed. */
+CACHEPAWL_API cachepawl_status cachepawl_store_unregister_device_pool(cachepawl_store* store);
+
 /* Store-owned pool only (FAILED_PRECONDITION otherwise): a free slot (a KV page index or a
  * state slot index; NO_SPACE when full), and giving it back. */
 CACHEPAWL_API cachepawl_status cachepawl_store_allocate_device_slot(cachepawl_store* store,

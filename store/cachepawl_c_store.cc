@@ -251,6 +251,11 @@ cachepawl_status cachepawl_store_register_device_pool(cachepawl_store* store,
   });
 }
 
+cachepawl_status cachepawl_store_unregister_device_pool(cachepawl_store* store) {
+  return StoreCall("cachepawl_store_unregister_device_pool", store,
+                   [&](Store& s) { return s.UnregisterDevicePool(); });
+}
+
 cachepawl_status cachepawl_store_allocate_device_slot(cachepawl_store* store, cachepawl_kind kind,
                                                       uint64_t* out) {
   return StoreCall("cachepawl_store_allocate_device_slot", store, [&](Store& s) {

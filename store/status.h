@@ -63,6 +63,8 @@ class [[nodiscard]] Status {
   bool IsTimedOut() const { return code_ == Code::kTimedOut; }
   bool IsAborted() const { return code_ == Code::kAborted; }
   bool IsIncompatible() const { return code_ == Code::kIncompatible; }
+  bool IsFailedPrecondition() const { return code_ == Code::kFailedPrecondition; }
+  bool IsInternal() const { return code_ == Code::kInternal; }
 
   // "OK" or "<CodeName>: <message>".
   std::string ToString() const;

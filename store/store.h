@@ -162,10 +162,20 @@ class Store {
   virtual StatusOr<Fence> Save(const SaveRequest& request) = 0;
 
   // The engine's own device pool (its paged KV tensors and Mamba state tensors), described by
-  // base pointers and strides (tiers/device_pool.h). Call once, before Load or Save, when the
-  // store was opened without a store-owned pool. InvalidArgument when the description does not
-  // fit the layout; FailedPrecondition when a pool is already registered.
+  // base pointers and strides (tiers/device_pool.h). Call before Load or Save when the store
+  // was opened without a store-owned pool. InvalidArgument when the description does not fit
+  // the layout; FailedPrecondition when a pool is already registered (UnregisterDevicePool
+  // first to replace it).
   virtual Status RegisterDevicePool(const DevicePoolDescription& pool) = 0;
+
+  // Stops using the registered device pool, so that the engine may free or resize its tensors
+  // (a sleep mode that releases GPU memory, a KV cache rebuilt at another size): Load and Save
+  // fail with FailedPrecondition from the call on; the call returns once every operation in
+  // flight that copies to or from the pool has fired its fence (OK or not), and after it no
+  // byte of the pool is touched. What the host and disk tiers hold stays; RegisterDevicePool
+  // may then register a new pool. FailedPrecondition when no pool is registered, the pool is
+  // store-owned, a Register/Unregister is at work on another thread, or the store is closed.
+  virtual Status UnregisterDevicePool() = 0;
 
   // Store-owned device pool (StoreOptions::device_pool_bytes): hands out and
   // takes back device slots (KV page indices, Mamba state slot indices) for engines that

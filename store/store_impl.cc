@@ -18,10 +18,17 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   return StoreImpl::Open(options);
 }
 
-StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options) {
+StatusOr<std::unique_ptr<Store>> OpenStoreWithFaults(const StoreOptions& options,
+                                                     StoreFaultInjection faults) {
+  return StoreImpl::Open(options, std::move(faults));
+}
+
+StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
+                                                 StoreFaultInjection faults) {
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<StoreImpl> s(new StoreImpl());
   s->options_ = options;
+  s->faults_ = std::move(faults);
   if (options.layout) {
     s->layout_ = *options.layout;
   } else {
@@ -90,6 +97,9 @@ Status StoreImpl::OpenTiers() {
     disk_ = std::move(disk).value();
     auto orphans = RebuildIndexFromDisk(disk_->tier(), *index_, layout_);
     if (!orphans.ok()) return orphans.status().WithContext("disk tier: rebuilding the index");
+    const DiskTierStats opened = disk_->tier().stats();
+    disk_records_recovered_ = opened.records_kv + opened.records_mamba + opened.records_window;
+    disk_records_dropped_at_open_ = opened.dropped_at_open + *orphans;
   }
 
   if (options_.device_pool_bytes > 0) {
@@ -113,6 +123,8 @@ Status StoreImpl::CreateEngine(const DevicePoolDescription& pool) {
   to.writeback_priority = options_.write_stream_priority;
   to.loadback_priority = options_.load_stream_priority;
   to.staging_bytes = options_.staging_bytes;
+  to.fault_injection = faults_.before_operation;
+  to.cuda_fault = faults_.cuda_call;
   auto engine = TransferEngine::Create(layout_, pool, host_.get(), to);
   if (!engine.ok()) return engine.status().WithContext("device pool");
   std::lock_guard<std::mutex> lock(mu_);
@@ -290,6 +302,37 @@ Status StoreImpl::RegisterDevicePool(const DevicePoolDescription& pool) {
   return s;
 }
 
+Status StoreImpl::UnregisterDevicePool() {
+  std::shared_ptr<TransferEngine> engine;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return Status::FailedPrecondition("store is closed");
+    if (device_arena_) {
+      return Status::FailedPrecondition(
+          "the device pool is store-owned (StoreOptions.device_pool_bytes): it goes with Close");
+    }
+    if (registering_) {
+      return Status::FailedPrecondition("a device pool is being registered or unregistered");
+    }
+    if (!engine_ready_) return Status::FailedPrecondition("no device pool is registered");
+    engine_ready_ = false;  // Load and Save refuse from now on
+    registering_ = true;    // and so does RegisterDevicePool, until the engine is gone
+    engine = std::move(engine_);
+  }
+  // Every Load and Save that took the engine holds a copy until its last transfer fired (and,
+  // for loads from disk, until its host-to-device stage was submitted): wait for them. Their
+  // completions signal drain_cv_ (OperationFinished); the copy may go just after, hence the
+  // bounded waits.
+  {
+    std::unique_lock<std::mutex> lock(drain_mu_);
+    while (engine.use_count() > 1) drain_cv_.wait_for(lock, std::chrono::milliseconds(1));
+  }
+  engine.reset();  // drains nothing (no operation is left) and releases the staging memory
+  std::lock_guard<std::mutex> lock(mu_);
+  registering_ = false;
+  return Status::OK();
+}
+
 namespace {
 Status CheckKind(Kind kind, const ModelLayout& layout) {
   if (!IsValidKind(static_cast<uint8_t>(kind))) {
@@ -401,6 +444,8 @@ StoreStats StoreImpl::Stats() const {
     st.no_space_errors = no_space_;
     st.evicted_ahead = evicted_ahead_;
     st.disk_admission_refused = disk_admission_refused_;
+    st.disk_records_recovered = disk_records_recovered_;
+    st.disk_records_dropped_at_open = disk_records_dropped_at_open_;
     st.checksum_failures = checksum_failures_;
     st.io_errors = io_errors_;
     if (closed_) return st;

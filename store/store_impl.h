@@ -49,6 +49,7 @@
 #include "store/latency_histogram.h"
 #include "store/stage_profile.h"
 #include "store/store.h"
+#include "store/store_faults.h"
 #include "tiers/device_pool.h"
 #include "tiers/device_pool_arena.h"
 #include "tiers/host_arena.h"
@@ -67,7 +68,8 @@ class StoreImpl final : public Store {
  public:
   ~StoreImpl() override { (void)Close(); }
 
-  static StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  static StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options,
+                                               StoreFaultInjection faults = {});
 
   const ModelLayout& layout() const override { return layout_; }
   // The engine's mode once a pool is registered (or store-owned); before that, the mode a
@@ -92,6 +94,7 @@ class StoreImpl final : public Store {
   StatusOr<std::shared_ptr<Prefetch>> StartPrefetch(const PrefixMatch& match) override;
   StatusOr<Fence> Save(const SaveRequest& request) override;
   Status RegisterDevicePool(const DevicePoolDescription& pool) override;
+  Status UnregisterDevicePool() override;
   StatusOr<uint64_t> AllocateDeviceSlot(Kind kind) override;
   Status FreeDeviceSlot(Kind kind, uint64_t slot) override;
   Status WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const std::byte> record) override;
@@ -256,7 +259,8 @@ class StoreImpl final : public Store {
                        const std::shared_ptr<const DiskBatchResult>& result,
                        std::vector<size_t>* failed);
   // `deferred`: set for loads that read from disk first (see DeferredStreamWaiter).
-  void SubmitHostToDevice(std::vector<HostSource> sources, std::shared_ptr<FenceCompleter> outer,
+  void SubmitHostToDevice(const std::shared_ptr<TransferEngine>& engine,
+                          std::vector<HostSource> sources, std::shared_ptr<FenceCompleter> outer,
                           bool per_layer, SteadyClock::time_point start,
                           std::shared_ptr<DeferredStreamWaiter> deferred);
   void CountHitLocked(const EntryKey& key);
@@ -268,7 +272,11 @@ class StoreImpl final : public Store {
   std::unique_ptr<HostArena> host_;
   std::unique_ptr<DiskEngine> disk_;
   std::unique_ptr<DevicePoolArena> device_arena_;
-  std::unique_ptr<TransferEngine> engine_;  // set once, before any Load/Save can run
+  // Set by Open (store-owned pool) or RegisterDevicePool, dropped by UnregisterDevicePool, under
+  // mu_ (with engine_ready_). Load and Save copy it under mu_ and use only their copy, so an
+  // engine outlives the operations that use it (UnregisterDevicePool waits for them).
+  std::shared_ptr<TransferEngine> engine_;
+  StoreFaultInjection faults_;  // tests only (store/store_faults.h); set by Open
   std::unique_ptr<CompletionWorker> worker_;
   std::unique_ptr<CompletionWorker> disk_submitter_;  // only with a disk tier
   std::unique_ptr<CompletionWorker> evictor_;         // only with a free target
@@ -277,7 +285,7 @@ class StoreImpl final : public Store {
   mutable std::mutex mu_;
   bool closed_ = false;        // guarded by mu_
   bool engine_ready_ = false;  // guarded by mu_
-  bool registering_ = false;   // RegisterDevicePool is creating the engine; guarded by mu_
+  bool registering_ = false;   // Register/UnregisterDevicePool at work; guarded by mu_
   std::unique_ptr<DiskWritePolicy> policy_;                           // guarded by mu_
   std::unordered_map<EntryKey, HostSlotId, EntryKeyHasher> filling_;  // guarded by mu_
   std::unordered_set<EntryKey, EntryKeyHasher> disk_writing_;         // guarded by mu_
@@ -295,6 +303,8 @@ class StoreImpl final : public Store {
   bool evict_ahead_pending_ = false;     // an EvictAhead pass is posted or running; guarded by mu_
   uint64_t evicted_ahead_ = 0;           // victims the evict-ahead thread freed; guarded by mu_
   uint64_t disk_admission_refused_ = 0;  // AdmitToDiskLocked said no; guarded by mu_
+  // Set while opening, before any other thread sees the store; constant after.
+  uint64_t disk_records_recovered_ = 0, disk_records_dropped_at_open_ = 0;
   EvictionPolicy eviction_policy_ = EvictionPolicy::kHybrid;  // set by Open
   std::condition_variable space_cv_;  // signalled (under mu_) when host entries may be evictable
 

@@ -64,6 +64,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
   std::vector<HostSource> sources;
   std::vector<DiskFill> fills;
   std::vector<uint64_t> fill_device_slots;
+  std::shared_ptr<TransferEngine> engine;
   {
     const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
@@ -72,6 +73,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
       return Status::FailedPrecondition(
           "no device pool: open the store with device_pool_bytes or call RegisterDevicePool");
     }
+    engine = engine_;
     std::vector<bool> has_slot;  // per fill: its host slot is allocated
     auto rollback = [&](const Status& why) {
       for (const HostSource& s : sources) (void)index_->Unpin(s.key.hash, s.key.kind, Tier::kHost);
@@ -160,20 +162,20 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
   Fence result = outer->fence();
   OperationStarted();
   if (fills.empty()) {
-    SubmitHostToDevice(std::move(sources), outer, opts.per_layer_fences, start, nullptr);
+    SubmitHostToDevice(engine, std::move(sources), outer, opts.per_layer_fences, start, nullptr);
     return result;
   }
   std::vector<DiskRead> reads;
   for (const DiskFill& f : fills)
     reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
   std::shared_ptr<DeferredStreamWaiter> deferred;
-  if (engine_->gpu_mode()) {
+  if (engine->gpu_mode()) {
     deferred = std::make_shared<DeferredStreamWaiter>();
     std::lock_guard<std::mutex> g(result.state()->mu);
     result.state()->gpu_stream_waiter = [deferred](void* stream) { return deferred->Wait(stream); };
   }
   DiskOp op = disk_->LoadBack(reads);
-  WhenDone(op.fence, [this, fills = std::move(fills),
+  WhenDone(op.fence, [this, engine, fills = std::move(fills),
                       fill_device_slots = std::move(fill_device_slots),
                       sources = std::move(sources), outer, op, start, deferred,
                       per_layer = opts.per_layer_fences](const Status& s) mutable {
@@ -207,7 +209,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
     for (size_t i = 0; i < fills.size(); ++i) {
       sources.push_back({fills[i].key, fills[i].slot, fill_device_slots[i]});
     }
-    SubmitHostToDevice(std::move(sources), outer, per_layer, start, deferred);
+    SubmitHostToDevice(engine, std::move(sources), outer, per_layer, start, deferred);
   });
   return result;
 }
@@ -237,7 +239,8 @@ void StoreImpl::FinishDiskFills(const std::vector<DiskFill>& fills, const Status
   }
 }
 
-void StoreImpl::SubmitHostToDevice(std::vector<HostSource> sources,
+void StoreImpl::SubmitHostToDevice(const std::shared_ptr<TransferEngine>& engine,
+                                   std::vector<HostSource> sources,
                                    std::shared_ptr<FenceCompleter> outer, bool per_layer,
                                    SteadyClock::time_point start,
                                    std::shared_ptr<DeferredStreamWaiter> deferred) {
@@ -248,7 +251,7 @@ void StoreImpl::SubmitHostToDevice(std::vector<HostSource> sources,
     op.units.push_back({s.key.kind, {Tier::kHost, s.slot}, {Tier::kDevice, s.device_slot}});
   }
   const uint64_t submit_start = profile::Now();
-  Fence inner = engine_->Submit(std::move(op));
+  Fence inner = engine->Submit(std::move(op));
   profile::Add(profile::Stage::kLoadSubmit, submit_start);
   const WhenDoneProfile prof{profile::Stage::kLoadCopy, profile::Stage::kLoadHop,
                              profile::Stage::kLoadFinish, profile::Now()};

@@ -87,6 +87,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   // What no tier holds (nor a Save in flight fills) needs a host slot: `fresh`, the pages first,
   // then the state.
   std::vector<SaveWant> fresh;
+  std::shared_ptr<TransferEngine> engine;
   {
     const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
@@ -95,6 +96,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
       return Status::FailedPrecondition(
           "no device pool: open the store with device_pool_bytes or call RegisterDevicePool");
     }
+    engine = engine_;
     if (chain == 0) return Fence::Completed(Status::OK());
     CACHEPAWL_RETURN_IF_ERROR(
         index_->InsertChain(std::nullopt, hashes.first(chain)).WithContext("SaveRequest"));
@@ -144,7 +146,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
     failed = PrepareSaveChunk(part, hashes.first(chain), progress.get(), &op, &pending);
     if (!failed.ok() || op.units.empty()) continue;
     const uint64_t submit_start = profile::Now();
-    Fence inner = engine_->Submit(std::move(op));
+    Fence inner = engine->Submit(std::move(op));
     profile::Add(profile::Stage::kSaveSubmit, submit_start);
     FinishSaveWhenDone(inner, std::move(pending), progress);
     last_op = inner;

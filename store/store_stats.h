@@ -43,6 +43,10 @@ struct StoreStats {
   // Hybrid eviction: host victims not written to disk (KV no cached state can use, states
   // scored below the eviction level); they left host memory unwritten.
   uint64_t disk_admission_refused = 0;
+  // Restart: disk records the store opened with (kept by the disk tier's checks and reachable
+  // from the index), and catalog entries dropped while opening (bad, out of range, unreachable).
+  uint64_t disk_records_recovered = 0;
+  uint64_t disk_records_dropped_at_open = 0;
   uint64_t failed_operations = 0;
   uint64_t saves = 0, saved_pages = 0, saved_states = 0, refreshed_pages = 0;
   // Windowed KV records saved (layouts with sliding-window layers; saved_pages counts the

@@ -140,6 +140,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   int64_t track_interval = -1;
   uint64_t requests = 0, crash_every = 0, seed = 1;
   double speed = 0, rate = 5.0;
+  double kill_during_open = ReplayRunOptions().kill_during_open_fraction;
   bool json = false, skip_bad_lines = false, verbose = false, sweep = false;
   app.add_option("trace", trace_path, "Mooncake-format JSONL trace file");
   app.add_option("--workload,-w", workload, "a built-in workload instead of a trace (below)");
@@ -188,6 +189,11 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--crash-every", crash_every,
                  "run the store in a child process SIGKILLed about every N requests, reopen it "
                  "and keep verifying; one request at a time (refused with --concurrency > 1)");
+  app.add_option("--kill-during-open", kill_during_open,
+                 "with --crash-every: the fraction of store processes killed while they open the "
+                 "store (catalog recovery, index rebuild) instead of after a request")
+      ->type_name("FRACTION")
+      ->capture_default_str();
   app.add_option("--seed", seed, "seed of built-in workloads and kill points (default 1)");
   app.add_option("--namespace", setup.ns, "namespace of every request (default: empty)");
   app.add_option("--chunk-pages", setup.chunk_pages, "pages per Load / Save call (default 128)");
@@ -315,8 +321,10 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   ro.soak_seconds = soak_seconds;
   ro.concurrency = concurrency;
   ro.crash_every = crash_every;
+  ro.kill_during_open_fraction = kill_during_open;
   ro.seed = seed;
   ro.progress = &io.err;  // a line every 5 s on long runs
+  if (Status s = ro.Validate(); !s.ok()) return usage(s.ToString());
   if (sweep) return RunSweepCommand(setup, source, ro, fractions, json, io);
 
   // The store.

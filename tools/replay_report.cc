@@ -258,6 +258,9 @@ StoreStats AddStoreStats(const StoreStats& a, const StoreStats& b) {
   s.io_errors += b.io_errors;
   s.no_space_errors += b.no_space_errors;
   s.evicted_ahead += b.evicted_ahead;
+  s.disk_admission_refused += b.disk_admission_refused;
+  s.disk_records_recovered += b.disk_records_recovered;  // crash mode: over every reopen
+  s.disk_records_dropped_at_open += b.disk_records_dropped_at_open;
   s.failed_operations += b.failed_operations;
   s.saves += b.saves;
   s.saved_pages += b.saved_pages;
@@ -288,6 +291,11 @@ std::string ReplayJsonKeysHelp() {
   wall_seconds, requests_per_second, tokens_per_second   over the run's wall time;
                          tokens_per_second counts prompt tokens
   crashes                store processes SIGKILLed and reopened (--crash-every)
+  kills_during_open      of those, killed while opening the store (--kill-during-open)
+  reopens                store processes that opened the folder a killed one left
+  disk_records_recovered, disk_records_dropped_at_open   what the store's opens recovered
+                         from disk and dropped (catalog entries that did not verify or fit),
+                         summed over store processes
   bad_trace_lines        lines skipped by --skip-bad-lines
   hit_rate.tokens, hit_rate.pages    reused / all, token- and page-weighted (hybrid rule)
   hit_rate_by_tier.{device,host,disk}.{tokens,pages}   the same split by the serving tier
@@ -366,6 +374,10 @@ json ReplayReportJsonValue(const ReplayReport& r) {
       {"requests_per_second", PerSecond(t.requests, r.wall_seconds)},
       {"tokens_per_second", PerSecond(t.prompt_tokens, r.wall_seconds)},
       {"crashes", r.crashes},
+      {"kills_during_open", r.kills_during_open},
+      {"reopens", r.reopens},
+      {"disk_records_recovered", r.store.disk_records_recovered},
+      {"disk_records_dropped_at_open", r.store.disk_records_dropped_at_open},
       {"bad_trace_lines", r.bad_trace_lines},
       {"hit_rate",
        {{"tokens", Rate(t.hit_pages_total() * p, t.prompt_tokens)}, {"pages", page_rate}}},
@@ -433,6 +445,12 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
                              : std::to_string(r.concurrency) + " requests in flight");
   if (r.crashes > 0) out << ", " << r.crashes << " store crashes";
   out << "\n";
+  if (r.crashes > 0) {
+    out << "crash mode: " << r.crashes << " kills (" << r.kills_during_open
+        << " while the store opened), " << r.reopens << " reopens recovered "
+        << r.store.disk_records_recovered << " disk records and dropped "
+        << r.store.disk_records_dropped_at_open << " catalog entries\n";
+  }
   out << "throughput: " << Fixed(PerSecond(t.requests, r.wall_seconds), 0, 1) << " requests/s, "
       << Fixed(PerSecond(t.prompt_tokens, r.wall_seconds), 0, 0) << " prompt tokens/s\n";
   out << "layout " << r.layout << ": page " << p << " tokens, KV page "

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <sstream>
 #include <system_error>
 #include <thread>
 #include <type_traits>
@@ -257,7 +258,7 @@ StatusOr<ReplayRunResult> RunInProcess(const StoreFactory& open_store,
 
 static_assert(std::is_trivially_copyable_v<StoreStats>);
 
-enum class MessageType : uint8_t { kFinished = 1, kFatal = 2, kDone = 3 };
+enum class MessageType : uint8_t { kOpened = 0, kFinished = 1, kFatal = 2, kDone = 3 };
 
 struct MessageHeader {
   MessageType type;
@@ -308,10 +309,17 @@ void Send(int fd, MessageType type, Cursor c, const std::string& json, const Sto
          StoreStats{});
     _exit(3);
   };
+  const auto opening = Clock::now();
   auto store = open_store();
   if (!store.ok()) fatal(store.status().WithContext("reopening the store"));
   auto engine = ReplayEngine::Create(store->get(), engine_options);
   if (!engine.ok()) fatal(engine.status());
+  // The open's duration (microseconds) travels in `index`: the parent aims its kills during
+  // open at it.
+  const auto open_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - opening);
+  Send(fd, MessageType::kOpened, Cursor{0, static_cast<uint64_t>(open_us.count())}, "",
+       (*store)->Stats());
   Stream stream(source, options.soak_seconds > 0);
   for (; !PastDeadline(options, start); ++c.index) {
     const TraceRequest* r = stream.At(&c);
@@ -373,6 +381,9 @@ StatusOr<ReplayRunResult> RunWithCrashes(const StoreFactory& open_store,
   Stream stream(source, options.soak_seconds > 0);  // the parent's copy, for `replayed`
   SplitMix64 dice(options.seed);
   Cursor next;
+  // Where kills during open aim, from the last store process that was not killed early: the time
+  // from its start to the open's beginning, and the open's duration.
+  double startup_ms = 0, open_ms = 20;
   for (;;) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
@@ -399,10 +410,20 @@ StatusOr<ReplayRunResult> RunWithCrashes(const StoreFactory& open_store,
       return spawned.status().WithContext("crash mode: starting a store process");
     }
     const pid_t pid = *spawned;
+    const auto spawned_at = Clock::now();
     ::close(fds[1]);
     const uint64_t kill_after = RequestsUntilKill(dice, options.crash_every);
     uint64_t finished_here = 0;
-    bool killed = false, done = false;
+    bool killed = false, done = false, opened = false;
+    if (dice.Unit() < options.kill_during_open_fraction) {
+      // Somewhere in the open (catalog recovery, index rebuild), judging by the last one; the
+      // messages it may have sent meanwhile wait in the pipe.
+      const double delay_ms = startup_ms + dice.Unit() * open_ms;
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
+      ::kill(pid, SIGKILL);
+      killed = true;
+    }
+    const bool timing_open = !killed;
     std::optional<Status> fatal;
     StoreStats last_stats;
     bool have_stats = false;
@@ -420,6 +441,18 @@ StatusOr<ReplayRunResult> RunWithCrashes(const StoreFactory& open_store,
       }
       last_stats = stats;
       have_stats = true;
+      if (h.type == MessageType::kOpened) {
+        opened = true;
+        if (timing_open) {
+          const double child_open_ms = static_cast<double>(h.index) / 1000.0;
+          const double since_spawn_ms =
+              std::chrono::duration<double, std::milli>(Clock::now() - spawned_at).count();
+          open_ms = child_open_ms;
+          startup_ms = std::max(0.0, since_spawn_ms - child_open_ms);
+        }
+        if (result.crashes > 0) ++result.reopens;
+        continue;
+      }
       if (h.type == MessageType::kDone) {
         if (!json.empty()) result.totals.AddError("Close: " + json);
         done = true;
@@ -452,6 +485,7 @@ StatusOr<ReplayRunResult> RunWithCrashes(const StoreFactory& open_store,
     if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL && killed) {
       if (done) break;  // it had finished before the signal landed
       ++result.crashes;
+      if (!opened) ++result.kills_during_open;
       if (PastDeadline(options, start)) break;
       Cursor probe = next;
       if (stream.At(&probe) == nullptr) break;
@@ -511,6 +545,12 @@ Status ReplayRunOptions::Validate() const {
   }
   if (!(max_kill_delay_ms >= 0)) {
     return Status::InvalidArgument("max_kill_delay_ms: must be >= 0");
+  }
+  if (!(kill_during_open_fraction >= 0 && kill_during_open_fraction <= 1)) {
+    std::ostringstream text;
+    text << "--kill-during-open: " << kill_during_open_fraction
+         << " (must be a fraction from 0 to 1)";
+    return Status::InvalidArgument(text.str());
   }
   if (concurrency < 1 || concurrency > kMaxReplayConcurrency) {
     return Status::InvalidArgument("--concurrency: " + std::to_string(concurrency) +

@@ -13,8 +13,9 @@
 // a random point (after a random number of requests, on average `crash_every`, plus a random
 // delay into the next one), then forks a new child that reopens the store from the same folder
 // and goes on from the first request not reported finished; every byte it loads is verified
-// as before. The oracle: a reopened store may have forgotten anything, but whatever it serves
-// is exactly what was written for its key.
+// as before. A fraction of the children (`kill_during_open_fraction`) is killed while it opens
+// the store instead: recovery itself must survive a kill. The oracle: a reopened store may have
+// forgotten anything, but whatever it serves is exactly what was written for its key.
 //
 // Thread safety: RunReplay is not reentrant with itself in crash mode (it forks); otherwise
 // one call per thread (which may start N - 1 threads of its own, all joined before it returns). The
@@ -71,6 +72,10 @@ struct ReplayRunOptions {
   uint64_t crash_every = 0;       // > 0: crash mode, about this many requests between kills
   uint64_t seed = 1;              // for the kill points
   double max_kill_delay_ms = 50;  // the random delay into a request before the kill
+  // Crash mode: the fraction of store processes killed while they open the store (recovering
+  // the disk catalog and rebuilding the index), at a random point within the last open's time,
+  // rather than after a request. 0 to 1.
+  double kill_during_open_fraction = 0.25;
   // Progress lines ("replay: 1200/3000 requests, 41.2 req/s, hit 35.1%, 0 errors"): one every
   // `progress_interval_seconds`, the first that long after the start; none when null.
   std::ostream* progress = nullptr;
@@ -86,8 +91,10 @@ struct ReplayRunResult {
   ReplayTotals totals;
   StoreStats store;                    // summed over store processes
   std::vector<TraceRequest> replayed;  // every request that finished, in order (for the ceiling)
-  uint64_t crashes = 0;
-  uint32_t concurrency = 1;  // requests in flight at once
+  uint64_t crashes = 0;                // store processes killed (crash mode)
+  uint64_t kills_during_open = 0;      // of those, killed before the store had opened
+  uint64_t reopens = 0;                // store processes that opened the folder a killed one left
+  uint32_t concurrency = 1;            // requests in flight at once
   double wall_seconds = 0;
 };
 

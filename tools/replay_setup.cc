@@ -89,6 +89,8 @@ StatusOr<ReplayReport> ReplayReportOf(const ReplaySetup& setup, ReplayRunResult 
   report.wall_seconds = run.wall_seconds;
   report.concurrency = run.concurrency;
   report.crashes = run.crashes;
+  report.kills_during_open = run.kills_during_open;
+  report.reopens = run.reopens;
   report.ceiling = ceiling;
   report.totals = std::move(run.totals);
   report.store = run.store;

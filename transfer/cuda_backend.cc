@@ -60,6 +60,14 @@ Status CudaStatus(const char* what, cudaError_t err) {
     if (_e != cudaSuccess) return CudaStatus(#call, _e); \
   } while (0)
 
+// CP_CUDA for a call where tests may inject a fault (TransferEngineOptions::cuda_fault).
+#define CP_CUDA_AT(site, call)                           \
+  do {                                                   \
+    cudaError_t _e = InjectedFault(site);                \
+    if (_e == cudaSuccess) _e = (call);                  \
+    if (_e != cudaSuccess) return CudaStatus(#call, _e); \
+  } while (0)
+
 // The per-direction completion counters; shared with every fence's stream waiter so the pinned
 // memory outlives the engine while a fence may still be waited on.
 struct Signal {
@@ -183,7 +191,7 @@ class CudaBackend final : public TransferBackend {
       CP_CUDA(cudaStreamCreateWithPriority(&dir.copy, cudaStreamNonBlocking, prio));
       CP_CUDA(cudaStreamCreateWithPriority(&dir.kernel, cudaStreamNonBlocking, prio));
       void* p = nullptr;
-      CP_CUDA(cudaMalloc(&p, chunk_bytes_ * chunks_));
+      CP_CUDA_AT(CudaFaultSite::kStagingAlloc, cudaMalloc(&p, chunk_bytes_ * chunks_));
       dir.staging = static_cast<std::byte*>(p);
       dir.produced.assign(chunks_, nullptr);
       dir.consumed.assign(chunks_, nullptr);
@@ -309,6 +317,11 @@ class CudaBackend final : public TransferBackend {
     std::thread completer;
   };
 
+  // The error tests inject at `site` (TransferEngineOptions::cuda_fault), cudaSuccess without.
+  cudaError_t InjectedFault(CudaFaultSite site) const {
+    return options_.cuda_fault ? static_cast<cudaError_t>(options_.cuda_fault(site)) : cudaSuccess;
+  }
+
   Status UploadTables(int k) {
     const RecordMap& m = *maps_[k];
     if (m.tiles.empty()) return Status::OK();
@@ -343,8 +356,11 @@ class CudaBackend final : public TransferBackend {
         const KernelJob& j = jobs[at + i];
         kj.push_back({j.slot, j.staging_record_base, j.tile_begin, j.tile_count, 0, 0});
       }
-      const int err = cuda::LaunchGatherScatter(tables_[kind], chunk_base, kj.data(),
-                                                static_cast<uint32_t>(n), gather, ctas_, stream);
+      int err = static_cast<int>(InjectedFault(CudaFaultSite::kKernelLaunch));
+      if (err == 0) {
+        err = cuda::LaunchGatherScatter(tables_[kind], chunk_base, kj.data(),
+                                        static_cast<uint32_t>(n), gather, ctas_, stream);
+      }
       if (err != 0)
         return CudaStatus("gather/scatter kernel launch", static_cast<cudaError_t>(err));
       kernel_launches_.fetch_add(1, std::memory_order_relaxed);
@@ -361,13 +377,14 @@ class CudaBackend final : public TransferBackend {
     auto flush_batch = [&]() -> Status {
       if (dsts.empty()) return Status::OK();
       if (dsts.size() == 1) {
-        CP_CUDA(cudaMemcpyAsync(dsts[0], srcs[0], sizes[0], kind, stream));
+        CP_CUDA_AT(CudaFaultSite::kCopy, cudaMemcpyAsync(dsts[0], srcs[0], sizes[0], kind, stream));
       } else {
         cudaMemcpyAttributes attr{};
         attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
         size_t attr_index = 0;
-        CP_CUDA(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr,
-                                     &attr_index, 1, stream));
+        CP_CUDA_AT(CudaFaultSite::kCopy,
+                   cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr,
+                                        &attr_index, 1, stream));
       }
       copy_calls_.fetch_add(1, std::memory_order_relaxed);
       dsts.clear();
@@ -388,7 +405,8 @@ class CudaBackend final : public TransferBackend {
                          spitch <= static_cast<uint64_t>(max_pitch_);
       if (two_d) {
         CACHEPAWL_RETURN_IF_ERROR(flush_batch());
-        CP_CUDA(cudaMemcpy2DAsync(dst, dpitch, src, spitch, r.width, r.height, kind, stream));
+        CP_CUDA_AT(CudaFaultSite::kCopy,
+                   cudaMemcpy2DAsync(dst, dpitch, src, spitch, r.width, r.height, kind, stream));
         copy_calls_.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
@@ -500,6 +518,7 @@ class CudaBackend final : public TransferBackend {
       }
       if (p.done != nullptr) {
         cudaError_t err = cudaEventSynchronize(p.done);
+        if (err == cudaSuccess) err = InjectedFault(CudaFaultSite::kCompletion);
         if (err != cudaSuccess && status.ok()) status = CudaStatus("operation", err);
       }
       if (!status.ok() && p.status.ok()) {

@@ -76,6 +76,15 @@ struct RecordMap;
 class TransferBackend;
 }  // namespace internal
 
+// Tests only: the CUDA call sites of the GPU backend where TransferEngineOptions::cuda_fault can
+// make a call fail.
+enum class CudaFaultSite : uint8_t {
+  kStagingAlloc,  // cudaMalloc of a direction's staging ring (when the engine is created)
+  kCopy,          // a copy-engine call (cudaMemcpyAsync, cudaMemcpy2DAsync, cudaMemcpyBatchAsync)
+  kKernelLaunch,  // a gather/scatter kernel launch
+  kCompletion,    // the wait for an operation's last event: an error the GPU raised meanwhile
+};
+
 struct TransferEngineOptions {
   enum class Mode : uint8_t {
     kAuto = 0,  // GPU when the pool is on a GPU (description.device >= 0), CPU otherwise
@@ -105,6 +114,11 @@ struct TransferEngineOptions {
   // Tests only: called on the dispatcher thread before each operation runs; a non-OK status
   // fails the operation as a CUDA error would (after the operations before it completed).
   std::function<Status(const Operation&)> fault_injection;
+  // Tests only (GPU mode): called before each CUDA call of `site`; a non-zero return, a
+  // cudaError_t value, makes the backend act as if that call had returned it (kCompletion: as if
+  // the operation's done event had reported it). The operation's fence then fires with that
+  // error, as a real failure of the call would make it.
+  std::function<int(CudaFaultSite)> cuda_fault;
 
   // OK, or InvalidArgument naming the field and value at fault.
   Status Validate() const;

@@ -147,6 +147,7 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_pool_set_ssm_layer", _status, (PoolP, _size, _vp, _u64, _vp, _u64)),
     ("cachepawl_pool_set_block_contiguous", _status, (PoolP, _vp, _u64, _vp, _u64)),
     ("cachepawl_store_register_device_pool", _status, (StoreP, PoolP)),
+    ("cachepawl_store_unregister_device_pool", _status, (StoreP,)),
     ("cachepawl_store_allocate_device_slot", _status, (StoreP, _i32, _P(_u64))),
     ("cachepawl_store_free_device_slot", _status, (StoreP, _i32, _u64)),
     ("cachepawl_store_write_device_record", _status, (StoreP, _i32, _u64, _vp, _size)),

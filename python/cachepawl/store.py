@@ -243,13 +243,23 @@ class Store(_lib.Owner):
     # --- device pools ------------------------------------------------------------------------
 
     def register_device_pool(self, pool: DevicePool) -> None:
-        """Registers the engine's device pool (once, before any load or save). The memory it
-        describes must stay valid while the store is open; the store keeps ``pool.owners``
-        alive. FailedPrecondition when a pool (or a store-owned one) is already there."""
+        """Registers the engine's device pool (before any load or save). The memory it
+        describes must stay valid until unregister_device_pool or close; the store keeps
+        ``pool.owners`` alive until then. FailedPrecondition when a pool (or a store-owned one)
+        is already there."""
         if not isinstance(pool, DevicePool):
             raise TypeError(f"pool: expected a cachepawl.DevicePool, got {type(pool).__name__}")
         check(lib.cachepawl_store_register_device_pool(self._h, pool._h))
         self._pool_owners.extend(pool.owners)
+
+    def unregister_device_pool(self) -> None:
+        """Stops using the registered pool so that its tensors may be freed or resized (a sleep
+        mode, a KV cache rebuilt at another size): load and save raise FailedPrecondition from
+        now on; returns once every transfer on the pool has finished. Host and disk contents
+        stay; register_device_pool / register_tensors may register a new pool after.
+        FailedPrecondition when no pool is registered or the pool is store-owned."""
+        check(lib.cachepawl_store_unregister_device_pool(self._h))
+        self._pool_owners.clear()
 
     def register_tensors(
         self,

@@ -139,6 +139,29 @@ def test_tensor_views_round_trip(make_store: Callable[..., cachepawl.Store], for
     round_trip(store, engine)
 
 
+def test_unregistered_pool_is_replaced_and_saved_prefixes_stay(
+    make_store: Callable[..., cachepawl.Store],
+) -> None:
+    store = engine_store(make_store)
+    with pytest.raises(cachepawl.FailedPrecondition, match="no device pool is registered"):
+        store.unregister_device_pool()
+    first = Engine("separate")
+    store.register_device_pool(first.pool())
+    round_trip(store, first)
+    saved = [first.page(p) for p in range(3)], first.state(1)
+    store.unregister_device_pool()
+    toks = tokens(3 * PAGE, first=321)
+    m = store.lookup(toks)
+    assert m.reusable_pages == 3  # the host tier keeps it
+    with pytest.raises(cachepawl.FailedPrecondition, match="no device pool"):
+        store.load(m, [5, 6, 7], 3)
+    second = Engine("block")  # a KV cache of another form, as after a resize
+    store.register_device_pool(second.pool())
+    store.load(m, [5, 6, 7], 3).wait(timeout=30)
+    assert [second.page(p) for p in (5, 6, 7)] == saved[0]
+    assert second.state(3) == saved[1]
+
+
 def test_store_owned_pool_refuses_registration(make_store: Callable[..., cachepawl.Store]) -> None:
     store = make_store()
     with pytest.raises(cachepawl.FailedPrecondition, match="already"):

@@ -160,11 +160,17 @@ static void engine_pool_round_trip(int form) {
   make_pool(&p, form);
   EXPECT_ERR(cachepawl_store_allocate_device_slot(s, CACHEPAWL_KIND_KV, &slot),
              CACHEPAWL_FAILED_PRECONDITION, "store-owned");
+  EXPECT_ERR(cachepawl_store_unregister_device_pool(s), CACHEPAWL_FAILED_PRECONDITION,
+             "no device pool is registered");
+  EXPECT_ERR(cachepawl_store_unregister_device_pool(NULL), CACHEPAWL_INVALID_ARGUMENT, "store");
   if (form == kSeparate) bad_registrations(s, &p);
   d = describe(&p);
   EXPECT_OK(cachepawl_store_register_device_pool(s, d));
   EXPECT_ERR(cachepawl_store_register_device_pool(s, d), CACHEPAWL_FAILED_PRECONDITION,
              "already registered");
+  /* Unregistered and registered again (an engine that resized its KV cache). */
+  EXPECT_OK(cachepawl_store_unregister_device_pool(s));
+  EXPECT_OK(cachepawl_store_register_device_pool(s, d));
   cachepawl_pool_free(d);
 
   /* "Prefill" pages 0..3 and state slot 0 in the engine's own layout; save; load into pages

@@ -278,6 +278,8 @@ TEST_F(ReplayCliTest, BadArgumentsExitTwoWithTheFieldNamed) {
       {{"--workload", "chat", "--sweep", "--policy", "lru"}, "--sweep with --policy"},
       {{"--workload", "chat", "--sweep", "--dir", "d"}, "--sweep with --dir"},
       {{"--workload", "chat", "--sweep", "--crash-every", "3"}, "--sweep with --crash-every"},
+      {{"--workload", "chat", "--crash-every", "3", "--kill-during-open", "1.5"},
+       "--kill-during-open: 1.5"},
   };
   for (const Case& c : cases) {
     auto argv = Base();
@@ -304,8 +306,9 @@ void ReplayCliTest::ExpectCrashModeClean(const std::string& layout, const std::s
   std::string command = "TSAN_OPTIONS='suppressions=" + supp + " " + (tsan ? tsan : "") + "' ";
   command += CACHEPAWL_BINARY;
   for (const std::string& a : Base(layout)) command += " '" + a + "'";
-  command += " --workload chat --requests 60 --crash-every 4 --json --seed " +
-             std::to_string(testing::SeedFromEnv(11)) + " --dir '" + dir + "' 2>&1";
+  command +=
+      " --workload chat --requests 60 --crash-every 4 --kill-during-open 0.5 --json --seed " +
+      std::to_string(testing::SeedFromEnv(11)) + " --dir '" + dir + "' 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string out;
@@ -319,6 +322,12 @@ void ReplayCliTest::ExpectCrashModeClean(const std::string& layout, const std::s
   EXPECT_GT(j["crashes"].get<int>(), 0);
   EXPECT_EQ(j["requests"], 60);
   EXPECT_GT(j["verified_records"].get<int>(), 0);
+  // Half the store processes are killed while they open: recovery survives kills, and the
+  // reopens after them find the records.
+  EXPECT_GT(j["kills_during_open"].get<int>(), 0);
+  EXPECT_LE(j["kills_during_open"].get<int>(), j["crashes"].get<int>());
+  EXPECT_GT(j["reopens"].get<int>(), 0);
+  EXPECT_GT(j["disk_records_recovered"].get<int>(), 0);
   // Survivors of the kills, served from disk after a reopen, every byte verified.
   EXPECT_GT(j["hit_rate_by_tier"]["disk"]["pages"].get<double>(), 0.0);
 }

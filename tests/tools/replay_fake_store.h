@@ -152,6 +152,9 @@ class MapStore final : public Store {
   Status RegisterDevicePool(const DevicePoolDescription&) override {
     return Status::FailedPrecondition("MapStore: store-owned pool only");
   }
+  Status UnregisterDevicePool() override {
+    return Status::FailedPrecondition("MapStore: store-owned pool only");
+  }
 
   StatusOr<uint64_t> AllocateDeviceSlot(Kind kind) override {
     std::lock_guard lock(mu_);

@@ -95,6 +95,27 @@ TEST(ReplayRunnerTest, CrashModeKillsReopensAndFinishesEveryRequestOnce) {
   EXPECT_GE(r->store.lookups, 30u);  // summed over the store processes
 }
 
+TEST(ReplayRunnerTest, CrashModeKillsDuringOpenStillFinishEveryRequestOnce) {
+  ReplayRunOptions o;
+  o.crash_every = 3;
+  o.seed = 9;
+  o.max_kill_delay_ms = 2;
+  o.kill_during_open_fraction = 0.5;
+  auto r = RunReplay(FakeFactory(), Engine(), ChatSource(12), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->crashes, 0u);
+  EXPECT_LE(r->kills_during_open, r->crashes);
+  EXPECT_EQ(r->totals.requests, 12u);
+  EXPECT_EQ(r->replayed, ChatSource(12)(0));
+  EXPECT_EQ(r->totals.wrong_bytes, 0u);
+  o.kill_during_open_fraction = -0.1;
+  EXPECT_NE(RunReplay(FakeFactory(), Engine(), ChatSource(2), o)
+                .status()
+                .message()
+                .find("--kill-during-open: -0.1"),
+            std::string::npos);
+}
+
 TEST(ReplayRunnerTest, CrashModeReportsAStoreThatCannotOpen) {
   StoreFactory broken = []() -> StatusOr<std::unique_ptr<Store>> {
     return Status::Corruption("catalog: bad magic");
