@@ -134,7 +134,10 @@ struct StressReport {
   uint64_t evictions = 0;
   double max_op_seconds = 0;  // the longest operation, completed or seen in flight
   std::string max_op;         // its name
-  bool stalled = false;       // the watchdog fired
+  // The longest pause of the whole process the watchdog noticed (it woke more than 5 s late);
+  // operations in flight then count from its end.
+  double longest_pause_seconds = 0;
+  bool stalled = false;  // the watchdog fired
   std::string stall_report;
   StoreStats store;  // at the end of the run, before Close
 

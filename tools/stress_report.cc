@@ -51,6 +51,10 @@ void PrintStressTable(const StressReport& r, std::ostream& out) {
   out << std::setprecision(3) << "longest operation: " << r.max_op_seconds << " s ("
       << (r.max_op.empty() ? "none" : r.max_op) << "); watchdog limit " << std::setprecision(1)
       << r.watchdog_seconds << " s\n";
+  if (r.longest_pause_seconds > 0) {
+    out << "the process was paused (the watchdog woke late) for up to " << r.longest_pause_seconds
+        << " s\n";
+  }
   if (r.stalled) out << "watchdog fired:\n" << r.stall_report;
   out << "result: " << (r.ok() ? "OK" : "FAILED") << "\n";
 }
@@ -91,6 +95,7 @@ nlohmann::json StressJson(const StressReport& r) {
   j["max_op_seconds"] = r.max_op_seconds;
   j["max_op"] = r.max_op;
   j["watchdog_seconds"] = r.watchdog_seconds;
+  j["longest_pause_seconds"] = r.longest_pause_seconds;
   j["stalled"] = r.stalled;
   j["stall_report"] = r.stall_report;
   j["store"] = nlohmann::json::parse(r.store.ToJson());
@@ -104,8 +109,8 @@ std::string StressJsonKeysHelp() {
          "elapsed_seconds, ops (per operation), load_misses, strict_locked_loads, allowed_errors\n"
          "(\"Call: Code\" -> count), unexpected_errors, unexpected_seen, records_verified,\n"
          "bytes_verified, wrong_records, wrong_bytes, wrong_seen, evictions, evictions_by_tier,\n"
-         "max_op_seconds, max_op, watchdog_seconds, stalled, stall_report, store (Store::Stats),\n"
-         "ok.";
+         "max_op_seconds, max_op, watchdog_seconds, longest_pause_seconds, stalled, stall_report,\n"
+         "store (Store::Stats), ok.";
 }
 
 }  // namespace cachepawl::tools

@@ -262,6 +262,7 @@ StatusOr<StressReport> RunStress(const StressOptions& options) {
     report.max_op_seconds = watchdog.max_seen_seconds();
     report.max_op = watchdog.max_seen_op();
   }
+  report.longest_pause_seconds = watchdog.longest_pause_seconds();
   report.load_misses = totals.load_misses;
   report.strict_locked_loads = totals.strict_locked_loads;
   report.allowed_errors = std::move(totals.allowed_errors);

@@ -149,6 +149,11 @@ std::string StressWatchdog::max_seen_op() const {
   return max_seen_op_;
 }
 
+double StressWatchdog::longest_pause_seconds() const {
+  std::lock_guard lock(mu_);
+  return longest_pause_;
+}
+
 std::string StressWatchdog::DescribeThreads(const std::deque<StressHeartbeat>& beats) {
   const int64_t now = StressHeartbeat::NowNs();
   std::string out;
@@ -158,15 +163,24 @@ std::string StressWatchdog::DescribeThreads(const std::deque<StressHeartbeat>& b
 
 void StressWatchdog::Loop() {
   const auto period = std::chrono::duration<double>(std::min(1.0, limit_seconds_ / 4));
+  constexpr double kPauseSeconds = 5;
+  int64_t last_tick = StressHeartbeat::NowNs();
+  int64_t resumed = 0;  // operations count from here at the earliest (after a pause)
   std::unique_lock lock(mu_);
   while (!stop_) {
     cv_.wait_for(lock, period, [&] { return stop_; });
     if (stop_ || fired_.load()) continue;
     const int64_t now = StressHeartbeat::NowNs();
+    const double late = static_cast<double>(now - last_tick) * 1e-9 - period.count();
+    last_tick = now;
+    if (late > kPauseSeconds) {
+      resumed = now;
+      longest_pause_ = std::max(longest_pause_, late);
+    }
     const StressHeartbeat* stuck = nullptr;
     double stuck_for = 0;
     for (const StressHeartbeat& beat : beats_) {
-      const double s = beat.InOpSeconds(now);
+      const double s = std::min(beat.InOpSeconds(now), static_cast<double>(now - resumed) * 1e-9);
       if (s > max_seen_) {
         max_seen_ = s;
         max_seen_op_ = StressOpName(beat.current());

@@ -9,6 +9,10 @@
 // builds a report (every thread's state, then the store's Stats, fetched with a time limit
 // since a deadlocked store may never answer) and hands it to `on_stall`, once.
 //
+// A pause of the whole process (the machine or its container frozen, a debugger) is no stall:
+// when the watchdog itself wakes more than 5 s late, every operation counts from that moment on
+// (a deadlock still fires one limit later). The longest such pause is reported.
+//
 // Thread safety: Heartbeat methods are called by their owner only; everything else may be
 // called from any thread. The heartbeats must outlive the watchdog.
 #pragma once
@@ -84,6 +88,8 @@ class StressWatchdog {
   // The longest operation seen in flight by a check (seconds) and its name.
   double max_seen_seconds() const;
   std::string max_seen_op() const;
+  // The longest time the watchdog itself did not run (seconds; 0 when it always woke in time).
+  double longest_pause_seconds() const;
 
   // Every heartbeat's Describe, one line each.
   static std::string DescribeThreads(const std::deque<StressHeartbeat>& beats);
@@ -98,9 +104,10 @@ class StressWatchdog {
   std::function<void(const std::string&)> on_stall_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;        // guarded by mu_
-  double max_seen_ = 0;      // guarded by mu_
-  std::string max_seen_op_;  // guarded by mu_
+  bool stop_ = false;         // guarded by mu_
+  double max_seen_ = 0;       // guarded by mu_
+  std::string max_seen_op_;   // guarded by mu_
+  double longest_pause_ = 0;  // guarded by mu_
   std::atomic<bool> fired_{false};
   std::thread thread_;
 };

@@ -108,5 +108,20 @@ TEST(CmdStressTest, WatchdogAbortsTheProcessAfterPrintingEveryThread) {
   }
 }
 
+// A pause of the whole process (SIGSTOP for 8 s, longer than the 2 s watchdog) is no stall: the
+// watchdog wakes late, notices, and counts operations from then on.
+TEST(CmdStressTest, APauseOfTheWholeProcessIsNoStall) {
+  const std::string command = std::string(CACHEPAWL_BINARY) +
+                              " stress --threads 2 --duration 14s --watchdog 2s --json "
+                              "--host-bytes 2M --disk-bytes 8M & pid=$!; sleep 3; kill -STOP "
+                              "$pid; sleep 8; kill -CONT $pid; wait $pid";
+  const BinaryResult run = RunBinary("sh", {"-c", command});
+  ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.output;
+  const auto j = nlohmann::json::parse(run.output.substr(run.output.find("{\n")));
+  EXPECT_EQ(j["stalled"], false);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_GT(j["longest_pause_seconds"].get<double>(), 5.0) << run.output;
+}
+
 }  // namespace
 }  // namespace cachepawl::tools
