@@ -333,8 +333,16 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
           return Status::OK();
         }
         const uint64_t depth = uint64_t{e->depth_pages} * layout_.page_size_tokens;
+        // Marked as filling before the allocation, which may wait for space without mu_: a Load
+        // or Prefetch of this record meanwhile must see it being filled (Load marks its own fills
+        // the same way). Otherwise both read it, and the second to finish found the first's host
+        // copy, failed, and reported a miss: a locked Load came back NotFound.
+        filling_[key] = 0;
         std::vector<HostSlotId> slot;
-        CACHEPAWL_RETURN_IF_ERROR(AllocateHostLocked(key.kind, 1, lock, &slot));
+        if (Status s = AllocateHostLocked(key.kind, 1, lock, &slot); !s.ok()) {
+          filling_.erase(key);
+          return s;
+        }
         filling_[key] = slot.front();
         fills.push_back({key, depth, slot.front()});
         return Status::OK();

@@ -23,6 +23,8 @@
 #include "store/store.h"
 #include "tools/cli_args.h"
 #include "tools/command.h"
+#include "tools/parse_duration.h"
+#include "tools/parse_policies.h"
 #include "tools/replay_ceiling.h"
 #include "tools/replay_report.h"
 #include "tools/replay_runner.h"
@@ -35,34 +37,6 @@ namespace cachepawl::tools {
 namespace {
 
 constexpr char kName[] = "cachepawl replay";
-
-// "90", "90s", "15m", "2h" -> seconds. False on anything else.
-bool ParseDuration(const std::string& text, double* seconds) {
-  if (text.empty()) return false;
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    return false;
-  }
-  const std::string unit = text.substr(used);
-  double scale = 0;
-  if (unit.empty() || unit == "s") {
-    scale = 1;
-  } else if (unit == "ms") {
-    scale = 1e-3;
-  } else if (unit == "m" || unit == "min") {
-    scale = 60;
-  } else if (unit == "h") {
-    scale = 3600;
-  } else {
-    return false;
-  }
-  if (!(v >= 0)) return false;
-  *seconds = v * scale;
-  return true;
-}
 
 // "16" -> 16, for --concurrency: a whole number in [1, kMaxReplayConcurrency]. False otherwise.
 bool ParseConcurrency(const std::string& text, uint32_t* concurrency) {
@@ -90,17 +64,6 @@ std::string WorkloadList() {
            w.description + " (" + std::to_string(w.default_requests) + " requests)\n";
   }
   return out;
-}
-
-// "lru" / "hybrid" -> the policy; false otherwise.
-bool ParseEvictionPolicy(const std::string& text, EvictionPolicy* policy) {
-  for (EvictionPolicy p : {EvictionPolicy::kLru, EvictionPolicy::kHybrid}) {
-    if (text == EvictionPolicyName(p)) {
-      *policy = p;
-      return true;
-    }
-  }
-  return false;
 }
 
 // --sweep: every fraction with every policy, one table (or JSON object).
@@ -245,13 +208,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   if (setup.device_bytes == 0) {
     return usage("--device-bytes: 0 (the engine needs a device pool)");
   }
-  if (write_policy == "through") {
-    setup.write_policy = WritePolicy::kWriteThrough;
-  } else if (write_policy == "selective") {
-    setup.write_policy = WritePolicy::kWriteThroughSelective;
-  } else if (write_policy == "back") {
-    setup.write_policy = WritePolicy::kWriteBack;
-  } else {
+  if (!ParseWritePolicy(write_policy, &setup.write_policy)) {
     return usage("--write-policy: '" + write_policy + "' (expected through, selective or back)");
   }
   if (!ParseEvictionPolicy(eviction_policy, &setup.eviction_policy)) {

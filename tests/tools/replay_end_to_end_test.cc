@@ -300,22 +300,15 @@ TEST_F(ReplayCliTest, CrashModeKillsTheStoreAndNeverServesAWrongByte) {
 }
 
 void ReplayCliTest::ExpectCrashModeClean(const std::string& layout, const std::string& dir) {
-  // Under ThreadSanitizer, the store processes use the RocksDB suppressions beside this file.
-  const std::string supp = (fs::path(__FILE__).parent_path() / "rocksdb_tsan.supp").string();
-  const char* tsan = std::getenv("TSAN_OPTIONS");
-  std::string command = "TSAN_OPTIONS='suppressions=" + supp + " " + (tsan ? tsan : "") + "' ";
-  command += CACHEPAWL_BINARY;
-  for (const std::string& a : Base(layout)) command += " '" + a + "'";
-  command +=
-      " --workload chat --requests 60 --crash-every 4 --kill-during-open 0.5 --json --seed " +
-      std::to_string(testing::SeedFromEnv(11)) + " --dir '" + dir + "' 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), pipe)) > 0;) out.append(buf, n);
-  const int status = ::pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << command << "\n" << out;
+  // Under ThreadSanitizer, the store processes use the RocksDB suppressions (RunBinary).
+  std::vector<std::string> args = Base(layout);
+  args.insert(args.end(), {"--workload", "chat", "--requests", "60", "--crash-every", "4",
+                           "--kill-during-open", "0.5", "--json",
+                           "--seed", std::to_string(testing::SeedFromEnv(11)), "--dir", dir});
+  const BinaryResult run = RunBinary(CACHEPAWL_BINARY, args);
+  const std::string& out = run.output;
+  const int status = run.status;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   auto j = nlohmann::json::parse(out.substr(out.find('{')));
   EXPECT_EQ(j["wrong_bytes"], 0) << j["wrong_records_seen"];
   EXPECT_EQ(j["store_errors"], 0) << j["errors"];
