@@ -478,6 +478,7 @@ StoreStats StoreImpl::Stats() const {
       st.checksum_failures =
           std::max(st.checksum_failures, ds.checksum_failures + ds.header_mismatches);
       st.io_errors = std::max(st.io_errors, ds.read_io_errors + ds.write_io_errors);
+      st.disk_dropped_at_open = ds.dropped_at_open;
     }
   }
   {

@@ -77,6 +77,7 @@ std::string StoreStats::ToJson() const {
       {"checksum_failures", checksum_failures},
       {"io_errors", io_errors},
       {"no_space_errors", no_space_errors},
+      {"disk_dropped_at_open", disk_dropped_at_open},
       {"evicted_ahead", evicted_ahead},
       {"disk_admission_refused", disk_admission_refused},
       {"disk_records_recovered", disk_records_recovered},
@@ -127,6 +128,9 @@ std::string StoreStats::ToPrometheus() const {
   PromScalar(o, "io_errors_total", "counter", "I/O errors", static_cast<double>(io_errors));
   PromScalar(o, "no_space_errors_total", "counter", "operations refused for lack of space",
              static_cast<double>(no_space_errors));
+  PromScalar(o, "disk_dropped_at_open", "gauge",
+             "disk records the last open could not keep (truncated or recreated data file...)",
+             static_cast<double>(disk_dropped_at_open));
   PromScalar(o, "evicted_ahead_total", "counter",
              "host entries evicted ahead of demand to keep the free target",
              static_cast<double>(evicted_ahead));

@@ -39,6 +39,9 @@ struct StoreStats {
   uint64_t checksum_failures = 0;  // disk records dropped for a bad checksum or header
   uint64_t io_errors = 0;
   uint64_t no_space_errors = 0;
+  // Disk records the last open found but could not keep (past the end of a truncated or
+  // recreated data file, made for another layout, undecodable): misses now, not errors.
+  uint64_t disk_dropped_at_open = 0;
   uint64_t evicted_ahead = 0;  // host entries the evict-ahead thread freed (also in evictions)
   // Hybrid eviction: host victims not written to disk (KV no cached state can use, states
   // scored below the eviction level); they left host memory unwritten.

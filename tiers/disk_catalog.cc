@@ -1,12 +1,21 @@
 #include "tiers/disk_catalog.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <unordered_map>
+
+#include "tiers/catalog_env.h"
+#include "tiers/disk_files.h"
 
 namespace cachepawl {
 namespace {
@@ -61,12 +70,29 @@ class Reader {
   std::string_view in_;
 };
 
-rocksdb::Options CatalogOptions() {
+// After a failed write RocksDB stops the database; the catalog closes and reopens it when the
+// drive has room (DiskCatalog::Write). RocksDB's own recovery (a thread that calls Resume() once
+// there is room, or retries an I/O error it deems retryable) is turned off: in 7.8, when the
+// failed write was the first to its log, Resume() keeps that log, and the next write to it aborts
+// the process in a build with assertions (WritableFileWriter::sync_without_flush_called_).
+class NoAutomaticRecovery final : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status bg_error,
+                            bool* auto_recovery) override {
+    bg_error.PermitUncheckedError();
+    *auto_recovery = false;
+  }
+};
+
+rocksdb::Options CatalogOptions(const std::string& dir) {
   rocksdb::Options o;
+  o.listeners.push_back(std::make_shared<NoAutomaticRecovery>());
+  o.max_bgerror_resume_count = 0;
   o.create_if_missing = true;
   o.max_open_files = 64;
-  o.keep_log_file_num = 2;
-  o.max_log_file_size = 1 << 20;
+  // Private files (0600, folders 0700) and no LOG file: tiers/catalog_env.h.
+  o.env = CatalogEnv();
+  o.info_log = CatalogLogger(dir);
   o.info_log_level = rocksdb::WARN_LEVEL;
   o.write_buffer_size = 8 << 20;
   o.max_background_jobs = 1;
@@ -161,15 +187,24 @@ DiskCatalog::~DiskCatalog() {
 
 StatusOr<std::unique_ptr<DiskCatalog>> DiskCatalog::Open(const std::string& dir, bool sync,
                                                          bool chains) {
+  CACHEPAWL_RETURN_IF_ERROR(PrepareFolder(dir, FolderOwner::kStore, "catalog"));
+  // RocksDB would fail on its first new file with a message naming that file; name the folder.
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    const int err = errno;
+    return Status::Unavailable(
+        "catalog '" + dir + "': the folder is not writable by this process (" + std::strerror(err) +
+        "); the store writes its catalog there: fix the folder's owner or "
+        "mode, or give another disk.dir");
+  }
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(CatalogOptions(), dir, &raw);
+  rocksdb::Status s = rocksdb::DB::Open(CatalogOptions(dir), dir, &raw);
   if (!s.ok()) return FromRocks(s, "catalog '" + dir + "' cannot be opened");
   return std::unique_ptr<DiskCatalog>(
       new DiskCatalog(dir, std::unique_ptr<rocksdb::DB>(raw), sync, chains));
 }
 
 Status DiskCatalog::Destroy(const std::string& dir) {
-  return FromRocks(rocksdb::DestroyDB(dir, CatalogOptions()),
+  return FromRocks(rocksdb::DestroyDB(dir, CatalogOptions(dir)),
                    "catalog '" + dir + "' cannot be destroyed");
 }
 
@@ -205,6 +240,8 @@ StatusOr<std::optional<CatalogMeta>> ReadCatalogMeta(rocksdb::DB& db,
 }
 
 StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
+  std::shared_lock<std::shared_mutex> db_lock(db_mu_);
+  if (!db_) return Status::IOError("catalog '" + dir_ + "': reading meta: the catalog is closed");
   return ReadCatalogMeta(*db_, dir_);
 }
 
@@ -217,9 +254,92 @@ Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
     w.Int<uint32_t>(static_cast<uint32_t>(p.size()));
     w.Bytes(p.data(), p.size());
   }
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  return FromRocks(db_->Put(wo, kMetaKey, w.out), "catalog '" + dir_ + "': writing meta");
+  rocksdb::WriteBatch batch;
+  batch.Put(kMetaKey, w.out);
+  return Write(&batch, /*sync=*/true, "writing meta");
+}
+
+uint64_t DiskCatalog::reopens() const {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  return reopens_;
+}
+
+bool DiskCatalog::stopped() const {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  return stopped_;
+}
+
+bool DiskCatalog::MayReopenLocked() {
+  if (skip_ > 0) {
+    --skip_;
+    return false;
+  }
+  if (!stopped_for_space_) return true;
+  // The reopen replays the log into an SST file and starts a new log: try only when the file
+  // system has room for them (a statvfs per refused write, not a reopen doomed to fail).
+  struct statvfs vfs;
+  if (::statvfs(dir_.c_str(), &vfs) != 0) return true;
+  return uint64_t{vfs.f_bavail} * vfs.f_frsize >= memtable_bytes_ + kReopenMarginBytes;
+}
+
+Status DiskCatalog::ReopenLocked() {
+  std::unique_lock<std::shared_mutex> db_lock(db_mu_);
+  if (db_) {
+    // Closing a stopped database is safe (its failed log is not written again); its error is
+    // the one already reported.
+    db_->Close().PermitUncheckedError();
+    db_.reset();
+  }
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = rocksdb::DB::Open(CatalogOptions(dir_), dir_, &raw);
+  if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reopening after a failed write");
+  db_.reset(raw);
+  return Status::OK();
+}
+
+Status DiskCatalog::Write(rocksdb::WriteBatch* batch, bool sync, const char* what) {
+  const std::string context = "catalog '" + dir_ + "': " + what;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stopped_) {
+      if (!MayReopenLocked()) {
+        return Status::IOError(context + ": writes are stopped since one failed (" + stop_reason_ +
+                               "); they resume when the drive has room again");
+      }
+      if (Status r = ReopenLocked(); !r.ok()) {
+        // Back off: the next 1, 2, 4 ... 1024 writes do not retry.
+        backoff_ = std::min<uint64_t>(backoff_ == 0 ? 1 : backoff_ * 2, 1024);
+        skip_ = backoff_;
+        return r;
+      }
+      stopped_ = false;
+      backoff_ = 0;
+      ++reopens_;
+      spdlog::warn("catalog '{}': reopened, writes resume (they stopped after: {})", dir_,
+                   stop_reason_);
+    }
+  }
+  rocksdb::Status s;
+  uint64_t memtables = 0;
+  {
+    std::shared_lock<std::shared_mutex> db_lock(db_mu_);
+    if (!db_) return Status::IOError(context + ": the catalog is closed");
+    rocksdb::WriteOptions wo;
+    wo.sync = sync;
+    s = db_->Write(wo, batch);
+    if (!s.ok()) (void)db_->GetIntProperty("rocksdb.cur-size-all-mem-tables", &memtables);
+  }
+  if (!s.ok() && !s.IsBusy() && !s.IsTryAgain() && !s.IsIncomplete()) {
+    // RocksDB stops the database after a failed write; it is not written again: a later write
+    // closes and reopens it (see stopped()).
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (!stopped_) spdlog::warn("catalog '{}': {}; writes stop", dir_, s.ToString());
+    stopped_ = true;
+    stopped_for_space_ = s.IsNoSpace();
+    stop_reason_ = s.ToString();
+    memtable_bytes_ = memtables;
+  }
+  return FromRocks(s, context);
 }
 
 Status DiskCatalog::Apply(std::span<const CatalogRecord> puts, std::span<const DiskKey> deletes) {
@@ -233,13 +353,13 @@ Status DiskCatalog::Apply(std::span<const CatalogRecord> puts, std::span<const D
     batch.Put(CatalogRecordKey(r.key), EncodeCatalogValue(r));
     if (!r.chain.empty()) batch.Put(CatalogChainKey(r.key), EncodeCatalogChain(r.chain));
   }
-  rocksdb::WriteOptions wo;
-  wo.sync = sync_;
-  return FromRocks(db_->Write(wo, &batch), "catalog '" + dir_ + "': write batch");
+  return Write(&batch, sync_, "write batch");
 }
 
 Status DiskCatalog::ForEach(const std::function<void(const CatalogRecord&)>& fn,
                             const std::function<void(const std::string& raw_key)>& bad) const {
+  std::shared_lock<std::shared_mutex> db_lock(db_mu_);
+  if (!db_) return Status::IOError("catalog '" + dir_ + "': scan: the catalog is closed");
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   CatalogChains chains;  // chain entries first, held until their records come
   const std::string chain_prefix(1, kChainPrefix);
@@ -301,9 +421,7 @@ Status DiskCatalog::DeleteRaw(std::span<const std::string> raw_keys) {
   if (raw_keys.empty()) return Status::OK();
   rocksdb::WriteBatch batch;
   for (const std::string& k : raw_keys) batch.Delete(k);
-  rocksdb::WriteOptions wo;
-  wo.sync = sync_;
-  return FromRocks(db_->Write(wo, &batch), "catalog '" + dir_ + "': deleting bad entries");
+  return Write(&batch, sync_, "deleting bad entries");
 }
 
 }  // namespace cachepawl

@@ -15,7 +15,9 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,7 +32,8 @@
 
 namespace rocksdb {
 class DB;
-}
+class WriteBatch;
+}  // namespace rocksdb
 
 namespace cachepawl {
 
@@ -58,7 +61,9 @@ struct CatalogMeta {
 class DiskCatalog {
  public:
   // Opens (creating when missing) the database in `dir`. `sync` makes every Apply() fsync the
-  // write-ahead log (survives power loss, not just process death). Errors: IOError or
+  // write-ahead log (survives power loss, not just process death). The folder is created 0700
+  // (an existing one is made 0700, its files 0600) and RocksDB's files 0600: catalog_env.h.
+  // Errors: Unavailable naming `dir` when the folder is not writable by this process; IOError or
   // Corruption naming `dir` and RocksDB's reason (e.g. the database is locked by another
   // process, or its files are damaged). `chains`: the catalog of a layout without attention
   // layers, whose states have chain entries (Apply deletes a state's chain with its record).
@@ -89,12 +94,38 @@ class DiskCatalog {
 
   const std::string& dir() const { return dir_; }
 
+  // Write failures. After a write fails (a full drive, an I/O error) RocksDB stops the
+  // database; every write here then refuses with IOError naming the first failure, until a
+  // later write closes the database and opens it again (RocksDB's crash recovery: the log is
+  // replayed into an SST file, a new log started; the failed write is not in it). A write
+  // tries that after a failure for lack of room once the file system has room for the memtables
+  // plus kReopenMarginBytes (a statvfs per refused write, no reopen doomed to fail); after any
+  // other failure, and after a failed reopen, after 1, 2, 4 ... 1024 refused writes. Reads
+  // (ReadMeta, ForEach) work while stopped (not while a reopen failed). RocksDB's own recovery is
+  // off (disk_catalog.cc says why).
+  bool stopped() const;
+  uint64_t reopens() const;  // reopens after a failed write that succeeded
+  static constexpr uint64_t kReopenMarginBytes = 1 << 20;
+
  private:
   DiskCatalog(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync, bool chains);
-  std::string dir_;
-  std::unique_ptr<rocksdb::DB> db_;
-  bool sync_;
-  bool chains_;
+  // Writes `batch`, reopening first when stopped and allowed; `what` names it in errors.
+  Status Write(rocksdb::WriteBatch* batch, bool sync, const char* what);
+  bool MayReopenLocked();  // stop_mu_ held
+  Status ReopenLocked();   // stop_mu_ held; takes db_mu_
+
+  const std::string dir_;
+  mutable std::shared_mutex db_mu_;  // exclusive only to reopen; order: stop_mu_, then db_mu_
+  std::unique_ptr<rocksdb::DB> db_;  // guarded by db_mu_; null after a failed reopen
+  const bool sync_;
+  const bool chains_;
+  mutable std::mutex stop_mu_;
+  bool stopped_ = false;             // guarded by stop_mu_
+  bool stopped_for_space_ = false;   // guarded by stop_mu_
+  std::string stop_reason_;          // guarded by stop_mu_
+  uint64_t memtable_bytes_ = 0;      // guarded by stop_mu_: at the failure
+  uint64_t skip_ = 0, backoff_ = 0;  // guarded by stop_mu_
+  uint64_t reopens_ = 0;             // guarded by stop_mu_
 };
 
 // Keys and value encodings, exposed for tests and tools (cachepawl dump reads the catalog as a

@@ -1,26 +1,36 @@
 #include "tiers/disk_files.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 
 namespace cachepawl {
 
-Status CreateFolder(const std::string& dir) {
+Status CreateFolder(const std::string& dir, bool* created) {
+  if (created != nullptr) *created = false;
   if (dir.empty()) return Status::InvalidArgument("folder path is empty");
   std::filesystem::path p(dir);
   std::filesystem::path partial;
   for (const auto& part : p) {
     partial /= part;
     if (partial.empty() || partial == partial.root_path()) continue;
-    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+    if (::mkdir(partial.c_str(), 0700) != 0) {
+      if (errno == EEXIST) continue;
       return Status::FromErrno("creating folder '" + partial.string() + "'", errno);
     }
+    // The umask can only remove bits (and must not remove the owner's): make it exact.
+    if (::chmod(partial.c_str(), 0700) != 0) {
+      return Status::FromErrno("chmod 0700 of folder '" + partial.string() + "'", errno);
+    }
+    if (created != nullptr) *created = true;  // the last part made is `dir` itself
   }
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno("stat '" + dir + "'", errno);
@@ -30,10 +40,49 @@ Status CreateFolder(const std::string& dir) {
   return Status::OK();
 }
 
+Status PrepareFolder(const std::string& dir, FolderOwner owner, const std::string& field) {
+  bool created = false;
+  CACHEPAWL_RETURN_IF_ERROR(CreateFolder(dir, &created).WithContext(field));
+  if (created) return Status::OK();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno(field + " '" + dir + "'", errno);
+  const mode_t others = st.st_mode & 077;
+  if (owner == FolderOwner::kUser) {
+    if (others != 0) {
+      spdlog::warn(
+          "{} '{}' has mode {:o}: other users may list it (the store's files in it are 0600, "
+          "but their names and sizes show); chmod 0700 it to keep the cache private",
+          field, dir, st.st_mode & 07777);
+    }
+    return Status::OK();
+  }
+  if (others != 0 && ::chmod(dir.c_str(), st.st_mode & 0700) != 0) {
+    return Status::FromErrno(field + " '" + dir + "': chmod 0700", errno);
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    struct stat fst;
+    const std::string path = entry.path().string();
+    if (::lstat(path.c_str(), &fst) != 0 || !S_ISREG(fst.st_mode) || (fst.st_mode & 077) == 0) {
+      continue;
+    }
+    if (::chmod(path.c_str(), fst.st_mode & 0600) != 0) {
+      return Status::FromErrno(field + " '" + dir + "': chmod 0600 of '" + path + "'", errno);
+    }
+  }
+  if (ec) return Status::FromErrno(field + " '" + dir + "': listing", ec.value());
+  return Status::OK();
+}
+
 StatusOr<std::unique_ptr<FolderOwnerLock>> FolderOwnerLock::Acquire(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kOwnerFileName).string();
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno("owner file '" + path + "': open", errno);
+  if (::fchmod(fd, 0600) != 0) {  // exact under any umask; tightens an older one
+    const int err = errno;
+    ::close(fd);
+    return Status::FromErrno("owner file '" + path + "': chmod 0600", err);
+  }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char pid[32] = {};
@@ -91,6 +140,10 @@ StatusOr<std::unique_ptr<DiskDataFiles>> DiskDataFiles::Open(const std::vector<s
     if (!S_ISREG(st.st_mode)) {
       return Status::InvalidArgument(where + ": not a regular file");
     }
+    // The store's file: private even when an older version or a user made it readable.
+    if ((st.st_mode & 077) != 0 && ::fchmod(fd, 0600) != 0) {
+      return Status::FromErrno(where + ": chmod 0600", errno);
+    }
     report.size_found = static_cast<uint64_t>(st.st_size);
     if (report.size_found > bytes_per_file &&
         ::ftruncate(fd, static_cast<off_t>(bytes_per_file)) != 0) {
@@ -98,10 +151,27 @@ StatusOr<std::unique_ptr<DiskDataFiles>> DiskDataFiles::Open(const std::vector<s
     }
     if (bytes_per_file > 0) {
       const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_per_file));
+      if (err != 0) {
+        // Give back what a partial preallocation took (some file systems keep it), and the
+        // file when this call made it: a refused open leaves the drive as it found it.
+        if (report.created) {
+          ::unlink(path.c_str());
+        } else if (const uint64_t had = std::min(report.size_found, bytes_per_file);
+                   ::ftruncate(fd, static_cast<off_t>(had)) != 0) {
+          spdlog::warn("{}: cannot truncate back to {} bytes after a failed preallocation", where,
+                       had);
+        }
+      }
       if (err == ENOSPC || err == EFBIG) {
+        struct statvfs vfs;
+        std::string free_text;
+        if (::fstatvfs(fd, &vfs) == 0) {
+          free_text = ", " + std::to_string(uint64_t{vfs.f_bavail} * vfs.f_frsize) +
+                      " bytes free on its file system";
+        }
         return Status::NoSpace(where + ": cannot preallocate " + std::to_string(bytes_per_file) +
-                               " bytes (" + (err == ENOSPC ? "ENOSPC" : "EFBIG") +
-                               "): lower capacity_bytes or free the drive");
+                               " bytes (" + (err == ENOSPC ? "ENOSPC" : "EFBIG") + free_text +
+                               "): lower capacity_bytes (disk_bytes) or free the drive");
       }
       if (err != 0) return Status::FromErrno(where + ": preallocate", err);
     }

@@ -1,8 +1,8 @@
 // DiskDataFiles: the disk tier's data files (one per drive to stripe records across drives).
 //
-// Each file is created with mode 0600 (its missing folders 0700), opened O_DIRECT, and
-// preallocated with fallocate to its share of the capacity. A file system that rejects
-// O_DIRECT (some tmpfs, FUSE and network file systems) gets an Unavailable error naming the
+// Each file is created with mode 0600 (its missing folders 0700; an existing file is made 0600),
+// opened O_DIRECT, and preallocated with fallocate to its share of the capacity. A file system that
+// rejects O_DIRECT (some tmpfs, FUSE and network file systems) gets an Unavailable error naming the
 // file.
 //
 // Thread safety: the object is immutable after Open; fds may be used from any thread.
@@ -50,9 +50,20 @@ class DiskDataFiles {
   uint64_t bytes_per_file_ = 0;
 };
 
-// Creates `dir` and its missing parents; the folders it creates get mode 0700. OK when it
-// exists already as a folder.
-Status CreateFolder(const std::string& dir);
+// Creates `dir` and its missing parents; the folders it creates get mode 0700 exactly (whatever
+// the umask). OK when it exists already as a folder. `created`: whether `dir` itself was made.
+Status CreateFolder(const std::string& dir, bool* created = nullptr);
+
+// Who a folder the store uses belongs to.
+enum class FolderOwner {
+  kUser,   // named by the user (disk.dir, a data file's folder): an existing one is left as it
+           // is, with a warning logged when group or other users may read or enter it
+  kStore,  // only the store's (the catalog's): an existing one is made 0700 and the files in
+           // it 0600 (a folder an older version left 0755)
+};
+// CreateFolder(dir), then the rule of `owner` for a folder that existed. `field` names the
+// option in messages ("disk.dir").
+Status PrepareFolder(const std::string& dir, FolderOwner owner, const std::string& field);
 
 // One owner per store folder: an exclusive flock on `dir`/OWNER (mode 0600, holding the owner's
 // pid), kept until the object is destroyed. A second holder, in another process or another

@@ -103,14 +103,16 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
   // Without full-attention KV records (pure SSM, or every attention layer windowed) no record
   // chain reaches a state from the root: states carry their chains.
   const bool chains = !layout.Stores(Kind::kKV);
-  CACHEPAWL_RETURN_IF_ERROR(CreateFolder(options.dir).WithContext("disk.dir"));
+  CACHEPAWL_RETURN_IF_ERROR(PrepareFolder(options.dir, FolderOwner::kUser, "disk.dir"));
   // One owner: nothing below (reading, wiping) may touch a folder a live store uses.
   auto owner = FolderOwnerLock::Acquire(options.dir);
   if (!owner.ok()) return owner.status();
   t.owner_ = std::move(owner).value();
   auto catalog = DiskCatalog::Open(catalog_dir, options.sync_catalog, chains);
   if (!catalog.ok()) {
-    if (!options.wipe_unreadable_catalog) {
+    // Unavailable: the folder cannot be written (permissions, a read-only mount); wiping would
+    // not help and must not be tried.
+    if (!options.wipe_unreadable_catalog || catalog.status().IsUnavailable()) {
       return catalog.status().WithContext("disk tier (set wipe_unreadable_catalog to start empty)");
     }
     spdlog::warn("disk tier: {}; wiping it", catalog.status().ToString());
@@ -162,6 +164,12 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
     }
   }
 
+  for (size_t i = 0; i < options.data_paths.size(); ++i) {
+    const std::string folder = std::filesystem::path(data_files[i]).parent_path().string();
+    if (folder.empty() || folder == options.dir) continue;
+    CACHEPAWL_RETURN_IF_ERROR(PrepareFolder(folder, FolderOwner::kUser,
+                                            "disk.data_paths[" + std::to_string(i) + "]'s folder"));
+  }
   std::vector<DiskDataFiles::FileReport> reports;
   CACHEPAWL_ASSIGN_OR_RETURN(t.files_, DiskDataFiles::Open(data_files, per_file, &reports));
   t.allocator_ = std::make_unique<ExtentAllocator>(std::vector<uint64_t>(n, per_file));

@@ -50,7 +50,8 @@
 namespace cachepawl {
 
 struct DiskTierOptions {
-  // The tier's folder (created 0700 when missing): holds the catalog (<dir>/catalog) and,
+  // The tier's folder (created 0700 when missing; an existing one is left as it is, with a
+  // warning when group or other users may enter it): holds the catalog (<dir>/catalog) and,
   // when `data_paths` is empty, the one data file <dir>/cachepawl.data. Required.
   std::string dir;
   // Data files to stripe records over (one per drive), created 0600 (their folders 0700) when
@@ -129,7 +130,10 @@ class DiskTier {
   // Opens or creates the tier for `layout` (which must Validate()). Errors: InvalidArgument
   // (options or layout), Incompatible (catalog made for another layout/format/paths and
   // !wipe_on_mismatch; the message names both fingerprints), the catalog's error (unreadable
-  // and !wipe_unreadable_catalog), Unavailable (no O_DIRECT), NoSpace (cannot preallocate).
+  // and !wipe_unreadable_catalog), Unavailable (no O_DIRECT; the catalog folder not writable,
+  // never wiped), NoSpace (cannot preallocate; the message names the file, the bytes asked
+  // and the bytes free). Files are created 0600 and folders 0700; an existing `dir` is left as
+  // it is (a warning is logged when other users may enter it).
   static StatusOr<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options,
                                                   const ModelLayout& layout);
   ~DiskTier();

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "store/stage_profile.h"
+#include "tiers/disk_files.h"
 #include "tools/bench_store_run.h"
 
 namespace cachepawl::tools::bench_store {
@@ -23,10 +24,8 @@ void LayoutRun::DiskCase(uint32_t threads, uint64_t pages) {
   const std::string dir = work_ + "/tier";
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    Finished(pools[0], "disk", threads, pages,
-             Status::IOError("cannot create '" + dir + "': " + ec.message()), Clock::now());
+  if (Status made = CreateFolder(dir); !made.ok()) {  // 0700, as the store makes disk.dir
+    Finished(pools[0], "disk", threads, pages, made, Clock::now());
     return;
   }
   const uint64_t seed = CaseSeed();

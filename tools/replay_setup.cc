@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "tiers/disk_files.h"
+
 namespace cachepawl::tools {
 
 StoreOptions ReplaySetup::StoreOptionsIn(const std::string& dir) const {
@@ -49,9 +51,8 @@ ReplayStoreDir::~ReplayStoreDir() {
 
 Status ReplayStoreDir::Use(const std::string& dir) {
   if (!dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return Status::IOError("--dir '" + dir + "': " + ec.message());
+    // The store's folder: made 0700 (disk.dir), as the store would.
+    CACHEPAWL_RETURN_IF_ERROR(CreateFolder(dir).WithContext("--dir"));
     path_ = dir;
     return Status::OK();
   }
