@@ -99,7 +99,7 @@ Status StoreImpl::OpenTiers() {
     if (!orphans.ok()) return orphans.status().WithContext("disk tier: rebuilding the index");
     const DiskTierStats opened = disk_->tier().stats();
     disk_records_recovered_ = opened.records_kv + opened.records_mamba + opened.records_window;
-    disk_records_dropped_at_open_ = opened.dropped_at_open + *orphans;
+    disk_unreachable_at_open_ = *orphans;
   }
 
   if (options_.device_pool_bytes > 0) {
@@ -445,7 +445,7 @@ StoreStats StoreImpl::Stats() const {
     st.evicted_ahead = evicted_ahead_;
     st.disk_admission_refused = disk_admission_refused_;
     st.disk_records_recovered = disk_records_recovered_;
-    st.disk_records_dropped_at_open = disk_records_dropped_at_open_;
+    st.disk_unreachable_at_open = disk_unreachable_at_open_;
     st.checksum_failures = checksum_failures_;
     st.io_errors = io_errors_;
     if (closed_) return st;

@@ -304,7 +304,7 @@ class StoreImpl final : public Store {
   uint64_t evicted_ahead_ = 0;           // victims the evict-ahead thread freed; guarded by mu_
   uint64_t disk_admission_refused_ = 0;  // AdmitToDiskLocked said no; guarded by mu_
   // Set while opening, before any other thread sees the store; constant after.
-  uint64_t disk_records_recovered_ = 0, disk_records_dropped_at_open_ = 0;
+  uint64_t disk_records_recovered_ = 0, disk_unreachable_at_open_ = 0;
   EvictionPolicy eviction_policy_ = EvictionPolicy::kHybrid;  // set by Open
   std::condition_variable space_cv_;  // signalled (under mu_) when host entries may be evictable
 

@@ -81,7 +81,7 @@ std::string StoreStats::ToJson() const {
       {"evicted_ahead", evicted_ahead},
       {"disk_admission_refused", disk_admission_refused},
       {"disk_records_recovered", disk_records_recovered},
-      {"disk_records_dropped_at_open", disk_records_dropped_at_open},
+      {"disk_unreachable_at_open", disk_unreachable_at_open},
       {"failed_operations", failed_operations},
       {"saves", saves},
       {"saved_pages", saved_pages},
@@ -139,9 +139,9 @@ std::string StoreStats::ToPrometheus() const {
              static_cast<double>(disk_admission_refused));
   PromScalar(o, "disk_records_recovered", "gauge", "disk records the store opened with",
              static_cast<double>(disk_records_recovered));
-  PromScalar(o, "disk_records_dropped_at_open", "gauge",
-             "disk catalog entries dropped when the store opened",
-             static_cast<double>(disk_records_dropped_at_open));
+  PromScalar(o, "disk_unreachable_at_open", "gauge",
+             "disk records reclaimed at open: no lookup could reach them",
+             static_cast<double>(disk_unreachable_at_open));
   PromScalar(o, "failed_operations_total", "counter", "operations whose fence fired an error",
              static_cast<double>(failed_operations));
   PromScalar(o, "in_flight_operations", "gauge", "operations in flight",

@@ -47,9 +47,10 @@ struct StoreStats {
   // scored below the eviction level); they left host memory unwritten.
   uint64_t disk_admission_refused = 0;
   // Restart: disk records the store opened with (kept by the disk tier's checks and reachable
-  // from the index), and catalog entries dropped while opening (bad, out of range, unreachable).
+  // from the index), and records reclaimed at open because no lookup could reach them (their
+  // parent page, or the page a state sits on, was not recovered).
   uint64_t disk_records_recovered = 0;
-  uint64_t disk_records_dropped_at_open = 0;
+  uint64_t disk_unreachable_at_open = 0;
   uint64_t failed_operations = 0;
   uint64_t saves = 0, saved_pages = 0, saved_states = 0, refreshed_pages = 0;
   // Windowed KV records saved (layouts with sliding-window layers; saved_pages counts the

@@ -260,7 +260,8 @@ StoreStats AddStoreStats(const StoreStats& a, const StoreStats& b) {
   s.evicted_ahead += b.evicted_ahead;
   s.disk_admission_refused += b.disk_admission_refused;
   s.disk_records_recovered += b.disk_records_recovered;  // crash mode: over every reopen
-  s.disk_records_dropped_at_open += b.disk_records_dropped_at_open;
+  s.disk_dropped_at_open += b.disk_dropped_at_open;
+  s.disk_unreachable_at_open += b.disk_unreachable_at_open;
   s.failed_operations += b.failed_operations;
   s.saves += b.saves;
   s.saved_pages += b.saved_pages;
@@ -293,9 +294,9 @@ std::string ReplayJsonKeysHelp() {
   crashes                store processes SIGKILLed and reopened (--crash-every)
   kills_during_open      of those, killed while opening the store (--kill-during-open)
   reopens                store processes that opened the folder a killed one left
-  disk_records_recovered, disk_records_dropped_at_open   what the store's opens recovered
-                         from disk and dropped (catalog entries that did not verify or fit),
-                         summed over store processes
+  disk_records_recovered, disk_dropped_at_open, disk_unreachable_at_open   what the
+                         store's opens recovered from disk, dropped (did not verify or fit)
+                         and reclaimed (no lookup could reach them), summed over processes
   bad_trace_lines        lines skipped by --skip-bad-lines
   hit_rate.tokens, hit_rate.pages    reused / all, token- and page-weighted (hybrid rule)
   hit_rate_by_tier.{device,host,disk}.{tokens,pages}   the same split by the serving tier
@@ -377,7 +378,8 @@ json ReplayReportJsonValue(const ReplayReport& r) {
       {"kills_during_open", r.kills_during_open},
       {"reopens", r.reopens},
       {"disk_records_recovered", r.store.disk_records_recovered},
-      {"disk_records_dropped_at_open", r.store.disk_records_dropped_at_open},
+      {"disk_dropped_at_open", r.store.disk_dropped_at_open},
+      {"disk_unreachable_at_open", r.store.disk_unreachable_at_open},
       {"bad_trace_lines", r.bad_trace_lines},
       {"hit_rate",
        {{"tokens", Rate(t.hit_pages_total() * p, t.prompt_tokens)}, {"pages", page_rate}}},
@@ -448,8 +450,9 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
   if (r.crashes > 0) {
     out << "crash mode: " << r.crashes << " kills (" << r.kills_during_open
         << " while the store opened), " << r.reopens << " reopens recovered "
-        << r.store.disk_records_recovered << " disk records and dropped "
-        << r.store.disk_records_dropped_at_open << " catalog entries\n";
+        << r.store.disk_records_recovered << " disk records, dropped "
+        << r.store.disk_dropped_at_open << " that did not verify or fit and reclaimed "
+        << r.store.disk_unreachable_at_open << " no lookup could reach\n";
   }
   out << "throughput: " << Fixed(PerSecond(t.requests, r.wall_seconds), 0, 1) << " requests/s, "
       << Fixed(PerSecond(t.prompt_tokens, r.wall_seconds), 0, 0) << " prompt tokens/s\n";
