@@ -208,7 +208,7 @@ StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
   return ReadCatalogMeta(*db_, dir_);
 }
 
-Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
+std::string EncodeCatalogMeta(const CatalogMeta& m) {
   Writer w;
   w.Int<uint32_t>(m.format_version);
   w.Bytes(m.fingerprint.data(), 32);
@@ -217,9 +217,14 @@ Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
     w.Int<uint32_t>(static_cast<uint32_t>(p.size()));
     w.Bytes(p.data(), p.size());
   }
+  return std::move(w.out);
+}
+
+Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  return FromRocks(db_->Put(wo, kMetaKey, w.out), "catalog '" + dir_ + "': writing meta");
+  return FromRocks(db_->Put(wo, kMetaKey, EncodeCatalogMeta(m)),
+                   "catalog '" + dir_ + "': writing meta");
 }
 
 Status DiskCatalog::Apply(std::span<const CatalogRecord> puts, std::span<const DiskKey> deletes) {

@@ -13,7 +13,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <ostream>
@@ -22,6 +21,7 @@
 
 #include "store/store.h"
 #include "tools/cli_args.h"
+#include "tools/cli_values.h"
 #include "tools/command.h"
 #include "tools/replay_ceiling.h"
 #include "tools/replay_report.h"
@@ -35,46 +35,6 @@ namespace cachepawl::tools {
 namespace {
 
 constexpr char kName[] = "cachepawl replay";
-
-// "90", "90s", "15m", "2h" -> seconds. False on anything else.
-bool ParseDuration(const std::string& text, double* seconds) {
-  if (text.empty()) return false;
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    return false;
-  }
-  const std::string unit = text.substr(used);
-  double scale = 0;
-  if (unit.empty() || unit == "s") {
-    scale = 1;
-  } else if (unit == "ms") {
-    scale = 1e-3;
-  } else if (unit == "m" || unit == "min") {
-    scale = 60;
-  } else if (unit == "h") {
-    scale = 3600;
-  } else {
-    return false;
-  }
-  if (!(v >= 0)) return false;
-  *seconds = v * scale;
-  return true;
-}
-
-// "16" -> 16, for --concurrency: a whole number in [1, kMaxReplayConcurrency]. False otherwise.
-bool ParseConcurrency(const std::string& text, uint32_t* concurrency) {
-  uint32_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || p != end || v < 1 || v > kMaxReplayConcurrency) {
-    return false;
-  }
-  *concurrency = v;
-  return true;
-}
 
 // This program's path ("" when /proc/self/exe cannot be read).
 std::string SelfExecutable() {
@@ -222,12 +182,14 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   setup.track_interval_pages =
       track_interval < 0 ? block_size / page_size : static_cast<uint32_t>(track_interval);
   double soak_seconds = 0;
-  if (!soak_text.empty() && !ParseDuration(soak_text, &soak_seconds)) {
+  if (!soak_text.empty()) soak_seconds = ParseDuration(soak_text).value_or(-1);
+  if (soak_seconds < 0) {
     return usage("--soak: '" + soak_text + "' (expected a duration such as 90s, 15m, 2h)");
   }
   if (setup.chunk_pages == 0) return usage("--chunk-pages: 0 (must be > 0)");
-  uint32_t concurrency = 1;
-  if (!ParseConcurrency(concurrency_text, &concurrency)) {
+  const uint32_t concurrency =
+      ParseBoundedUint32(concurrency_text, 1, kMaxReplayConcurrency).value_or(0);
+  if (concurrency == 0) {
     return usage("--concurrency: '" + concurrency_text + "' (expected a whole number from 1 to " +
                  std::to_string(kMaxReplayConcurrency) + ")");
   }
