@@ -52,7 +52,11 @@ for name in "${targets[@]}"; do
   if [[ $name == record_header ]]; then args+=(-max_len=16384); fi
   log=$work/$name.log
   status=0
-  ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+  # The targets' own temporary files (the C ABI target's stores) go under $work too: libFuzzer
+  # ends with _Exit, so a target's exit-time cleanup does not run.
+  mkdir -p "$work/tmp/$name"
+  TMPDIR=$work/tmp/$name ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
     "$bin" "${args[@]}" "$corpus" >"$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)

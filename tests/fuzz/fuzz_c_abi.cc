@@ -63,12 +63,19 @@ const fs::path& Root() {
   static const fs::path root = [] {
     std::string t = (fs::temp_directory_path() / "cachepawl-fuzz-c-abi-XXXXXX").string();
     Check(mkdtemp(t.data()) != nullptr, "mkdtemp");
+    return fs::path(t);
+  }();
+  // Removed at a normal exit (the corpus replay). Registered once `root` exists, so it runs
+  // before root's destructor. libFuzzer ends with _Exit: tools/fuzz.sh points TMPDIR into its
+  // own temporary folder, which it removes.
+  static const bool cleanup = [] {
     std::atexit([] {
       std::error_code ec;
       fs::remove_all(Root(), ec);
     });
-    return fs::path(t);
+    return true;
   }();
+  (void)cleanup;
   return root;
 }
 
