@@ -3,10 +3,12 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 namespace cachepawl {
 namespace {
@@ -80,12 +82,52 @@ class Encoder {
   std::string buf_;
 };
 
+// The index of the first byte of `s` that does not start a well-formed UTF-8 sequence (RFC
+// 3629: no overlong forms, no surrogates, nothing above U+10FFFF); nullopt when all are.
+std::optional<size_t> FirstInvalidUtf8(std::string_view s) {
+  static constexpr uint32_t kLeast[] = {0, 0x80, 0x800, 0x10000};  // by continuation bytes
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<uint8_t>(s[i]);
+    size_t more = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      more = 1, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      more = 2, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      more = 3, cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (s.size() - i <= more) return i;
+    for (size_t k = 1; k <= more; ++k) {
+      const auto b = static_cast<uint8_t>(s[i + k]);
+      if ((b & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    if (cp < kLeast[more] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += more + 1;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Status ModelLayout::Validate() const {
   auto bad = [](const std::string& field, const std::string& value, const std::string& why) {
     return Status::InvalidArgument(field + ": " + value + " (" + why + ")");
   };
+  if (auto at = FirstInvalidUtf8(model)) {
+    // The name goes into layout files and stats as a JSON string, which must be UTF-8.
+    char byte[8];
+    std::snprintf(byte, sizeof(byte), "0x%02x", static_cast<uint8_t>(model[*at]));
+    return bad("model", std::string("byte ") + byte + " at index " + std::to_string(*at),
+               "not valid UTF-8");
+  }
   if (page_size_tokens == 0) return bad("page_size_tokens", "0", "must be > 0");
   if (tp_size == 0) return bad("tp_size", "0", "must be > 0");
   if (tp_rank >= tp_size) {

@@ -245,7 +245,7 @@ StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
   return ReadCatalogMeta(*db_, dir_);
 }
 
-Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
+std::string EncodeCatalogMeta(const CatalogMeta& m) {
   Writer w;
   w.Int<uint32_t>(m.format_version);
   w.Bytes(m.fingerprint.data(), 32);
@@ -254,8 +254,12 @@ Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
     w.Int<uint32_t>(static_cast<uint32_t>(p.size()));
     w.Bytes(p.data(), p.size());
   }
+  return std::move(w.out);
+}
+
+Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
   rocksdb::WriteBatch batch;
-  batch.Put(kMetaKey, w.out);
+  batch.Put(kMetaKey, EncodeCatalogMeta(m));
   return Write(&batch, /*sync=*/true, "writing meta");
 }
 

@@ -145,7 +145,11 @@ std::string EncodeCatalogChain(std::span<const PageHash> chain);
 // either cannot be decoded (or the key names a KV page).
 std::optional<std::pair<DiskKey, std::vector<PageHash>>> DecodeCatalogChain(
     std::string_view raw_key, std::string_view value);
-// The meta entry's value; Corruption naming `catalog_dir` when it cannot be decoded.
+// The meta entry's value: the format version (32-bit little-endian), the 32 fingerprint bytes,
+// a 32-bit path count (at most kMaxDiskFiles), then each path as a 32-bit length (at most 4096)
+// and its bytes.
+std::string EncodeCatalogMeta(const CatalogMeta& meta);
+// Decodes EncodeCatalogMeta's output; Corruption naming `catalog_dir` on any other value.
 StatusOr<CatalogMeta> DecodeCatalogMeta(std::string_view value, const std::string& catalog_dir);
 // Whether `chain` (the hashes of the pages before a pure SSM state's own, first page first) leads
 // to state `key` taken after its page whose parent is `parent`, at `page_size_tokens` per page.

@@ -30,6 +30,7 @@
 #include "tools/bench_store.h"
 #include "tools/bench_store_report.h"
 #include "tools/cli_args.h"
+#include "tools/cli_values.h"
 #include "tools/command.h"
 #include "tools/human_bytes.h"
 #include "tools/parse_bytes.h"
@@ -41,34 +42,6 @@ using namespace bench_store;  // NOLINT(build/namespaces): one tool's own parts
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr char kName[] = "cachepawl bench store";
-
-// "1,16,128" -> values in [lo, hi], in order, duplicates dropped.
-template <typename T>
-StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::string& text, T lo, T hi) {
-  std::vector<T> out;
-  std::stringstream ss(text);
-  std::string word;
-  bool any = false;
-  while (std::getline(ss, word, ',')) {
-    any = true;
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long v = std::strtoull(word.c_str(), &end, 10);
-    if (word.empty() || word[0] == '-' || word[0] == '+' || *end != '\0' || errno != 0 || v < lo ||
-        v > hi) {
-      return Status::InvalidArgument(flag + ": '" + word + "' in '" + text +
-                                     "' (expected comma-separated integers from " +
-                                     std::to_string(lo) + " to " + std::to_string(hi) + ")");
-    }
-    if (std::find(out.begin(), out.end(), static_cast<T>(v)) == out.end()) {
-      out.push_back(static_cast<T>(v));
-    }
-  }
-  if (!any || text.back() == ',') {
-    return Status::InvalidArgument(flag + ": '" + text + "' (expected comma-separated integers)");
-  }
-  return out;
-}
 
 std::vector<std::string> Split(const std::string& text) {
   std::vector<std::string> out;
@@ -211,9 +184,9 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   if (device_bytes < (uint64_t{16} << 20)) {
     return usage("--device-bytes: " + std::to_string(device_bytes) + " (must be at least 16 MiB)");
   }
-  auto page_list = ParseList<uint64_t>("--pages", pages, 1, uint64_t{1} << 20);
+  auto page_list = ParseIntegerList<uint64_t>("--pages", pages, 1, uint64_t{1} << 20);
   if (!page_list.ok()) return usage(page_list.status().message());
-  auto thread_list = ParseList<uint32_t>("--threads", threads, 1, 256);
+  auto thread_list = ParseIntegerList<uint32_t>("--threads", threads, 1, 256);
   if (!thread_list.ok()) return usage(thread_list.status().message());
   for (const std::string& name : Split(layouts)) {
     if (std::find(c.layout_names.begin(), c.layout_names.end(), name) != c.layout_names.end()) {

@@ -19,6 +19,12 @@ namespace {
 
 using nlohmann::json;
 
+// The JSON output. Paths come from the catalog and may be any bytes (a Linux file name need not
+// be UTF-8): bytes that are not UTF-8 print as U+FFFD instead of failing the dump.
+std::string JsonText(const json& j) {
+  return j.dump(2, ' ', false, json::error_handler_t::replace);
+}
+
 constexpr char kName[] = "cachepawl dump";
 
 std::string HexChecksum(uint64_t c) {
@@ -289,7 +295,7 @@ int RunDump(const std::vector<std::string>& args, CommandIo& io) {
         io.out << RecordLine(view, r) << "\n";
       }
     }
-    if (json_out) io.out << rows.dump(2) << "\n";
+    if (json_out) io.out << JsonText(rows) << "\n";
     return unreadable ? kExitFailure : kExitOk;
   }
 
@@ -300,20 +306,19 @@ int RunDump(const std::vector<std::string>& args, CommandIo& io) {
       for (const auto& p : v.problems) {
         problems.push_back({{"kind", p.kind}, {"record", p.record}, {"detail", p.detail}});
       }
-      io.out << json{{"ok", v.ok()},
-                     {"records", view.records().size()},
-                     {"records_checked", v.records_checked},
-                     {"bytes_read", v.bytes_read},
-                     {"corrupt", v.corrupt},
-                     {"catalog_problems", v.catalog_problems},
-                     {"overlaps", v.overlaps},
-                     {"unreadable_files", v.unreadable_files},
-                     {"orphans", v.orphans},
-                     {"unnamed_in_free_space", v.unnamed_in_free},
-                     {"scanned_free_space", v.scanned_free_space},
-                     {"changed_while_reading", v.changed_while_reading},
-                     {"problems", problems}}
-                    .dump(2)
+      io.out << JsonText(json{{"ok", v.ok()},
+                              {"records", view.records().size()},
+                              {"records_checked", v.records_checked},
+                              {"bytes_read", v.bytes_read},
+                              {"corrupt", v.corrupt},
+                              {"catalog_problems", v.catalog_problems},
+                              {"overlaps", v.overlaps},
+                              {"unreadable_files", v.unreadable_files},
+                              {"orphans", v.orphans},
+                              {"unnamed_in_free_space", v.unnamed_in_free},
+                              {"scanned_free_space", v.scanned_free_space},
+                              {"changed_while_reading", v.changed_while_reading},
+                              {"problems", problems}})
              << "\n";
     } else {
       for (const auto& p : v.problems) {
@@ -338,7 +343,7 @@ int RunDump(const std::vector<std::string>& args, CommandIo& io) {
 
   const json summary = SummaryJson(view, view.Shape());
   if (json_out) {
-    io.out << summary.dump(2) << "\n";
+    io.out << JsonText(summary) << "\n";
   } else {
     PrintSummary(summary, io.out);
   }

@@ -2,7 +2,6 @@
 // Prints one hex page hash per full page, one per line.
 #include <CLI/CLI.hpp>
 
-#include <charconv>
 #include <istream>
 #include <ostream>
 #include <string>
@@ -10,24 +9,11 @@
 
 #include "index/page_hasher.h"
 #include "tools/cli_args.h"
+#include "tools/cli_values.h"
 #include "tools/command.h"
 
 namespace cachepawl::tools {
 namespace {
-
-// Parses a decimal token id in [0, 2^32). Returns false with a message naming it otherwise.
-bool ParseToken(const std::string& word, size_t position, uint32_t* out, std::string* error) {
-  uint64_t value = 0;
-  const char* end = word.data() + word.size();
-  auto [ptr, ec] = std::from_chars(word.data(), end, value);
-  if (word.empty() || ec != std::errc() || ptr != end || value > 0xFFFFFFFFull) {
-    *error = "token " + std::to_string(position) + ": '" + word +
-             "' (expected an unsigned 32-bit integer)";
-    return false;
-  }
-  *out = static_cast<uint32_t>(value);
-  return true;
-}
 
 int RunHash(const std::vector<std::string>& args, CommandIo& io) {
   CLI::App app{"Prints the SHA-256 chain hash of every full page of tokens, one per line.\n"
@@ -51,13 +37,12 @@ int RunHash(const std::vector<std::string>& args, CommandIo& io) {
   std::vector<uint32_t> tokens;
   tokens.reserve(words.size());
   for (size_t i = 0; i < words.size(); ++i) {
-    uint32_t t = 0;
-    std::string error;
-    if (!ParseToken(words[i], i, &t, &error)) {
-      io.err << "cachepawl hash: " << error << "\n";
+    auto t = ParseTokenId(words[i], i);
+    if (!t.ok()) {
+      io.err << "cachepawl hash: " << t.status().message() << "\n";
       return kExitUsage;
     }
-    tokens.push_back(t);
+    tokens.push_back(*t);
   }
   auto hasher = PageHasher::Create(page_size);
   if (!hasher.ok()) {

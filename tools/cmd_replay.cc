@@ -13,7 +13,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <ostream>
@@ -22,6 +21,7 @@
 
 #include "store/store.h"
 #include "tools/cli_args.h"
+#include "tools/cli_values.h"
 #include "tools/command.h"
 #include "tools/parse_duration.h"
 #include "tools/parse_policies.h"
@@ -37,18 +37,6 @@ namespace cachepawl::tools {
 namespace {
 
 constexpr char kName[] = "cachepawl replay";
-
-// "16" -> 16, for --concurrency: a whole number in [1, kMaxReplayConcurrency]. False otherwise.
-bool ParseConcurrency(const std::string& text, uint32_t* concurrency) {
-  uint32_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || p != end || v < 1 || v > kMaxReplayConcurrency) {
-    return false;
-  }
-  *concurrency = v;
-  return true;
-}
 
 // This program's path ("" when /proc/self/exe cannot be read).
 std::string SelfExecutable() {
@@ -191,12 +179,14 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   setup.track_interval_pages =
       track_interval < 0 ? block_size / page_size : static_cast<uint32_t>(track_interval);
   double soak_seconds = 0;
-  if (!soak_text.empty() && !ParseDuration(soak_text, &soak_seconds)) {
+  if (!soak_text.empty()) soak_seconds = ParseDuration(soak_text).value_or(-1);
+  if (soak_seconds < 0) {
     return usage("--soak: '" + soak_text + "' (expected a duration such as 90s, 15m, 2h)");
   }
   if (setup.chunk_pages == 0) return usage("--chunk-pages: 0 (must be > 0)");
-  uint32_t concurrency = 1;
-  if (!ParseConcurrency(concurrency_text, &concurrency)) {
+  const uint32_t concurrency =
+      ParseBoundedUint32(concurrency_text, 1, kMaxReplayConcurrency).value_or(0);
+  if (concurrency == 0) {
     return usage("--concurrency: '" + concurrency_text + "' (expected a whole number from 1 to " +
                  std::to_string(kMaxReplayConcurrency) + ")");
   }

@@ -1,7 +1,6 @@
 #include "tools/replay_sweep.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
@@ -30,41 +29,6 @@ bool Clamp(uint64_t least, uint64_t* bytes) {
 }
 
 }  // namespace
-
-StatusOr<std::vector<double>> ParseSweepFractions(std::string_view text) {
-  auto bad = [&](std::string_view word, const std::string& why) {
-    // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false positive) on the same
-    // message built with operator+ from a string_view.
-    std::string message = "--sweep-fractions: '";
-    message.append(text).append("' (");
-    if (word != text) message.append("'").append(word).append("': ");
-    message.append(why).append(")");
-    return Status::InvalidArgument(message);
-  };
-  std::vector<double> fractions;
-  size_t at = 0;
-  for (;;) {
-    const size_t comma = text.find(',', at);
-    const std::string_view word =
-        text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
-    double v = 0;
-    const char* end = word.data() + word.size();
-    auto [p, ec] = std::from_chars(word.data(), end, v);
-    if (word.empty() || ec != std::errc() || p != end) {
-      return bad(word, "expected numbers separated by commas, such as " +
-                           std::string(kDefaultSweepFractions));
-    }
-    if (!(v > 0 && v <= kMaxSweepFraction)) {
-      char max[16];
-      std::snprintf(max, sizeof(max), "%g", kMaxSweepFraction);
-      return bad(word, "a fraction of the working set must be in (0, " + std::string(max) + "]");
-    }
-    fractions.push_back(v);
-    if (comma == std::string_view::npos) break;
-    at = comma + 1;
-  }
-  return fractions;
-}
 
 WorkingSet WorkingSetOf(const Ceiling& ceiling, const ModelLayout& layout) {
   WorkingSet w;

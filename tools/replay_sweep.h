@@ -27,18 +27,13 @@
 #include "store/model_layout.h"
 #include "store/status.h"
 #include "store/store_options.h"
+#include "tools/cli_values.h"  // ParseSweepFractions, kDefaultSweepFractions
 #include "tools/replay_ceiling.h"
 #include "tools/replay_report.h"
 #include "tools/replay_runner.h"
 #include "tools/replay_setup.h"
 
 namespace cachepawl::tools {
-
-inline constexpr char kDefaultSweepFractions[] = "0.1,0.25,0.5,1";
-inline constexpr double kMaxSweepFraction = 4.0;
-
-// "0.1,0.25,0.5,1" -> {0.1, 0.25, 0.5, 1}: each in (0, kMaxSweepFraction].
-StatusOr<std::vector<double>> ParseSweepFractions(std::string_view text);
 
 struct WorkingSet {
   uint64_t pages = 0, states = 0;            // Ceiling::distinct_pages, saved_states

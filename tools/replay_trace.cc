@@ -49,6 +49,9 @@ StatusOr<TraceRequest> ParseTraceLine(std::string_view line, uint64_t line_numbe
     // e.byte is the 1-based offset where parsing failed.
     return Status::InvalidArgument(LinePrefix(line_number) + ", column " + std::to_string(e.byte) +
                                    ": not valid JSON");
+  } catch (const json::exception& e) {
+    // The parser's other errors: a number beyond a double's range ("1e400", out_of_range.406).
+    return Status::InvalidArgument(LinePrefix(line_number) + ": not valid JSON (" + e.what() + ")");
   }
   if (!object.is_object()) {
     return Status::InvalidArgument(LinePrefix(line_number) + ": " + Shown(object) +

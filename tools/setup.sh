@@ -17,6 +17,7 @@ packages=(
   liburing-dev librocksdb-dev libxxhash-dev libspdlog-dev libssl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev nlohmann-json3-dev libcli11-dev
   python3 python3-pytest python3-venv python3-setuptools
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

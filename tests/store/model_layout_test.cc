@@ -108,6 +108,24 @@ TEST(ModelLayoutTest, RejectsPageSizeZero) {
   ExpectInvalid(l, {"page_size_tokens: 0", "must be > 0"});
 }
 
+TEST(ModelLayoutTest, RejectsAModelNameThatIsNotUtf8) {
+  // The name is written as a JSON string (LayoutToJson, stats); before this check, a C caller's
+  // cachepawl_layout_from_hf_config_string(..., model "\xff\xfe", ...) made a layout whose
+  // cachepawl_layout_to_json failed with INTERNAL (found by tests/fuzz/fuzz_c_abi.cc).
+  ModelLayout l = Small();
+  for (const char* good : {"", "org/m\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x90\xbe"}) {
+    l.model = good;
+    EXPECT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  }
+  l.model = "ab\xff";
+  ExpectInvalid(l, {"model: byte 0xff at index 2", "not valid UTF-8"});
+  // Cut short, an overlong '/', a surrogate, above U+10FFFF, a stray continuation byte.
+  for (const char* bad : {"\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\x80"}) {
+    l.model = bad;
+    ExpectInvalid(l, {"model: byte", "at index 0", "not valid UTF-8"});
+  }
+}
+
 TEST(ModelLayoutTest, RejectsZeroHeadsAndZeroHeadDim) {
   ModelLayout l = Small();
   l.attention_layers[1].num_kv_heads = 0;

@@ -58,6 +58,27 @@ TEST(DiskCatalogTest, ValueEncodingRoundTripsAndRejectsDamage) {
   }
 }
 
+TEST(DiskCatalogTest, MetaEncodingRoundTripsAndRejectsDamage) {
+  CatalogMeta meta;
+  meta.fingerprint.fill(7);
+  meta.paths = {"/mnt/a/data", "", std::string(4096, 'p')};
+  const std::string value = EncodeCatalogMeta(meta);
+  auto back = DecodeCatalogMeta(value, "/cat");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->format_version, meta.format_version);
+  EXPECT_EQ(back->fingerprint, meta.fingerprint);
+  EXPECT_EQ(back->paths, meta.paths);
+  EXPECT_EQ(EncodeCatalogMeta(*back), value);
+  for (const std::string& bad : {value.substr(0, value.size() - 1), value + "x", std::string()}) {
+    auto decoded = DecodeCatalogMeta(bad, "/cat");
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_TRUE(decoded.status().IsCorruption());
+    EXPECT_NE(decoded.status().message().find("catalog '/cat'"), std::string::npos);
+  }
+  meta.paths.back().push_back('p');  // 4097 bytes: longer than a path may be
+  EXPECT_FALSE(DecodeCatalogMeta(EncodeCatalogMeta(meta), "/cat").ok());
+}
+
 TEST(DiskCatalogTest, ApplyIsOneBatchAndSurvivesReopen) {
   TempDir dir;
   const std::string path = (dir.path() / "cat").string();

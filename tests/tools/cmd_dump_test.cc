@@ -41,8 +41,9 @@ StoreOptions Options(const std::string& dir, const ModelLayout& layout) {
 class DumpTest : public ::testing::Test {
  protected:
   // A fresh store folder, filled and closed.
-  std::string FreshStore(const ModelLayout& layout = test_layouts::Small()) {
-    const std::string dir = (tmp_.path() / ("store" + std::to_string(stores_++))).string();
+  std::string FreshStore(const ModelLayout& layout = test_layouts::Small(),
+                         const std::string& name = "store") {
+    const std::string dir = (tmp_.path() / (name + std::to_string(stores_++))).string();
     const StoreOptions o = Options(dir, layout);
     ReplayEngineOptions e;
     e.block_size_tokens = 64;
@@ -116,6 +117,23 @@ TEST_F(DumpTest, SummaryCountsWhatTheListShows) {
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("layout test/small-hybrid"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("not open by another process"), std::string::npos);
+}
+
+TEST_F(DumpTest, JsonOfAStoreWhosePathsAreNotUtf8) {
+  // A Linux file name need not be UTF-8; the data file's path went into the JSON output as it
+  // is and nlohmann's dump threw (an uncaught type_error ended the command).
+  const std::string dir = FreshStore(test_layouts::Small(), "store-\xff\xfe-");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"dump", dir, "--json"},
+        std::vector<std::string>{"dump", dir, "--list", "--json"},
+        std::vector<std::string>{"dump", dir, "--verify", "--json", "--no-free-space-scan"}}) {
+    CliResult r = RunCli(args);
+    EXPECT_EQ(r.code, 0) << args[2] << ": " << r.err;
+    EXPECT_TRUE(json::accept(r.out)) << r.out;
+  }
+  const json s = json::parse(RunCli({"dump", dir, "--json"}).out);
+  EXPECT_NE(s["files"][0]["path"].get<std::string>().find("store-\xef\xbf\xbd\xef\xbf\xbd-"),
+            std::string::npos);
 }
 
 TEST_F(DumpTest, ListFiltersByKindAndHashPrefix) {

@@ -69,6 +69,11 @@ TEST(ReplayTraceTest, BadLinesNameTheLineAndTheField) {
        {"input_length: 700 with 0 hash_ids"}},
       {R"({"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": [4]})",
        {"input_length: 0 with 1 hash_ids"}},
+      // A number beyond a double's range is a parser error of its own kind (out_of_range, not
+      // parse_error); it escaped as an exception and ended `cachepawl replay` (found by
+      // tests/fuzz/fuzz_trace_line.cc).
+      {R"({"timestamp": 1e400, "input_length": 1, )" + good_ids + "}",
+       {"line 42", "not valid JSON", "1e400"}},
   };
   for (const Case& c : cases) {
     auto r = ParseTraceLine(c.line, 42);
