@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer target of a CACHEPAWL_FUZZ=ON build for a while (docs/RELIABILITY_FUZZING.md).
+# Runs every libFuzzer target of a CACHEPAWL_FUZZ=ON build for a while (docs/RELIABILITY.md, "Fuzzing").
 #
 #   tools/fuzz.sh BUILD_DIR SECONDS_PER_TARGET [TARGET...]     (default: every target)
 #

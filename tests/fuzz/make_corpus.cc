@@ -1,5 +1,5 @@
 // Writes the binary seed corpora of the fuzz targets with the code's own encoders, so they stay
-// real when a format changes (docs/RELIABILITY_FUZZING.md says when to rerun it):
+// real when a format changes (docs/RELIABILITY.md, "Fuzzing" says when to rerun it):
 //
 //   fuzz_make_corpus tests/fuzz/corpus
 //
