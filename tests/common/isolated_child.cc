@@ -216,7 +216,14 @@ IsolatedRun RunIsolated(const IsolatedWorld& world) {
   }
   if (!run.skip_reason.empty()) {
     const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") {
+#if defined(__SANITIZE_THREAD__)
+    // TSan's runtime runs a thread of its own in every process, and unshare(CLONE_NEWUSER)
+    // refuses a multi-threaded caller (EINVAL): the plain and ASan builds run these scenarios.
+    const bool must_run = false;
+#else
+    const bool must_run = ci != nullptr && std::string(ci) == "true";
+#endif
+    if (must_run) {
       ADD_FAILURE() << "cannot make the test's world (" << run.skip_reason
                     << "); CI=true: this scenario must run in CI";
       run.skip_reason.clear();
