@@ -23,7 +23,6 @@
 #include "tools/cli_args.h"
 #include "tools/cli_values.h"
 #include "tools/command.h"
-#include "tools/parse_duration.h"
 #include "tools/parse_policies.h"
 #include "tools/replay_ceiling.h"
 #include "tools/replay_report.h"

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "tools/cli_args.h"
+#include "tools/cli_values.h"
 #include "tools/command.h"
-#include "tools/parse_duration.h"
 #include "tools/parse_policies.h"
 #include "tools/stress.h"
 
@@ -77,11 +77,13 @@ int RunStressCommand(const std::vector<std::string>& args, CommandIo& io) {
     io.err << kName << ": " << message << "\n";
     return kExitUsage;
   };
-  if (!ParseDuration(duration_text, &o.duration_seconds) || o.duration_seconds <= 0) {
+  o.duration_seconds = ParseDuration(duration_text).value_or(0);
+  if (o.duration_seconds <= 0) {
     return usage("--duration: '" + duration_text +
                  "' (expected a positive duration such as 90s, 10m, 1h)");
   }
-  if (!ParseDuration(watchdog_text, &o.watchdog_seconds) || o.watchdog_seconds <= 0) {
+  o.watchdog_seconds = ParseDuration(watchdog_text).value_or(0);
+  if (o.watchdog_seconds <= 0) {
     return usage("--watchdog: '" + watchdog_text +
                  "' (expected a positive duration such as 60s, 5m)");
   }
