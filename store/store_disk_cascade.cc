@@ -53,7 +53,7 @@ size_t StoreImpl::StartDiskWritesLocked(const std::vector<EntryKey>& state_and_o
   std::vector<DiskWriteJob> jobs;
   std::vector<DiskWrite> writes;
   for (const EntryKey& key : keys) {
-    if (disk_writing_.count(key)) continue;
+    if (disk_writing_.count(key) || disk_removing_.count(key)) continue;
     auto e = index_->Lookup(key.hash);
     if (!e) continue;
     const TierLocations& loc = LocationsOf(*e, key.kind);
@@ -120,6 +120,7 @@ std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(const std::vector<DiskWrit
       if (!e) continue;
       removed.push_back({v.kind, v.hash, uint64_t{e->depth_pages} * layout_.page_size_tokens});
       ++evictions_[static_cast<int>(Tier::kDisk)][static_cast<int>(v.kind)];
+      disk_removing_.insert({v.hash, v.kind});
       ForgetDiskLocked({v.hash, v.kind});
       ++taken;
     }
@@ -193,10 +194,19 @@ void StoreImpl::FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int 
     OperationStarted();
     disk_submitter_->Post([this, retry = std::move(retry),
                            removals = std::move(removals)]() mutable {
-      for (const DiskKey& k : removals) (void)disk_->tier().Remove(k);
+      // A record being read goes at once and its extent when the read ends; one being written
+      // cannot be a victim (the index names only committed records). A removal that fails
+      // (the catalog) leaves the record on disk unnamed by the index until the next open.
+      for (const DiskKey& k : removals) {
+        if (Status s = disk_->tier().Remove(k); !s.ok() && !s.IsNotFound()) {
+          spdlog::debug("cachepawl: removing disk victim {} failed: {}", k.ToString(),
+                        s.ToString());
+        }
+      }
       std::vector<DiskWrite> writes;
       {
         std::lock_guard<std::mutex> lock(mu_);
+        for (const DiskKey& k : removals) disk_removing_.erase({k.hash, k.kind});
         for (const DiskWriteJob& job : retry) {
           auto e = index_->Lookup(job.key.hash);
           writes.push_back({DiskKey{job.key.kind, job.key.hash,

@@ -150,8 +150,10 @@ size_t StoreImpl::EvictFromHostLocked(const EvictionStage& stage, size_t wanted,
     // can use it until a new state comes with its own window.
     const bool useless_window =
         v.kind == Kind::kWindowKV && layout_.has_ssm() && e->window_anchors == 0;
+    // A disk victim whose removal is pending cannot be written (StartDiskWritesLocked): it is
+    // dropped as an unwritten one is.
     if (disk_ && !loc.Has(Tier::kDisk) && policy_->OnEvict() && !evict_unwritten_.count(key) &&
-        !useless_window && AdmitToDiskLocked(*e, v.kind)) {
+        !disk_removing_.count(key) && !useless_window && AdmitToDiskLocked(*e, v.kind)) {
       // Write-on-evict: the entry is written first (asynchronously); once on disk it is clean
       // and the next eviction frees it. Later KV victims of this call may be its ancestors:
       // they keep their host copy until then (a page never leaves a tier before its child).

@@ -213,7 +213,8 @@ class StoreImpl final : public Store {
   void FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int attempt);
   // Picks disk victims through the index (so locked prefixes stay) to make room for `jobs`
   // (LRU: as many records; hybrid: their bytes, see the .cc) and forgets them; returns their
-  // keys for removal from the disk tier outside mu_. Requires mu_.
+  // keys for removal from the disk tier outside mu_; they stay in disk_removing_ until then.
+  // Requires mu_.
   std::vector<DiskKey> TakeDiskVictimsLocked(const std::vector<DiskWriteJob>& jobs);
 
   // ---- store_save.cc ----
@@ -289,6 +290,10 @@ class StoreImpl final : public Store {
   std::unique_ptr<DiskWritePolicy> policy_;                           // guarded by mu_
   std::unordered_map<EntryKey, HostSlotId, EntryKeyHasher> filling_;  // guarded by mu_
   std::unordered_set<EntryKey, EntryKeyHasher> disk_writing_;         // guarded by mu_
+  // Disk victims the index forgot whose removal from the disk tier has not run yet (it runs
+  // outside mu_). No write of them starts meanwhile: the tier still holds the old record, the
+  // write would find it and publish a Disk location that the pending removal then voids.
+  std::unordered_set<EntryKey, EntryKeyHasher> disk_removing_;  // guarded by mu_
   uint64_t evict_writes_in_flight_ = 0;  // write-on-evict jobs not finished; guarded by mu_
   // Write-on-evict victims whose disk write failed: the next eviction drops them unwritten.
   std::unordered_set<EntryKey, EntryKeyHasher> evict_unwritten_;             // guarded by mu_

@@ -494,9 +494,9 @@ Status DiskTier::Remove(const DiskKey& key) {
   if (it == map_.end())
     return Status::NotFound("disk record " + key.ToString() + " is not on disk");
   const std::shared_ptr<Entry> e = it->second;
-  if (!e->committed || e->readers > 0) {
+  if (!e->committed) {
     Count(Counter::kBusy);
-    return Status::Busy("disk record " + key.ToString() + " is in flight");
+    return Status::Busy("disk record " + key.ToString() + ": a write of it is in flight");
   }
   Status s = catalog_->Apply({}, std::span<const DiskKey>(&e->info.key, 1));
   if (!s.ok()) {
@@ -504,7 +504,7 @@ Status DiskTier::Remove(const DiskKey& key) {
     return s;
   }
   UnlinkLocked(*e);
-  map_.erase(it);
+  map_.erase(it);  // readers' tickets keep `e`; the last EndRead frees the extent
   ReleaseExtentLocked(*e);
   ++removes_;
   return Status::OK();

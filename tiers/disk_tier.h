@@ -9,8 +9,10 @@
 //
 // Invariants kept here: a record is in the catalog only after its data write completed
 // (CommitWrites is called after); an extent is reused only after the catalog batch deleting
-// the record that named it returned OK; a record pinned by an in-flight read or a pending
-// write is never evicted, removed or overwritten (Remove answers Busy).
+// the record that named it returned OK, and only after the last read of it ended; a record
+// pinned by an in-flight read is never evicted (Remove unlists it at once, and its extent
+// returns to free space when the read ends); a pending write is never evicted, removed or
+// overwritten (Remove answers Busy).
 //
 // Open rebuilds everything from the catalog (extents, LRU order from the stored access stamps)
 // and exposes every record through ForEachRecord so the Store can rebuild its prefix index.
@@ -180,7 +182,8 @@ class DiskTier {
 
   std::optional<DiskRecordInfo> Lookup(const DiskKey& key) const;
   bool Contains(const DiskKey& key) const { return Lookup(key).has_value(); }
-  // Deletes the record. NotFound when absent, Busy while a read or write of it is in flight.
+  // Deletes the record: from now on it is not found. NotFound when absent, Busy while a write of
+  // it is in flight. Reads in flight finish on the old bytes; its extent is freed after them.
   Status Remove(const DiskKey& key);
   // Up to `max` unpinned records of `kind`, least recently used first (eviction candidates).
   std::vector<DiskKey> LruOrder(Kind kind, size_t max) const;

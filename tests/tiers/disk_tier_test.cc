@@ -237,14 +237,13 @@ TEST_F(DiskTierTest, WriteProtocolPublishesOnlyOnCommit) {
   EXPECT_TRUE(t->BeginRead(other_depth).status().IsNotFound());
 }
 
-TEST_F(DiskTierTest, PinnedRecordsAreNeverRemovedOrEvicted) {
+TEST_F(DiskTierTest, PinnedRecordsAreNeverEvicted) {
   options_.capacity_bytes = 3 * kv_bytes_;
   auto t = Open();
   ASSERT_NE(t, nullptr);
   for (uint64_t i = 0; i < 3; ++i) Put(*t, TestKey(Kind::kKV, i));
   auto pin = t->BeginRead(TestKey(Kind::kKV, 0));  // the oldest: first in LRU order
   ASSERT_TRUE(pin.ok());
-  EXPECT_TRUE(t->Remove(TestKey(Kind::kKV, 0)).IsBusy());
   auto lru = t->LruOrder(Kind::kKV, 10);
   ASSERT_EQ(lru.size(), 2u);  // the pinned one is not a candidate
   EXPECT_EQ(lru[0].hash, TestKey(Kind::kKV, 1).hash);
@@ -260,6 +259,38 @@ TEST_F(DiskTierTest, PinnedRecordsAreNeverRemovedOrEvicted) {
   EXPECT_EQ(lru[0].hash, TestKey(Kind::kKV, 2).hash);
   EXPECT_EQ(lru[2].hash, TestKey(Kind::kKV, 0).hash);
   EXPECT_EQ(t->stats().evictions, 1u);
+}
+
+// The store removes disk victims outside its mutex, so a read that began before the removal may
+// still be in flight: the record is unlisted at once (no new read, no write that finds it and
+// "exists"), the read finishes on the old bytes, and the extent is reused only after it.
+TEST_F(DiskTierTest, RemovingARecordBeingReadUnlistsItAndFreesItsExtentAfterTheRead) {
+  options_.capacity_bytes = 3 * kv_bytes_;
+  options_.evict_when_full = false;
+  auto t = Open();
+  ASSERT_NE(t, nullptr);
+  for (uint64_t i = 0; i < 3; ++i) Put(*t, TestKey(Kind::kKV, i));
+  auto pin = t->BeginRead(TestKey(Kind::kKV, 0));
+  ASSERT_TRUE(pin.ok());
+  const DiskExtent pinned_extent = pin->second.extent;
+  ASSERT_TRUE(t->Remove(TestKey(Kind::kKV, 0)).ok());
+  EXPECT_FALSE(t->Contains(TestKey(Kind::kKV, 0)));
+  EXPECT_TRUE(t->BeginRead(TestKey(Kind::kKV, 0)).status().IsNotFound());
+  EXPECT_TRUE(t->Remove(TestKey(Kind::kKV, 0)).IsNotFound());
+  // The extent is still the read's: a write finds no room.
+  std::vector<DiskKey> evicted;
+  auto full = t->BeginWrite(TestKey(Kind::kKV, 3), {}, &evicted);
+  EXPECT_TRUE(full.status().IsNoSpace()) << full.status().ToString();
+  EXPECT_TRUE(evicted.empty());
+  // A write of the removed key is a new record, not the old one "existing".
+  t->EndRead(pin->first, /*ok=*/true);
+  auto again = t->BeginWrite(TestKey(Kind::kKV, 0), {}, &evicted);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(again->existing);
+  EXPECT_EQ(again->extent, pinned_extent);  // the only free extent: freed by the EndRead
+  t->AbortWrite(again->ticket);
+  EXPECT_EQ(t->stats().removes, 1u);
+  EXPECT_EQ(t->stats().evictions, 0u);
 }
 
 TEST_F(DiskTierTest, EvictionTakesMambaStatesFirstAndCanBeTurnedOff) {
