@@ -52,11 +52,12 @@ T Get(const std::byte* base, size_t off) {
 static_assert(sizeof(XXH3_state_t) <= 640 && alignof(XXH3_state_t) <= 64,
               "RecordVerifier::kStateBytes too small for this xxhash");
 
-uint64_t ComputeChecksum(const std::byte* record, uint64_t payload_bytes) {
+uint64_t ComputeChecksum(const std::byte* header, const std::byte* payload,
+                         uint64_t payload_bytes) {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  CACHEPAWL_XXH3_UPDATE(&state, record, kOffChecksum);
-  CACHEPAWL_XXH3_UPDATE(&state, record + kRecordHeaderBytes, payload_bytes);
+  CACHEPAWL_XXH3_UPDATE(&state, header, kOffChecksum);
+  CACHEPAWL_XXH3_UPDATE(&state, payload, payload_bytes);
   return XXH3_64bits_digest(&state);
 }
 
@@ -115,7 +116,14 @@ std::optional<DiskKey> ParseDiskKeyIdentity(std::string_view bytes) {
 }
 
 uint64_t WriteRecordHeader(std::span<std::byte> record, const RecordHeader& h) {
-  std::byte* b = record.data();
+  return WriteRecordHeader(record.first(kRecordHeaderBytes), h,
+                           std::span<const std::byte>(record.data() + kRecordHeaderBytes,
+                                                      static_cast<size_t>(h.payload_bytes)));
+}
+
+uint64_t WriteRecordHeader(std::span<std::byte> header_block, const RecordHeader& h,
+                           std::span<const std::byte> payload) {
+  std::byte* b = header_block.data();
   std::memset(b, 0, kRecordHeaderBytes);
   std::memcpy(b + kOffMagic, kDiskRecordMagic.data(), kDiskRecordMagic.size());
   Put<uint32_t>(b, kOffVersion, kDiskFormatVersion);
@@ -126,7 +134,7 @@ uint64_t WriteRecordHeader(std::span<std::byte> record, const RecordHeader& h) {
   std::memcpy(b + kOffFingerprint, h.fingerprint.data(), 32);
   Put<uint64_t>(b, kOffPayloadBytes, h.payload_bytes);
   Put<uint64_t>(b, kOffRecordBytes, h.record_bytes);
-  const uint64_t checksum = ComputeChecksum(b, h.payload_bytes);
+  const uint64_t checksum = ComputeChecksum(b, payload.data(), h.payload_bytes);
   Put<uint64_t>(b, kOffChecksum, checksum);
   Put<uint64_t>(b, kOffHeaderCheck, XXH3_64bits(b, kOffHeaderCheck));
   return checksum;

@@ -82,6 +82,10 @@ struct RecordHeader {
 // and returns it. `record` must be at least header.record_bytes long and record_bytes must be
 // kRecordHeaderBytes + payload_bytes rounded up to 4 KiB (checked by the caller).
 uint64_t WriteRecordHeader(std::span<std::byte> record, const RecordHeader& header);
+// The same, for a header block kept apart from its payload (the remote tier sends them as
+// separate values): `header_block` is kRecordHeaderBytes long, `payload` header.payload_bytes.
+uint64_t WriteRecordHeader(std::span<std::byte> header_block, const RecordHeader& header,
+                           std::span<const std::byte> payload);
 
 // Why a record failed verification (for the counters).
 enum class RecordFault : uint8_t {

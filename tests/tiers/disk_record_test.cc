@@ -68,6 +68,14 @@ TEST_F(DiskRecordTest, GoodRecordVerifiesAndParses) {
   }
 }
 
+// The remote tier keeps the header block apart from the payload: the same header bytes.
+TEST_F(DiskRecordTest, HeaderWrittenApartFromItsPayloadIsTheSame) {
+  std::vector<std::byte> block(kRecordHeaderBytes, std::byte{0x5A});  // poisoned
+  const std::span<const std::byte> payload(record_.data() + kRecordHeaderBytes, kPayload);
+  EXPECT_EQ(WriteRecordHeader(block, header_, payload), checksum_);
+  EXPECT_EQ(std::memcmp(block.data(), record_.data(), kRecordHeaderBytes), 0);
+}
+
 TEST_F(DiskRecordTest, EveryFlippedHeaderByteIsCaught) {
   for (size_t i = 0; i < kDiskRecordHeaderUsedBytes; ++i) {
     record_[i] ^= std::byte{0x01};
