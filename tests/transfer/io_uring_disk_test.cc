@@ -219,17 +219,28 @@ TEST_F(DiskEngineTest, InFlightReadsPinTheirRecords) {
   DiskOp held = e->LoadBack(std::span<const DiskRead>(&rd, 1));
   ASSERT_EQ(faults_->held(), 1u);
   EXPECT_FALSE(held.fence.Ready());
-  EXPECT_TRUE(e->tier().Remove(rd.key).IsBusy());
   // A write that needs space evicts the next oldest, never the pinned one.
   auto w = Write(*e, Kind::kKV, 10, 1);
   ASSERT_TRUE(w->records[0].status.ok());
   ASSERT_EQ(w->evicted.size(), 1u);
   EXPECT_EQ(w->evicted[0].hash, TestKey(Kind::kKV, 1).hash);
+  // Removing the record being read unlists it at once, but its extent stays held: the next
+  // write that needs space evicts another record instead of writing over the bytes in flight.
+  EXPECT_TRUE(e->tier().Remove(rd.key).ok());
+  EXPECT_FALSE(e->tier().Contains(rd.key));
+  auto w2 = Write(*e, Kind::kKV, 11, 1);
+  ASSERT_TRUE(w2->records[0].status.ok());
+  ASSERT_EQ(w2->evicted.size(), 1u);
+  EXPECT_EQ(w2->evicted[0].hash, TestKey(Kind::kKV, 2).hash);
   faults_->Release();
   ASSERT_TRUE(held.fence.Wait().ok());
   EXPECT_TRUE(PayloadMatchesKey(rd.key, Payload(KvSlot(50), Kind::kKV)));
-  EXPECT_TRUE(e->tier().Remove(rd.key).ok());
   EXPECT_TRUE(e->tier().Remove(rd.key).IsNotFound());
+  // The read ended: the removed record's extent is free again, so this write evicts nothing.
+  auto w3 = Write(*e, Kind::kKV, 12, 1);
+  ASSERT_TRUE(w3->records[0].status.ok());
+  EXPECT_TRUE(w3->evicted.empty());
+  for (uint64_t i : {3, 10, 11, 12}) EXPECT_TRUE(ReadOne(*e, Kind::kKV, i).ok()) << i;
 }
 
 TEST_F(DiskEngineTest, CloseWithIoInFlightFiresEveryFence) {
