@@ -129,12 +129,16 @@ StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(const RedisNode
   if (context->err != 0) {
     std::string msg = Prefix(node) + "connect: ";
     msg += context->errstr;
+    redisFree(context);
+    if (deadline_bound && Clock::now() >= deadline) {
+      // Cut short by the caller's deadline: says nothing about the node.
+      return Status::TimedOut(msg + " (the deadline passed)");
+    }
     if (!deadline_bound) {
       msg += " (connect_timeout ";
       msg += std::to_string(options.connect_timeout.count());
       msg += " ms)";
     }
-    redisFree(context);
     return Status::Unavailable(msg);
   }
   (void)fcntl(context->fd, F_SETFD, FD_CLOEXEC);

@@ -39,9 +39,10 @@ class RedisConnection {
   using Clock = std::chrono::steady_clock;
 
   // Connects within min(options.connect_timeout, time left), then sends AUTH when
-  // options.password is set. Unavailable: no connection (refused, timed out, unknown host);
-  // FailedPrecondition: AUTH refused (the message names the node and the user, never the
-  // password); TimedOut or IOError: AUTH's reply did not come.
+  // options.password is set. Unavailable: no connection (refused, connect_timeout ran out,
+  // unknown host); TimedOut: the deadline came first; FailedPrecondition: AUTH refused (the
+  // message names the node and the user, never the password); TimedOut or IOError: AUTH's
+  // reply did not come.
   static StatusOr<std::unique_ptr<RedisConnection>> Open(const RedisNode& node,
                                                          const RedisClusterOptions& options,
                                                          Clock::time_point deadline);
