@@ -53,15 +53,15 @@ TEST(RedisSlotMapTest, ParsesRangesAndFillsUnknownHosts) {
 TEST(RedisSlotMapTest, MalformedRepliesAreCorruptionNamingTheRange) {
   const RedisReply good = Range(0, 1, Str("h"), 1);
   const std::vector<RedisReply> bad = {
-      Range(5, 4, Str("h"), 7000),            // first > last
-      Range(0, 16384, Str("h"), 7000),        // past the last slot
-      Range(-1, 3, Str("h"), 7000),           // negative
-      Range(0, 3, Str("h"), 0),               // port 0
-      Range(0, 3, Str("h"), 65536),           // port too large
-      Range(0, 3, Int(5), 7000),              // host not a string
-      Arr({Int(0), Int(3)}),                  // no master
+      Range(5, 4, Str("h"), 7000),                       // first > last
+      Range(0, 16384, Str("h"), 7000),                   // past the last slot
+      Range(-1, 3, Str("h"), 7000),                      // negative
+      Range(0, 3, Str("h"), 0),                          // port 0
+      Range(0, 3, Str("h"), 65536),                      // port too large
+      Range(0, 3, Int(5), 7000),                         // host not a string
+      Arr({Int(0), Int(3)}),                             // no master
       Arr({Int(0), Str("3"), Arr({Str("h"), Int(1)})}),  // slot as a string
-      Arr({Int(0), Int(3), Arr({Str("h")})}),  // master without port
+      Arr({Int(0), Int(3), Arr({Str("h")})}),            // master without port
       Str("not a range"),
   };
   for (size_t i = 0; i < bad.size(); ++i) {
@@ -97,9 +97,9 @@ TEST(RedisSlotMapTest, RedirectionsParse) {
   ASSERT_TRUE(no_host.has_value());
   EXPECT_EQ(no_host->target, (RedisNode{"10.0.0.1", 7004}));
 
-  for (const char* error : {"ERR wrong type", "MOVED", "MOVED 3999", "MOVED x 1.2.3.4:5",
-                            "MOVED 16384 h:1", "MOVED 1 h:0", "MOVED 1 h:99999", "MOVED 1 h",
-                            "ASK 1 h:port", "moved 1 h:1"}) {
+  for (const char* error :
+       {"ERR wrong type", "MOVED", "MOVED 3999", "MOVED x 1.2.3.4:5", "MOVED 16384 h:1",
+        "MOVED 1 h:0", "MOVED 1 h:99999", "MOVED 1 h", "ASK 1 h:port", "moved 1 h:1"}) {
     EXPECT_FALSE(ParseRedirect(error, kQueried).has_value()) << error;
   }
   EXPECT_TRUE(IsClusterDisabledError("ERR This instance has cluster support disabled"));
