@@ -2,9 +2,9 @@
 #
 # The shared library is linked whole-archive from the static libraries every folder builds
 # (compiled position-independent by cachepawl_target()), so it holds the whole store; RocksDB,
-# liburing, xxHash, OpenSSL, spdlog and the static CUDA runtime are private dependencies. Only
-# namespace `cachepawl` (C++) and functions named `cachepawl_*` (C) are exported
-# (cachepawl.map): the static CUDA runtime, spdlog's and fmt's inline code and the standard
+# liburing, xxHash, OpenSSL, spdlog, hiredis and the static CUDA runtime are private
+# dependencies. Only namespace `cachepawl` (C++) and functions named `cachepawl_*` (C) are
+# exported (cachepawl.map): the static CUDA runtime, spdlog's and fmt's inline code and the standard
 # library's instantiations stay inside. `-Wl,--no-undefined` makes a missing dependency fail
 # the link here rather than in the engine.
 #
@@ -78,6 +78,7 @@ target_link_libraries(cachepawl_shared
   PRIVATE
     "$<LINK_LIBRARY:WHOLE_ARCHIVE,${_cachepawl_parts_csv}>"
     RocksDB::rocksdb-shared PkgConfig::URING PkgConfig::XXHASH OpenSSL::Crypto spdlog::spdlog
+    PkgConfig::HIREDIS
     $<$<BOOL:${CACHEPAWL_HAVE_CUDA}>:CUDA::cudart_static>
   # The headers use std::mutex and std::condition_variable.
   INTERFACE Threads::Threads)

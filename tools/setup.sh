@@ -14,10 +14,11 @@ build_dir=${1:-"$root/build"}
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  liburing-dev librocksdb-dev libxxhash-dev libspdlog-dev libssl-dev
+  liburing-dev librocksdb-dev libxxhash-dev libspdlog-dev libssl-dev libhiredis-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev nlohmann-json3-dev libcli11-dev
   python3 python3-pytest python3-venv python3-setuptools
   clang-14 libclang-rt-14-dev
+  redis-server redis-tools  # the remote tests' Redis Cluster (redis-server, redis-cli)
 )
 
 missing=()

@@ -7,7 +7,7 @@
 #      cachepawl_* (no CUDA runtime, spdlog, fmt, RocksDB... leaking);
 #   3. every installed header compiles alone with only the prefix's include folders on the
 #      path, warning-free, and reaches no RocksDB, liburing, xxHash, spdlog, fmt, OpenSSL,
-#      nlohmann or CUDA header;
+#      nlohmann, hiredis or CUDA header;
 #   4. tests/install/consumer.cc built with find_package(Cachepawl) and with pkg-config, linked
 #      only to libcachepawl.so, and run: save, load and compare every byte, host then disk tier;
 #   5. (hook) the C consumer, once the C API's header is installed.
@@ -71,7 +71,7 @@ fi
 step "exports: $(wc -l <"$tmp/exports.txt") symbols, all cachepawl:: or cachepawl_*"
 
 # ---- 3. Each installed header alone, only the prefix on the include path. ----
-forbidden='/(rocksdb|liburing|spdlog|fmt|nlohmann|openssl|cub|thrust)/|/(liburing|xxhash|cuda[a-z_]*)\.h|/cuda[^/]*/'
+forbidden='/(rocksdb|liburing|spdlog|fmt|nlohmann|openssl|cub|thrust|hiredis)/|/(liburing|xxhash|cuda[a-z_]*)\.h|/cuda[^/]*/'
 while IFS= read -r header; do
   rel=${header#"$inc"/}
   if [[ $rel == cachepawl/cachepawl.h ]]; then continue; fi  # the C header: step 5
@@ -89,7 +89,7 @@ step "headers: each compiles alone against $inc, no dependency headers reachable
 check_needed() {
   local bin=$1 bad loads
   bad=$(readelf -d "$bin" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' |
-    grep -E 'rocksdb|uring|xxhash|spdlog|fmt|ssl|crypto|cuda' || true)
+    grep -E 'rocksdb|uring|xxhash|spdlog|fmt|ssl|crypto|cuda|hiredis' || true)
   [[ -z $bad ]] || fail "$bin links $bad directly"
   # (Not `ldd | grep -q`: grep quitting early would fail the pipeline under pipefail.)
   loads=$(LD_LIBRARY_PATH=$libdir ldd "$bin")
