@@ -239,7 +239,10 @@ void RedisCluster::Impl::RunGroup(RedisNodePool& pool, std::span<Attempt* const>
   Lease connection(pool, std::move(acquired).value());
   std::vector<RedisRequest> requests;
   requests.reserve(group.size());
-  for (const Attempt* a : group) requests.push_back({commands[a->index].args, a->asking});
+  for (const Attempt* a : group) {
+    const RedisCommand& command = commands[a->index];
+    requests.push_back({command.args, a->asking, command.last_arg_pieces});
+  }
   std::vector<RedisReply> replies;
   Status s = connection->Pipeline(requests, deadline, &replies);
   connection.set_status(s);
@@ -268,6 +271,14 @@ void RedisCluster::Impl::Run(std::span<const RedisCommand> commands, Clock::time
     if (command.args.empty()) {
       RedisCounters::Add(counters_.invalid_commands, 1);
       results[i] = Status::InvalidArgument("redis command " + std::to_string(i) + ": no arguments");
+      continue;
+    }
+    if (command.last_arg_pieces > command.args.size()) {
+      RedisCounters::Add(counters_.invalid_commands, 1);
+      results[i] =
+          Status::InvalidArgument("redis command " + std::to_string(i) + ": last_arg_pieces " +
+                                  std::to_string(command.last_arg_pieces) + " is more than its " +
+                                  std::to_string(command.args.size()) + " arguments");
       continue;
     }
     const uint16_t slot = RedisKeySlot(command.key);

@@ -91,6 +91,11 @@ uint16_t RedisKeySlot(std::string_view key);
 struct RedisCommand {
   std::vector<std::string_view> args;  // the bytes must outlive Run()
   std::string_view key;
+  // The last `last_arg_pieces` entries of `args` are sent as one argument, their bytes back to
+  // back: a value held in several buffers (a record's header block and its payload) goes out
+  // without a copy. 0 or 1: every entry is an argument of its own. More than args.size(): the
+  // command is invalid.
+  size_t last_arg_pieces = 1;
 };
 
 // A command's reply.
@@ -118,7 +123,7 @@ struct RedisClusterStats {
   uint64_t broken_connections = 0;  // closed by the server, reset, or a protocol error
   uint64_t server_errors = 0;       // error replies other than MOVED/ASK
   uint64_t skipped_down = 0;        // commands failed at once: their node is in back-off
-  uint64_t invalid_commands = 0;    // commands without arguments
+  uint64_t invalid_commands = 0;    // commands without arguments, or last_arg_pieces too large
 
   // Name and value of every counter, in declaration order.
   std::vector<std::pair<const char*, uint64_t>> Fields() const;

@@ -237,20 +237,29 @@ Status RedisConnection::Write(std::span<const RedisRequest> requests, Clock::tim
   };
   for (const RedisRequest& request : requests) {
     if (request.asking) scratch_.append(kAsking);
+    const size_t pieces_of_last = std::max<size_t>(request.last_arg_pieces, 1);
+    const size_t whole = request.args.size() - pieces_of_last;  // arguments before the last
     scratch_ += '*';
-    AppendDecimal(&scratch_, request.args.size());
+    AppendDecimal(&scratch_, whole + 1);
     scratch_ += "\r\n";
-    for (std::string_view arg : request.args) {
-      scratch_ += '$';
-      AppendDecimal(&scratch_, arg.size());
-      scratch_ += "\r\n";
+    for (size_t a = 0; a < request.args.size(); ++a) {
+      const std::string_view arg = request.args[a];
+      if (a <= whole) {  // an argument begins: its length is that of all its pieces
+        size_t bytes = arg.size();
+        if (a == whole) {
+          for (size_t b = a + 1; b < request.args.size(); ++b) bytes += request.args[b].size();
+        }
+        scratch_ += '$';
+        AppendDecimal(&scratch_, bytes);
+        scratch_ += "\r\n";
+      }
       if (arg.size() <= kInlineArgumentBytes) {
         scratch_.append(arg);
       } else {
         close_run();
         pieces.push_back({arg.data(), 0, arg.size()});
       }
-      scratch_ += "\r\n";
+      if (a < whole || a + 1 == request.args.size()) scratch_ += "\r\n";
     }
   }
   close_run();

@@ -29,9 +29,11 @@ struct redisContext;
 namespace cachepawl {
 
 // One command to send: its arguments, and whether ASKING goes first (an ASK redirection).
+// `last_arg_pieces` as in RedisCommand (at most args.size(), checked by the caller).
 struct RedisRequest {
   std::span<const std::string_view> args;
   bool asking = false;
+  size_t last_arg_pieces = 1;
 };
 
 class RedisConnection {

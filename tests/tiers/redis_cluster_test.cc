@@ -339,6 +339,43 @@ TEST_F(RedisClusterTest, BinaryValuesOverThreeMastersOneRoundTripPerNode) {
   EXPECT_EQ(end.server_errors + end.timeouts + end.broken_connections + end.connect_failures, 0u);
 }
 
+TEST_F(RedisClusterTest, AValueInPiecesArrivesAsOneValue) {
+  ASSERT_NO_FATAL_FAILURE(StartAndConnect());
+  // Pieces below and above the inline size, an empty one, and a command with a value of one
+  // piece after it in the same pipeline (the framing must stay in step).
+  const std::string head = RandomBytes(4096, 1), middle = RandomBytes(100, 2),
+                    tail = RandomBytes(3 << 20, 3), plain = RandomBytes(5000, 4);
+  const std::string key = "{pieces}:joined", other = "{pieces}:plain";
+  std::vector<RedisCommand> set(2);
+  set[0].args = {"SET", key, head, "", middle, tail};
+  set[0].key = key;
+  set[0].last_arg_pieces = 4;
+  set[1].args = {"SET", other, plain};
+  set[1].key = other;
+  auto results = client_->Run(set, In(seconds(30)));
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto owner = cluster_->OwnerOf(RedisKeySlot(key));
+  ASSERT_TRUE(owner.ok());
+  auto joined = cluster_->Command(*owner, {"GET", key});
+  ASSERT_TRUE(joined.ok());
+  EXPECT_TRUE(joined->str == head + middle + tail);
+  auto single = cluster_->Command(*owner, {"GET", other});
+  ASSERT_TRUE(single.ok());
+  EXPECT_TRUE(single->str == plain);
+
+  // More pieces than arguments: refused before anything is sent, counted.
+  std::vector<RedisCommand> bad(1);
+  bad[0].args = {"GET", key};
+  bad[0].key = key;
+  bad[0].last_arg_pieces = 3;
+  const uint64_t invalid = client_->stats().invalid_commands;
+  results = client_->Run(bad, In(seconds(5)));
+  ASSERT_FALSE(results[0].ok());
+  EXPECT_TRUE(results[0].status().IsInvalidArgument());
+  EXPECT_NE(results[0].status().message().find("last_arg_pieces 3"), std::string::npos);
+  EXPECT_EQ(client_->stats().invalid_commands - invalid, 1u);
+}
+
 TEST_F(RedisClusterTest, MovedSlotIsFollowedAndTheMapRefreshed) {
   ASSERT_NO_FATAL_FAILURE(StartAndConnect());
   const Records records = TaggedRecords("moved", 50, 11);
