@@ -108,7 +108,9 @@ enum {
   CACHEPAWL_TIER_NONE = -1,
   CACHEPAWL_TIER_DEVICE = 0,
   CACHEPAWL_TIER_HOST = 1,
-  CACHEPAWL_TIER_DISK = 2
+  CACHEPAWL_TIER_DISK = 2,
+  CACHEPAWL_TIER_REMOTE = 3 /* a Redis Cluster shared by several stores (not yet in this ABI's
+                               options: reported by lookups of stores opened in C++) */
 };
 
 /* When entries saved to host memory also go to disk (store/store_options.h WritePolicy). */

@@ -42,6 +42,7 @@ static_assert(CACHEPAWL_KIND_WINDOW_KV == static_cast<int>(Kind::kWindowKV));
 static_assert(CACHEPAWL_TIER_DEVICE == static_cast<int>(Tier::kDevice));
 static_assert(CACHEPAWL_TIER_HOST == static_cast<int>(Tier::kHost));
 static_assert(CACHEPAWL_TIER_DISK == static_cast<int>(Tier::kDisk));
+static_assert(CACHEPAWL_TIER_REMOTE == static_cast<int>(Tier::kRemote));
 static_assert(CACHEPAWL_HASH_BYTES == sizeof(PageHash));
 
 // The thread's last error; `t_fallback` (a static string) when even that could not be stored.

@@ -194,7 +194,10 @@ void StoreImpl::PruneLocked(const PageHash& hash) {
       if (filling_.count({*cur, k})) return;
     }
     if (!index_->Remove(*cur).ok()) return;
-    for (Kind k : kAllKinds) policy_->Forget({*cur, k});
+    for (Kind k : kAllKinds) {
+      policy_->Forget({*cur, k});
+      if (remote_policy_) remote_policy_->Forget({*cur, k});
+    }
     cur = e->parent;
   }
 }

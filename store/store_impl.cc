@@ -67,6 +67,7 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
   s->policy_ = DiskWritePolicy::Make(options.write_policy, options.selective_min_hits);
   CACHEPAWL_RETURN_IF_ERROR(s->OpenTiers());
   s->worker_ = std::make_unique<CompletionWorker>();
+  CACHEPAWL_RETURN_IF_ERROR(s->OpenRemote());
   if (s->disk_) s->disk_submitter_ = std::make_unique<CompletionWorker>();
   s->host_free_target_ = options.host_free_target();
   if (s->host_free_target_ > 0) s->evictor_ = std::make_unique<CompletionWorker>();
@@ -156,6 +157,7 @@ Status StoreImpl::Close() {
   // runs what is queued before it stops. Operations posted meanwhile were counted in in_flight_.
   // The evictor first: its pass (closed_ is set) stops at its next batch; it may hand writes to
   // the disk submitter.
+  CloseRemote();
   evictor_.reset();
   disk_submitter_.reset();
   worker_.reset();
@@ -240,10 +242,11 @@ StatusOr<PrefixMatch> StoreImpl::LookupHashes(std::span<const PageHash> hashes) 
   m.window_first_page = r.window_first_page;
   m.window_tiers.reserve(r.window.size());
   for (const TierLocations& loc : r.window) m.window_tiers.push_back(*loc.Fastest());
+  ExtendMatchFromRemote(m);
   lookups_.fetch_add(1, std::memory_order_relaxed);
   lookup_pages_.fetch_add(hashes.size(), std::memory_order_relaxed);
-  hit_pages_.fetch_add(r.reusable_pages, std::memory_order_relaxed);
-  kv_only_pages_.fetch_add(r.kv_only_pages - r.reusable_pages, std::memory_order_relaxed);
+  hit_pages_.fetch_add(m.reusable_pages, std::memory_order_relaxed);
+  kv_only_pages_.fetch_add(m.kv_only_pages - m.reusable_pages, std::memory_order_relaxed);
   return m;
 }
 
@@ -254,10 +257,14 @@ StatusOr<PrefixLock> StoreImpl::Lock(const PrefixMatch& match, size_t pages) {
                                    std::to_string(match.kv_only_pages) + " cached pages)");
   }
   PrefixLock lock;
+  std::lock_guard<std::mutex> g(mu_);
+  // Pages only the remote tier holds are not here to lock: the lock covers the local part of
+  // the match (Load fetches the rest).
+  const bool state_here = !match.state_tier || *match.state_tier != Tier::kRemote;
+  while (remote_ && pages > 0 && !index_->Lookup(match.hashes[pages - 1])) --pages;
   if (pages == 0) return lock;
   lock.hashes.assign(match.hashes.begin(), match.hashes.begin() + static_cast<long>(pages));
-  lock.with_state = layout_.has_ssm() && pages == match.reusable_pages;
-  std::lock_guard<std::mutex> g(mu_);
+  lock.with_state = layout_.has_ssm() && pages == match.reusable_pages && state_here;
   Status s = index_->Lock(lock.hashes.back());
   if (!s.ok()) {
     return s.IsNotFound() ? Status::NotFound("page " + std::to_string(pages - 1) +
@@ -425,6 +432,7 @@ StoreStats StoreImpl::Stats() const {
   st.save_latency = save_latency_.Summary();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    st.remote = RemoteStatsLocked();
     st.evictions = evictions_;
     st.loaded_entries = loaded_entries_;
     for (int t = 0; t < kNumTiers; ++t) {

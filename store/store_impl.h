@@ -8,6 +8,8 @@
 //   store_disk_cascade.cc   host -> disk writes (write-through, selective, write-on-evict),
 //                           asynchronous, with disk eviction and one retry when the disk is full
 //   store_recovery.cc       the index rebuilt from the disk catalog at open
+//   store_remote.cc         the remote tier: Lookup past the local match, remote reads into
+//                           host memory for Load and StartPrefetch, the remote writer thread
 //   disk_write_policy.h     when an entry goes to disk (a small object, testable alone)
 //
 // Locking. One mutex (mu_) serializes the store's bookkeeping: host slot allocation, eviction
@@ -33,9 +35,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -53,6 +57,7 @@
 #include "tiers/device_pool.h"
 #include "tiers/device_pool_arena.h"
 #include "tiers/host_arena.h"
+#include "tiers/remote_tier.h"
 #include "transfer/io_uring_disk.h"
 #include "transfer/transfer_engine.h"
 
@@ -105,11 +110,13 @@ class StoreImpl final : public Store {
  private:
   using SteadyClock = std::chrono::steady_clock;
   class PrefetchImpl;
-  // One host slot being filled from disk for a Load or Prefetch.
+  // One host slot being filled from disk (or the remote tier) for a Load or Prefetch.
   struct DiskFill {
     EntryKey key;
     uint64_t depth_tokens = 0;
     HostSlotId slot = 0;
+    size_t page = 0;      // its page in the match (the chain a remote fill joins the index by)
+    bool remote = false;  // read from the remote tier, not from disk
   };
   // One unit of a LoadBack whose source is a host slot located in the index.
   struct HostSource {
@@ -255,7 +262,46 @@ class StoreImpl final : public Store {
   void FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotId>>& pending,
                         const Status& s, SaveProgress* progress);
 
+  // ---- store_remote.cc ----
+  // Connects the remote tier (StoreOptions::remote) and starts the writer by policy.
+  Status OpenRemote();
+  // Stops the writer (queued writes are dropped, counted) and the reader. Before the tiers go.
+  void CloseRemote();
+  // Queues remote writes of host-resident entries (the writer pins each while it reads it).
+  // Beyond max_queued_writes they are dropped, counted. Requires mu_.
+  void StartRemoteWritesLocked(const std::vector<EntryKey>& keys);
+  // The writer thread: batches of queued entries still in host memory, pinned, Put outside mu_;
+  // transient failures retried kRemoteWriteAttempts times, the writer backing off meanwhile.
+  void RemoteWriterLoop();
+  // Lookup: extends a local match with what the remote tier holds past it (one existence batch
+  // within lookup_deadline_ms; an unreachable cluster is a miss). Takes no store lock.
+  void ExtendMatchFromRemote(PrefixMatch& m);
+  // The tier a match reported for `key` at `page` (kDevice when it reported none).
+  static Tier MatchTier(const PrefixMatch& match, const EntryKey& key, size_t page);
+  // Reads remote fills (host slots allocated, keys in filling_) and publishes the verified ones
+  // in host memory, pinned for transfer, after their chains (hashes[0..page]) joined the index.
+  // Failed ones: slot freed, chain pruned, index in *failed; returns the first error. Blocks on
+  // the remote tier: runs on remote_reader_, never under mu_ (takes it to publish).
+  Status FetchRemoteFills(std::span<const PageHash> hashes, const std::vector<DiskFill>& fills,
+                          std::vector<size_t>* failed);
+  RemoteStats RemoteStatsLocked() const;
+
   // ---- store_load.cc ----
+  // A Load past its index stage: host sources pinned, fills' host slots allocated.
+  struct PendingLoad {
+    std::shared_ptr<TransferEngine> engine;
+    std::vector<HostSource> sources;
+    std::vector<DiskFill> fills;  // disk reads still to make
+    std::vector<uint64_t> fill_device_slots;
+    std::shared_ptr<FenceCompleter> outer;
+    SteadyClock::time_point start;
+    std::shared_ptr<DeferredStreamWaiter> deferred;
+    bool per_layer = false;
+  };
+  // Reads the disk fills (none: goes on at once), then copies everything host -> device.
+  void LoadFromDisk(PendingLoad load);
+  // Unpins the sources (the caller freed what was not published), fires the fence with `why`.
+  void FailLoad(PendingLoad& load, const Status& why);
   void FinishDiskFills(const std::vector<DiskFill>& fills, const Status& disk_status,
                        const std::shared_ptr<const DiskBatchResult>& result,
                        std::vector<size_t>* failed);
@@ -312,6 +358,26 @@ class StoreImpl final : public Store {
   uint64_t disk_records_recovered_ = 0, disk_unreachable_at_open_ = 0;
   EvictionPolicy eviction_policy_ = EvictionPolicy::kHybrid;  // set by Open
   std::condition_variable space_cv_;  // signalled (under mu_) when host entries may be evictable
+
+  // The remote tier (null without StoreOptions::remote). The reader runs remote fetches; the
+  // writer thread drains remote_queue_.
+  std::unique_ptr<RemoteTier> remote_;
+  std::unique_ptr<CompletionWorker> remote_reader_;
+  std::unique_ptr<DiskWritePolicy> remote_policy_;  // null when this store writes nothing
+  std::thread remote_writer_;
+  struct QueuedRemoteWrite {
+    EntryKey key;
+    int attempt = 0;
+  };
+  std::deque<QueuedRemoteWrite> remote_queue_;  // guarded by mu_
+  std::condition_variable remote_cv_;           // with mu_: the queue or remote_stop_ changed
+  bool remote_stop_ = false;                    // guarded by mu_
+  struct RemoteCounters {                       // guarded by mu_, except lookup_pages
+    uint64_t writes_queued = 0, writes = 0, write_failures = 0, writes_dropped = 0;
+    uint64_t writes_skipped = 0, loaded = 0, load_failures = 0;
+    std::atomic<uint64_t> lookup_pages{0};
+  };
+  RemoteCounters remote_counters_;
 
   mutable std::mutex drain_mu_;
   std::condition_variable drain_cv_;

@@ -10,6 +10,7 @@ namespace cachepawl {
 
 void StoreImpl::CountHitLocked(const EntryKey& key) {
   if (disk_ && policy_->OnHit(key)) StartDiskWritesLocked({key}, /*evict_after=*/false);
+  if (remote_policy_ && remote_policy_->OnHit(key)) StartRemoteWritesLocked({key});
 }
 
 StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
@@ -88,7 +89,18 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
       const TierLocations* loc = nullptr;
       if (e) loc = &LocationsOf(*e, key.kind);
       if (loc == nullptr || loc->empty()) {
-        return Status::NotFound(EntryName(key.kind, page) + " is no longer cached");
+        if (remote_ == nullptr || MatchTier(match, key, page) != Tier::kRemote) {
+          return Status::NotFound(EntryName(key.kind, page) + " is no longer cached");
+        }
+        // In the remote tier: read into a host slot (allocated below with the disk fills).
+        if (filling_.count(key)) {
+          return Status::Busy("page " + std::to_string(page) + " is being filled; retry");
+        }
+        filling_[key] = 0;
+        fills.push_back({key, (page + 1) * uint64_t{layout_.page_size_tokens}, 0, page, true});
+        fill_device_slots.push_back(device_slot);
+        CountHitLocked(key);
+        return Status::OK();
       }
       if (loc->Has(Tier::kHost)) {
         CACHEPAWL_RETURN_IF_ERROR(index_->PinForTransfer(key.hash, key.kind, Tier::kHost));
@@ -157,61 +169,122 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
     ++loads_pinning_host_;
   }
 
+  // Remote fills go first (on the remote reader), then disk fills, then host -> device.
+  std::vector<DiskFill> remote_fills;
+  std::vector<uint64_t> remote_device_slots;
+  {
+    std::vector<DiskFill> disk_fills;
+    std::vector<uint64_t> disk_device_slots;
+    for (size_t i = 0; i < fills.size(); ++i) {
+      (fills[i].remote ? remote_fills : disk_fills).push_back(fills[i]);
+      (fills[i].remote ? remote_device_slots : disk_device_slots).push_back(fill_device_slots[i]);
+    }
+    fills = std::move(disk_fills);
+    fill_device_slots = std::move(disk_device_slots);
+  }
   auto outer =
       std::make_shared<FenceCompleter>(opts.per_layer_fences ? layout_.attention_layers.size() : 0);
   Fence result = outer->fence();
   OperationStarted();
-  if (fills.empty()) {
+  if (fills.empty() && remote_fills.empty()) {
     SubmitHostToDevice(engine, std::move(sources), outer, opts.per_layer_fences, start, nullptr);
     return result;
   }
-  std::vector<DiskRead> reads;
-  for (const DiskFill& f : fills)
-    reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
   std::shared_ptr<DeferredStreamWaiter> deferred;
   if (engine->gpu_mode()) {
     deferred = std::make_shared<DeferredStreamWaiter>();
     std::lock_guard<std::mutex> g(result.state()->mu);
     result.state()->gpu_stream_waiter = [deferred](void* stream) { return deferred->Wait(stream); };
   }
-  DiskOp op = disk_->LoadBack(reads);
-  WhenDone(op.fence, [this, engine, fills = std::move(fills),
-                      fill_device_slots = std::move(fill_device_slots),
-                      sources = std::move(sources), outer, op, start, deferred,
-                      per_layer = opts.per_layer_fences](const Status& s) mutable {
+  PendingLoad pending{
+      engine, std::move(sources), std::move(fills),     std::move(fill_device_slots), outer,
+      start,  deferred,           opts.per_layer_fences};
+  if (remote_fills.empty()) {
+    LoadFromDisk(std::move(pending));
+    return result;
+  }
+  remote_reader_->Post([this, pending = std::move(pending), remote_fills = std::move(remote_fills),
+                        remote_device_slots = std::move(remote_device_slots),
+                        hashes = match.hashes]() mutable {
     std::vector<size_t> failed;
-    FinishDiskFills(fills, s, op.result, &failed);
+    const Status error = FetchRemoteFills(hashes, remote_fills, &failed);
     if (!failed.empty()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        for (const HostSource& src : sources) {
-          (void)index_->Unpin(src.key.hash, src.key.kind, Tier::kHost);
-        }
-        for (size_t i = 0; i < fills.size(); ++i) {
+        for (size_t i = 0; i < remote_fills.size(); ++i) {
           if (std::find(failed.begin(), failed.end(), i) == failed.end()) {
-            (void)index_->Unpin(fills[i].key.hash, fills[i].key.kind, Tier::kHost);
+            pending.sources.push_back({remote_fills[i].key, remote_fills[i].slot, 0});
           }
         }
-        ++failed_ops_;
-        --loads_pinning_host_;
-        space_cv_.notify_all();
+        for (const DiskFill& f : pending.fills) {  // not read yet
+          filling_.erase(f.key);
+          (void)host_->Free(f.slot);
+        }
+        pending.fills.clear();
       }
-      if (deferred) deferred->Resolve({});  // nothing reaches the GPU: release stream waits
-      const DiskRecordResult& r = op.result->records.at(failed.front());
-      outer->Complete(Status::NotFound(std::to_string(failed.size()) +
-                                       " disk record(s) could not be loaded (dropped as a miss; "
-                                       "first: " +
-                                       r.status.ToString() + ")"));
-      load_latency_.Record(SteadyClock::now() - start);
-      OperationFinished();
+      FailLoad(pending, Status::NotFound(std::to_string(failed.size()) +
+                                         " remote record(s) could not be loaded (a miss; first: " +
+                                         error.ToString() + ")"));
       return;
     }
-    for (size_t i = 0; i < fills.size(); ++i) {
-      sources.push_back({fills[i].key, fills[i].slot, fill_device_slots[i]});
+    for (size_t i = 0; i < remote_fills.size(); ++i) {
+      pending.sources.push_back(
+          {remote_fills[i].key, remote_fills[i].slot, remote_device_slots[i]});
     }
-    SubmitHostToDevice(engine, std::move(sources), outer, per_layer, start, deferred);
+    LoadFromDisk(std::move(pending));
   });
   return result;
+}
+
+void StoreImpl::FailLoad(PendingLoad& load, const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const HostSource& src : load.sources) {
+      (void)index_->Unpin(src.key.hash, src.key.kind, Tier::kHost);
+    }
+    ++failed_ops_;
+    --loads_pinning_host_;
+    space_cv_.notify_all();
+  }
+  if (load.deferred) load.deferred->Resolve({});  // nothing reaches the GPU: release stream waits
+  load.outer->Complete(why);
+  load_latency_.Record(SteadyClock::now() - load.start);
+  OperationFinished();
+}
+
+void StoreImpl::LoadFromDisk(PendingLoad load) {
+  if (load.fills.empty()) {
+    SubmitHostToDevice(load.engine, std::move(load.sources), load.outer, load.per_layer, load.start,
+                       load.deferred);
+    return;
+  }
+  std::vector<DiskRead> reads;
+  for (const DiskFill& f : load.fills) {
+    reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
+  }
+  DiskOp op = disk_->LoadBack(reads);
+  WhenDone(op.fence, [this, load = std::move(load), op](const Status& s) mutable {
+    std::vector<size_t> failed;
+    FinishDiskFills(load.fills, s, op.result, &failed);
+    if (!failed.empty()) {
+      for (size_t i = 0; i < load.fills.size(); ++i) {  // the read ones are pinned: unpin them
+        if (std::find(failed.begin(), failed.end(), i) == failed.end()) {
+          load.sources.push_back({load.fills[i].key, load.fills[i].slot, 0});
+        }
+      }
+      const DiskRecordResult& r = op.result->records.at(failed.front());
+      FailLoad(load, Status::NotFound(std::to_string(failed.size()) +
+                                      " disk record(s) could not be loaded (dropped as a miss; "
+                                      "first: " +
+                                      r.status.ToString() + ")"));
+      return;
+    }
+    for (size_t i = 0; i < load.fills.size(); ++i) {
+      load.sources.push_back({load.fills[i].key, load.fills[i].slot, load.fill_device_slots[i]});
+    }
+    SubmitHostToDevice(load.engine, std::move(load.sources), load.outer, load.per_layer, load.start,
+                       load.deferred);
+  });
 }
 
 void StoreImpl::FinishDiskFills(const std::vector<DiskFill>& fills, const Status& disk_status,
@@ -324,15 +397,20 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
-    if (disk_) {
-      auto want = [&](const EntryKey& key) -> Status {
+    if (disk_ || remote_) {
+      auto want = [&](const EntryKey& key, size_t page) -> Status {
+        if (filling_.count(key)) return Status::OK();
         auto e = index_->Lookup(key.hash);
-        if (!e) return Status::OK();
-        const TierLocations& loc = LocationsOf(*e, key.kind);
-        if (!loc.Has(Tier::kDisk) || loc.Has(Tier::kHost) || filling_.count(key)) {
+        const TierLocations* loc = e ? &LocationsOf(*e, key.kind) : nullptr;
+        bool remote = false;
+        if (loc != nullptr && !loc->empty()) {
+          if (!disk_ || !loc->Has(Tier::kDisk) || loc->Has(Tier::kHost)) return Status::OK();
+        } else if (remote_ != nullptr && MatchTier(match, key, page) == Tier::kRemote) {
+          remote = true;
+        } else {
           return Status::OK();
         }
-        const uint64_t depth = uint64_t{e->depth_pages} * layout_.page_size_tokens;
+        const uint64_t depth = (page + 1) * uint64_t{layout_.page_size_tokens};
         // Marked as filling before the allocation, which may wait for space without mu_: a Load
         // or Prefetch of this record meanwhile must see it being filled (Load marks its own fills
         // the same way). Otherwise both read it, and the second to finish found the first's host
@@ -344,20 +422,20 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
           return s;
         }
         filling_[key] = slot.front();
-        fills.push_back({key, depth, slot.front()});
+        fills.push_back({key, depth, slot.front(), page, remote});
         return Status::OK();
       };
       Status s;
       for (size_t i = 0; layout_.Stores(Kind::kKV) && i < match.kv_only_pages && s.ok(); ++i) {
-        s = want({match.hashes[i], Kind::kKV});
+        s = want({match.hashes[i], Kind::kKV}, i);
       }
       // Windowed KV: only the pages a load at the match's depth reads.
       for (size_t i = match.window_first_page;
            !match.window_tiers.empty() && i < match.reusable_pages && s.ok(); ++i) {
-        s = want({match.hashes[i], Kind::kWindowKV});
+        s = want({match.hashes[i], Kind::kWindowKV}, i);
       }
       if (s.ok() && match.reusable_pages > 0 && layout_.has_ssm()) {
-        s = want({match.hashes[match.reusable_pages - 1], Kind::kMamba});
+        s = want({match.hashes[match.reusable_pages - 1], Kind::kMamba}, match.reusable_pages - 1);
       }
       if (!s.ok()) {
         for (const DiskFill& f : fills) {
@@ -376,16 +454,23 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
     return std::shared_ptr<Store::Prefetch>(handle);
   }
   OperationStarted();
-  // Cancellation: the reads are issued from the worker, so a Cancel() that comes before the
-  // worker runs stops all of them.
-  worker_->Post([this, fills = std::move(fills), outer, handle]() mutable {
-    if (handle->cancelled()) {
+  std::vector<DiskFill> remote_fills;
+  {
+    std::vector<DiskFill> disk_fills;
+    for (DiskFill& f : fills) (f.remote ? remote_fills : disk_fills).push_back(f);
+    fills = std::move(disk_fills);
+  }
+  // The remote reads (on the remote reader), then the disk reads. Cancellation: reads are issued
+  // from those threads, so a Cancel() that comes before they run stops them.
+  auto read_disk = [this, outer, handle](std::vector<DiskFill> fills, Status so_far) {
+    if (fills.empty() || handle->cancelled()) {
       std::lock_guard<std::mutex> lock(mu_);
       for (const DiskFill& f : fills) {
         filling_.erase(f.key);
         (void)host_->Free(f.slot);
       }
-      outer->Complete(Status::Aborted("prefetch cancelled"));
+      if (!fills.empty() && so_far.ok()) so_far = Status::Aborted("prefetch cancelled");
+      outer->Complete(so_far);
       OperationFinished();
       return;
     }
@@ -394,7 +479,7 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
       reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
     }
     DiskOp op = disk_->LoadBack(reads);
-    WhenDone(op.fence, [this, fills = std::move(fills), outer, op](const Status& s) {
+    WhenDone(op.fence, [this, fills = std::move(fills), outer, op, so_far](const Status& s) {
       std::vector<size_t> failed;
       FinishDiskFills(fills, s, op.result, &failed);
       {
@@ -405,10 +490,46 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
           }
         }
       }
-      outer->Complete(failed.empty() ? Status::OK()
-                                     : Status::NotFound(std::to_string(failed.size()) +
-                                                        " record(s) could not be prefetched"));
+      outer->Complete(!so_far.ok()     ? so_far
+                      : failed.empty() ? Status::OK()
+                                       : Status::NotFound(std::to_string(failed.size()) +
+                                                          " record(s) could not be prefetched"));
       OperationFinished();
+    });
+  };
+  if (remote_fills.empty()) {
+    worker_->Post([read_disk, fills = std::move(fills)]() mutable {
+      read_disk(std::move(fills), Status::OK());
+    });
+    return std::shared_ptr<Store::Prefetch>(handle);
+  }
+  remote_reader_->Post([this, read_disk, handle, fills = std::move(fills),
+                        remote_fills = std::move(remote_fills), hashes = match.hashes]() mutable {
+    Status so_far;
+    if (handle->cancelled()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const DiskFill& f : remote_fills) {
+        filling_.erase(f.key);
+        (void)host_->Free(f.slot);
+      }
+      so_far = Status::Aborted("prefetch cancelled");
+    } else {
+      std::vector<size_t> failed;
+      const Status error = FetchRemoteFills(hashes, remote_fills, &failed);
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < remote_fills.size(); ++i) {
+        if (std::find(failed.begin(), failed.end(), i) == failed.end()) {
+          (void)index_->Unpin(remote_fills[i].key.hash, remote_fills[i].key.kind, Tier::kHost);
+        }
+      }
+      if (!failed.empty()) {
+        so_far = Status::NotFound(
+            std::to_string(failed.size()) +
+            " remote record(s) could not be prefetched (first: " + error.ToString() + ")");
+      }
+    }
+    worker_->Post([read_disk, fills = std::move(fills), so_far]() mutable {
+      read_disk(std::move(fills), so_far);
     });
   });
   return std::shared_ptr<Store::Prefetch>(handle);

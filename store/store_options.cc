@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "tiers/remote_tier.h"
+
 namespace cachepawl {
 
 const char* WritePolicyName(WritePolicy p) {
@@ -12,6 +14,18 @@ const char* WritePolicyName(WritePolicy p) {
       return "write_through_selective";
     case WritePolicy::kWriteBack:
       return "write_back";
+  }
+  return "unknown";
+}
+
+const char* RemoteWritePolicyName(RemoteWritePolicy p) {
+  switch (p) {
+    case RemoteWritePolicy::kNone:
+      return "none";
+    case RemoteWritePolicy::kWriteThrough:
+      return "write_through";
+    case RemoteWritePolicy::kSelective:
+      return "selective";
   }
   return "unknown";
 }
@@ -60,6 +74,22 @@ Status StoreOptions::Validate() const {
   }
   if (write_policy == WritePolicy::kWriteThroughSelective && selective_min_hits == 0) {
     return bad("selective_min_hits", "0", "must be > 0 for write_through_selective");
+  }
+  if (remote.enabled()) {
+    CACHEPAWL_RETURN_IF_ERROR(ToRemoteTierOptions(remote).Validate().WithContext("StoreOptions"));
+    if (static_cast<uint8_t>(remote.write_policy) >
+        static_cast<uint8_t>(RemoteWritePolicy::kSelective)) {
+      return bad("remote.write_policy", std::to_string(static_cast<int>(remote.write_policy)),
+                 "unknown policy: 0 (none), 1 (write_through) or 2 (selective)");
+    }
+    if (remote.write_policy == RemoteWritePolicy::kSelective && remote.selective_min_hits == 0) {
+      return bad("remote.selective_min_hits", "0", "must be > 0 for selective");
+    }
+    if (remote.lookup_deadline_ms == 0 || remote.lookup_deadline_ms > 10000) {
+      return bad("remote.lookup_deadline_ms", std::to_string(remote.lookup_deadline_ms),
+                 "must be in [1, 10000]");
+    }
+    if (remote.max_queued_writes == 0) return bad("remote.max_queued_writes", "0", "must be > 0");
   }
   if (cuda_device < -1) {
     return bad("cuda_device", std::to_string(cuda_device), "must be -1 (CPU mode) or >= 0");

@@ -35,6 +35,38 @@ enum class EvictionPolicy : uint8_t {
 };
 const char* EvictionPolicyName(EvictionPolicy p);
 
+// When entries are written to the remote tier (StoreOptions::remote).
+enum class RemoteWritePolicy : uint8_t {
+  kNone = 0,          // read only: this store uses what other stores wrote, writes nothing
+  kWriteThrough = 1,  // every saved entry, once, after it reaches host memory
+  kSelective = 2,     // once it has been hit `selective_min_hits` times
+};
+const char* RemoteWritePolicyName(RemoteWritePolicy p);
+
+// The remote tier: a Redis Cluster (or one Redis server) that several stores share, below disk
+// (tiers/remote_tier.h; docs/DESIGN.md, "The remote tier"). Writes are asynchronous and never
+// block Save, Load or Lookup; Lookup asks which pages past the local match the cluster holds
+// (one round trip, at most lookup_deadline_ms), and Load and StartPrefetch fetch them into host
+// memory, verified.
+struct RemoteOptions {
+  // "redis://host:port[,host:port...]": seed nodes. Empty: no remote tier.
+  std::string seeds;
+  std::string user;                      // ACL user (empty: AUTH with the password only, or none)
+  std::string password;                  // empty: no AUTH
+  std::string key_prefix = "cachepawl";  // 1..64 of A-Z a-z 0-9 _ . -
+  uint64_t chunk_bytes = 8ull << 20;     // a larger record is cut into values of this size
+  uint32_t deadline_ms = 2000;           // one batch of reads or writes
+  uint32_t lookup_deadline_ms = 20;      // the existence check of one Lookup
+  uint32_t ttl_seconds = 0;              // expiry of written values; 0: none
+  RemoteWritePolicy write_policy = RemoteWritePolicy::kWriteThrough;
+  uint32_t selective_min_hits = 2;
+  // Writes waiting for the remote tier beyond this are dropped (counted): a slow cluster costs
+  // remote copies, never host memory.
+  uint32_t max_queued_writes = 4096;
+
+  bool enabled() const { return !seeds.empty(); }
+};
+
 struct StoreOptions {
   // ---- Model: `layout` when set, else `layout_name` (a preset or a JSON file path). ----
   std::optional<ModelLayout> layout;
@@ -68,6 +100,9 @@ struct StoreOptions {
   // On open, when the disk catalog was written for another layout: false -> Open fails with
   // Incompatible; true -> the disk tier is wiped and starts empty.
   bool wipe_on_layout_mismatch = false;
+
+  // ---- Remote tier (optional). ----
+  RemoteOptions remote;
 
   // ---- Device side. ----
   // -1: CPU mode always (device pools are host memory). >= 0: the CUDA device to use when a GPU

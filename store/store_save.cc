@@ -287,7 +287,7 @@ void StoreImpl::FinishSaveWhenDone(const Fence& inner,
 
 void StoreImpl::FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotId>>& pending,
                                  const Status& s, SaveProgress* progress) {
-  std::vector<EntryKey> to_disk;
+  std::vector<EntryKey> to_disk, to_remote;
   for (const auto& [key, slot] : pending) {
     Status located = s;
     if (s.ok()) located = index_->SetLocation(key.hash, key.kind, Tier::kHost, slot);
@@ -302,9 +302,11 @@ void StoreImpl::FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotI
     progress->held.push_back(key);
     ++saved_entries_[static_cast<int>(key.kind)];
     if (disk_ && policy_->OnSaved()) to_disk.push_back(key);
+    if (remote_policy_ && remote_policy_->OnSaved()) to_remote.push_back(key);
   }
   if (!s.ok()) ++failed_ops_;
   if (!to_disk.empty()) StartDiskWritesLocked(to_disk, /*evict_after=*/false);
+  if (!to_remote.empty()) StartRemoteWritesLocked(to_remote);
   space_cv_.notify_all();
 }
 

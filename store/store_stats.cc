@@ -57,6 +57,26 @@ void PromLatency(std::ostringstream& o, const char* name, const LatencySummary& 
 
 }  // namespace
 
+std::vector<std::pair<const char*, uint64_t>> RemoteStats::Fields() const {
+  return {{"writes_queued", writes_queued},
+          {"writes", writes},
+          {"write_failures", write_failures},
+          {"writes_dropped", writes_dropped},
+          {"writes_skipped", writes_skipped},
+          {"queued_now", queued_now},
+          {"lookup_pages", lookup_pages},
+          {"loaded", loaded},
+          {"load_failures", load_failures},
+          {"put_bytes", put_bytes},
+          {"get_bytes", get_bytes},
+          {"missing_parts", missing_parts},
+          {"wrong_size", wrong_size},
+          {"header_mismatches", header_mismatches},
+          {"checksum_failures", checksum_failures},
+          {"transport_errors", transport_errors},
+          {"deleted_bad", deleted_bad}};
+}
+
 std::string StoreStats::ToJson() const {
   nlohmann::json j = {
       {"lookups", lookups},
@@ -97,6 +117,9 @@ std::string StoreStats::ToJson() const {
       {"load_latency", LatencyJson(load_latency)},
       {"save_latency", LatencyJson(save_latency)},
   };
+  nlohmann::json r = {{"enabled", remote.enabled}};
+  for (const auto& [name, value] : remote.Fields()) r[name] = value;
+  j["remote"] = std::move(r);
   return j.dump();
 }
 
@@ -151,6 +174,13 @@ std::string StoreStats::ToPrometheus() const {
   PromLatency(o, "lookup", lookup_latency);
   PromLatency(o, "load", load_latency);
   PromLatency(o, "save", save_latency);
+  if (remote.enabled) {
+    o << "# HELP cachepawl_remote the remote tier's counters (see RemoteStats)\n"
+      << "# TYPE cachepawl_remote untyped\n";
+    for (const auto& [name, value] : remote.Fields()) {
+      o << "cachepawl_remote{counter=\"" << name << "\"} " << value << "\n";
+    }
+  }
   return o.str();
 }
 

@@ -4,6 +4,8 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "store/types.h"
 
@@ -13,6 +15,28 @@ namespace cachepawl {
 struct LatencySummary {
   uint64_t count = 0;
   double p50_us = 0, p99_us = 0, max_us = 0, mean_us = 0;
+};
+
+// The remote tier (StoreOptions::remote): what this store wrote, found and fetched there.
+struct RemoteStats {
+  bool enabled = false;
+  uint64_t writes_queued = 0;   // entries handed to the writer by the write policy
+  uint64_t writes = 0;          // entries stored in the remote tier
+  uint64_t write_failures = 0;  // entries not stored after their attempts
+  uint64_t writes_dropped = 0;  // not queued (queue full) or dropped at close
+  uint64_t writes_skipped = 0;  // left host memory before their turn
+  uint64_t queued_now = 0;
+  uint64_t lookup_pages = 0;   // reusable pages Lookup found past the local match
+  uint64_t loaded = 0;         // entries fetched into host memory, verified
+  uint64_t load_failures = 0;  // entries a Load or prefetch did not get (missing, bad, down)
+  // From the tier (tiers/remote_tier.h RemoteTierStats).
+  uint64_t put_bytes = 0, get_bytes = 0;
+  uint64_t missing_parts = 0, wrong_size = 0, header_mismatches = 0, checksum_failures = 0;
+  uint64_t transport_errors = 0;
+  uint64_t deleted_bad = 0;  // records deleted after they failed verification
+
+  // Name and value of every counter (not `enabled`), in declaration order.
+  std::vector<std::pair<const char*, uint64_t>> Fields() const;
 };
 
 struct StoreStats {
@@ -63,6 +87,7 @@ struct StoreStats {
   // index memory, no tier bytes; each leads to a cached state).
   uint64_t index_entries = 0;
   LatencySummary lookup_latency, load_latency, save_latency;
+  RemoteStats remote;
 
   std::string ToJson() const;        // one JSON object; keys as the field names above
   std::string ToPrometheus() const;  // text exposition format, prefix cachepawl_

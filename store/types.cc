@@ -24,6 +24,8 @@ std::string_view TierName(Tier tier) {
       return "host";
     case Tier::kDisk:
       return "disk";
+    case Tier::kRemote:
+      return "remote";
   }
   return "unknown-tier";
 }

@@ -20,7 +20,9 @@ inline constexpr int kNumKinds = 3;
 inline constexpr Kind kAllKinds[kNumKinds] = {Kind::kKV, Kind::kMamba, Kind::kWindowKV};
 
 // Where bytes live, fastest first.
-enum class Tier : uint8_t { kDevice = 0, kHost = 1, kDisk = 2 };
+// kRemote (a Redis Cluster shared by several stores, tiers/remote_tier.h) is reported by Lookup
+// but not tracked by the prefix index: kNumTiers counts the tiers the index holds locations of.
+enum class Tier : uint8_t { kDevice = 0, kHost = 1, kDisk = 2, kRemote = 3 };
 inline constexpr int kNumTiers = 3;
 
 // Element types of cache tensors. kFp4E2M1 is packed two to a byte with one fp8 (e4m3) scale
@@ -36,7 +38,7 @@ enum class DType : uint8_t {
 };
 
 std::string_view KindName(Kind kind);  // "kv", "mamba", "window"
-std::string_view TierName(Tier tier);  // "device", "host", "disk"
+std::string_view TierName(Tier tier);  // "device", "host", "disk", "remote"
 std::string_view DTypeName(
     DType dtype);  // "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "fp4_e2m1"
 std::optional<Kind> ParseKind(std::string_view name);

@@ -73,6 +73,18 @@ Status RemoteTierOptions::Validate() const {
   return Status::OK();
 }
 
+RemoteTierOptions ToRemoteTierOptions(const RemoteOptions& remote) {
+  RemoteTierOptions o;
+  o.redis.seeds = remote.seeds;
+  o.redis.user = remote.user;
+  o.redis.password = remote.password;
+  o.key_prefix = remote.key_prefix;
+  o.chunk_bytes = remote.chunk_bytes;
+  o.deadline = std::chrono::milliseconds(remote.deadline_ms);
+  o.ttl_seconds = remote.ttl_seconds;
+  return o;
+}
+
 StatusOr<std::unique_ptr<RemoteTier>> RemoteTier::Open(const RemoteTierOptions& options,
                                                        const ModelLayout& layout) {
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
@@ -322,7 +334,8 @@ std::vector<Status> RemoteTier::Get(std::span<const RemoteGet> gets) {
 
 std::vector<std::optional<StatusOr<RedisReply>>> RemoteTier::OneCommandPerRecord(
     std::string_view verb, std::span<const DiskKey> keys,
-    const std::vector<std::vector<std::string>>& part_keys) {
+    const std::vector<std::vector<std::string>>& part_keys,
+    std::chrono::steady_clock::time_point deadline) {
   std::vector<RedisCommand> commands;
   std::vector<size_t> command_of(keys.size(), SIZE_MAX);
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -335,7 +348,7 @@ std::vector<std::optional<StatusOr<RedisReply>>> RemoteTier::OneCommandPerRecord
     for (const std::string& k : part_keys[i]) cmd.args.push_back(k);
     commands.push_back(std::move(cmd));
   }
-  auto replies = redis_->Run(commands, Deadline());
+  auto replies = redis_->Run(commands, deadline);
   std::vector<std::optional<StatusOr<RedisReply>>> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (command_of[i] == SIZE_MAX) continue;
@@ -349,7 +362,8 @@ std::vector<std::optional<StatusOr<RedisReply>>> RemoteTier::OneCommandPerRecord
   return out;
 }
 
-std::vector<bool> RemoteTier::Exists(std::span<const DiskKey> keys) {
+std::vector<bool> RemoteTier::Exists(std::span<const DiskKey> keys,
+                                     std::optional<std::chrono::milliseconds> deadline) {
   std::vector<std::vector<std::string>> part_keys(keys.size());  // the first and last parts
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint32_t parts = Parts(keys[i].kind);
@@ -358,7 +372,9 @@ std::vector<bool> RemoteTier::Exists(std::span<const DiskKey> keys) {
     part_keys[i].push_back(PartKey(keys[i], 0));
     if (parts > 1) part_keys[i].push_back(PartKey(keys[i], parts - 1));
   }
-  const auto replies = OneCommandPerRecord("EXISTS", keys, part_keys);
+  const auto replies =
+      OneCommandPerRecord("EXISTS", keys, part_keys,
+                          deadline ? std::chrono::steady_clock::now() + *deadline : Deadline());
   std::vector<bool> out(keys.size(), false);
   for (size_t i = 0; i < keys.size(); ++i) {
     const auto& r = replies[i];
@@ -374,7 +390,7 @@ std::vector<Status> RemoteTier::Remove(std::span<const DiskKey> keys) {
     // Part 0 first: readers stop finding the record at once.
     for (uint32_t c = 0; c < Parts(keys[i].kind); ++c) part_keys[i].push_back(PartKey(keys[i], c));
   }
-  const auto replies = OneCommandPerRecord("DEL", keys, part_keys);
+  const auto replies = OneCommandPerRecord("DEL", keys, part_keys, Deadline());
   std::vector<Status> results(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (replies[i] && !replies[i]->ok()) results[i] = replies[i]->status();

@@ -46,6 +46,7 @@
 
 #include "store/model_layout.h"
 #include "store/status.h"
+#include "store/store_options.h"
 #include "tiers/disk_record.h"
 #include "tiers/redis_cluster.h"
 
@@ -66,6 +67,9 @@ struct RemoteTierOptions {
   // Each field in range (and redis.Validate()); the error names the field and the value.
   Status Validate() const;
 };
+
+// The tier's options from the store's (StoreOptions::remote).
+RemoteTierOptions ToRemoteTierOptions(const RemoteOptions& remote);
 
 struct RemoteTierStats {
   uint64_t puts = 0, put_bytes = 0, put_failures = 0;
@@ -121,7 +125,9 @@ class RemoteTier {
   // Which records are there (their first and last parts), one round trip per node. A key whose
   // query failed is reported absent (counted as a transport error): a lookup treats the remote
   // tier as a cache, and an unreachable node is a miss.
-  std::vector<bool> Exists(std::span<const DiskKey> keys);
+  // `deadline`: for this call instead of the options' (a Lookup's shorter one).
+  std::vector<bool> Exists(std::span<const DiskKey> keys,
+                           std::optional<std::chrono::milliseconds> deadline = std::nullopt);
 
   // Deletes records (every part). Result i: OK (also when absent) or a transport error.
   std::vector<Status> Remove(std::span<const DiskKey> keys);
@@ -148,7 +154,8 @@ class RemoteTier {
   // and logged).
   std::vector<std::optional<StatusOr<RedisReply>>> OneCommandPerRecord(
       std::string_view verb, std::span<const DiskKey> keys,
-      const std::vector<std::vector<std::string>>& part_keys);
+      const std::vector<std::vector<std::string>>& part_keys,
+      std::chrono::steady_clock::time_point deadline);
   // Counts a transport error and logs it, once per burst (after 10 s without one).
   void TransportError(const Status& s);
 

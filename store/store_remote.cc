@@ -1,0 +1,313 @@
+// StoreImpl and the remote tier (see store_impl.h): Lookup's look past the local match, Lock of
+// a match that reaches into the remote tier, the fetch of remote records into host memory for
+// Load and StartPrefetch, and the writer thread that copies saved entries to the remote tier.
+#include <algorithm>
+
+#include "store/store_impl.h"
+
+namespace cachepawl {
+namespace {
+
+constexpr size_t kRemoteBatchEntries = 64;
+constexpr uint64_t kRemoteBatchBytes = 64ull << 20;
+constexpr int kRemoteWriteAttempts = 3;
+constexpr auto kRemoteFirstBackoff = std::chrono::milliseconds(100);
+constexpr auto kRemoteMaxBackoff = std::chrono::milliseconds(5000);
+
+bool Transient(const Status& s) { return s.IsUnavailable() || s.IsTimedOut() || s.IsIOError(); }
+
+}  // namespace
+
+Status StoreImpl::OpenRemote() {
+  if (!options_.remote.enabled()) return Status::OK();
+  auto remote = RemoteTier::Open(ToRemoteTierOptions(options_.remote), layout_);
+  if (!remote.ok()) return remote.status().WithContext("StoreOptions.remote");
+  remote_ = std::move(remote).value();
+  remote_reader_ = std::make_unique<CompletionWorker>();
+  const RemoteWritePolicy policy = options_.remote.write_policy;
+  if (policy != RemoteWritePolicy::kNone) {
+    remote_policy_ = DiskWritePolicy::Make(policy == RemoteWritePolicy::kSelective
+                                               ? WritePolicy::kWriteThroughSelective
+                                               : WritePolicy::kWriteThrough,
+                                           options_.remote.selective_min_hits);
+    remote_writer_ = std::thread([this] { RemoteWriterLoop(); });
+  }
+  return Status::OK();
+}
+
+void StoreImpl::CloseRemote() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    remote_stop_ = true;
+  }
+  remote_cv_.notify_all();
+  if (remote_writer_.joinable()) remote_writer_.join();
+  remote_reader_.reset();
+}
+
+// ------------------------------------------------------------------------------------------
+// Writes
+// ------------------------------------------------------------------------------------------
+
+void StoreImpl::StartRemoteWritesLocked(const std::vector<EntryKey>& keys) {
+  if (!remote_writer_.joinable() || remote_stop_) return;
+  for (const EntryKey& key : keys) {
+    if (remote_queue_.size() >= options_.remote.max_queued_writes) {
+      ++remote_counters_.writes_dropped;
+      continue;
+    }
+    remote_queue_.push_back({key, 0});
+    ++remote_counters_.writes_queued;
+  }
+  remote_cv_.notify_one();
+}
+
+void StoreImpl::RemoteWriterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::chrono::milliseconds backoff{0};
+  for (;;) {
+    remote_cv_.wait(lock, [&] { return remote_stop_ || !remote_queue_.empty(); });
+    if (remote_stop_) {
+      remote_counters_.writes_dropped += remote_queue_.size();
+      remote_queue_.clear();
+      return;
+    }
+    if (backoff.count() > 0) {  // the last batch failed for the cluster's sake
+      remote_cv_.wait_for(lock, backoff, [&] { return remote_stop_; });
+      if (remote_stop_) continue;
+    }
+    // A batch of entries still in host memory, pinned there while their bytes are read.
+    struct Job {
+      EntryKey key;
+      HostSlotId slot;
+      uint64_t depth_tokens;
+      PageHash parent;
+      int attempt;
+    };
+    std::vector<Job> jobs;
+    uint64_t bytes = 0;
+    while (!remote_queue_.empty() && jobs.size() < kRemoteBatchEntries &&
+           bytes < kRemoteBatchBytes) {
+      const QueuedRemoteWrite q = remote_queue_.front();
+      remote_queue_.pop_front();
+      auto e = index_->Lookup(q.key.hash);
+      const TierLocations* loc = e ? &LocationsOf(*e, q.key.kind) : nullptr;
+      if (loc == nullptr || !loc->Has(Tier::kHost) ||
+          !index_->PinForTransfer(q.key.hash, q.key.kind, Tier::kHost).ok()) {
+        ++remote_counters_.writes_skipped;  // it left host memory before its turn
+        continue;
+      }
+      jobs.push_back({q.key, *loc->Slot(Tier::kHost),
+                      uint64_t{e->depth_pages} * layout_.page_size_tokens,
+                      e->parent.value_or(PageHash{}), q.attempt});
+      bytes += layout_.RecordBytes(q.key.kind);
+    }
+    if (jobs.empty()) continue;
+    lock.unlock();
+    std::vector<RemotePut> puts;
+    puts.reserve(jobs.size());
+    for (const Job& j : jobs) {
+      puts.push_back({DiskKey{j.key.kind, j.key.hash, j.depth_tokens}, j.parent,
+                      std::span<const std::byte>(host_->SlotPayload(j.slot),
+                                                 layout_.RecordBytes(j.key.kind))});
+    }
+    const std::vector<Status> results = remote_->Put(puts);
+    lock.lock();
+    bool transient = false;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      (void)index_->Unpin(jobs[i].key.hash, jobs[i].key.kind, Tier::kHost);
+      if (results[i].ok()) {
+        ++remote_counters_.writes;
+      } else if (Transient(results[i]) && jobs[i].attempt + 1 < kRemoteWriteAttempts) {
+        transient = true;
+        remote_queue_.push_back({jobs[i].key, jobs[i].attempt + 1});
+      } else {
+        ++remote_counters_.write_failures;
+      }
+    }
+    backoff = !transient             ? std::chrono::milliseconds(0)
+              : backoff.count() == 0 ? kRemoteFirstBackoff
+                                     : std::min(backoff * 2, kRemoteMaxBackoff);
+    space_cv_.notify_all();
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Lookup
+// ------------------------------------------------------------------------------------------
+
+void StoreImpl::ExtendMatchFromRemote(PrefixMatch& m) {
+  const size_t n = m.hashes.size();
+  if (!remote_ || n == 0 || m.reusable_pages == n) return;
+  const uint64_t page_tokens = layout_.page_size_tokens;
+  const bool full_kv = layout_.Stores(Kind::kKV);
+  const size_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
+  const bool ssm = layout_.has_ssm();
+  const size_t local_kv = full_kv ? m.kv_only_pages : m.reusable_pages;
+
+  // Local tiers of the windowed KV and states the match may use past its local depth.
+  auto local_fastest = [&](size_t page, Kind kind) -> std::optional<Tier> {
+    auto e = index_->Lookup(m.hashes[page]);
+    if (!e) return std::nullopt;
+    return LocationsOf(*e, kind).Fastest();
+  };
+  // One existence batch: KV pages past the local match, windowed KV and states not held here.
+  std::vector<DiskKey> keys;
+  struct Asked {
+    size_t page;
+    Kind kind;
+  };
+  std::vector<Asked> asked;
+  std::vector<std::optional<Tier>> window_tier(n), state_tier(n);
+  auto ask = [&](size_t page, Kind kind) {
+    keys.push_back(DiskKey{kind, m.hashes[page], (page + 1) * page_tokens});
+    asked.push_back({page, kind});
+  };
+  if (full_kv) {
+    for (size_t p = local_kv; p < n; ++p) ask(p, Kind::kKV);
+  }
+  const size_t window_from = m.reusable_pages - std::min(m.reusable_pages, window);
+  for (size_t p = window > 0 ? window_from : n; p < n; ++p) {
+    window_tier[p] = local_fastest(p, Kind::kWindowKV);
+    if (!window_tier[p]) ask(p, Kind::kWindowKV);
+  }
+  for (size_t p = ssm ? m.reusable_pages : n; p < n; ++p) {
+    state_tier[p] = local_fastest(p, Kind::kMamba);
+    if (!state_tier[p]) ask(p, Kind::kMamba);
+  }
+  if (keys.empty()) return;
+  const std::vector<bool> there =
+      remote_->Exists(keys, std::chrono::milliseconds(options_.remote.lookup_deadline_ms));
+  std::vector<bool> kv_remote(n, false);
+  for (size_t i = 0; i < asked.size(); ++i) {
+    if (!there[i]) continue;
+    const auto [page, kind] = asked[i];
+    if (kind == Kind::kKV) kv_remote[page] = true;
+    if (kind == Kind::kWindowKV) window_tier[page] = Tier::kRemote;
+    if (kind == Kind::kMamba) state_tier[page] = Tier::kRemote;
+  }
+  size_t kv_end = local_kv;
+  if (full_kv) {
+    while (kv_end < n && kv_remote[kv_end]) ++kv_end;
+  } else {
+    kv_end = n;  // pages without KV: the chain is all they need
+  }
+  // The deepest depth past the local one with a state (SSM layouts) and its window.
+  size_t reusable = m.reusable_pages;
+  for (size_t d = kv_end; d > m.reusable_pages; --d) {
+    if (ssm && !state_tier[d - 1]) continue;
+    bool window_ok = true;
+    for (size_t p = d - std::min(d, window); p < d && window_ok; ++p) {
+      window_ok = window_tier[p].has_value();
+    }
+    if (window_ok) {
+      reusable = d;
+      break;
+    }
+  }
+  if (reusable == m.reusable_pages && kv_end <= m.kv_only_pages) return;
+  remote_counters_.lookup_pages.fetch_add(reusable - m.reusable_pages, std::memory_order_relaxed);
+  if (full_kv) {
+    for (size_t p = m.kv_only_pages; p < kv_end; ++p) m.page_tiers.push_back(Tier::kRemote);
+    m.kv_only_pages = kv_end;
+  } else {
+    m.kv_only_pages = std::max(m.kv_only_pages, reusable);
+  }
+  const size_t track = std::max<uint32_t>(1, options_.track_interval_pages);
+  m.checkpoint_hint_pages = m.kv_only_pages / track * track;
+  if (reusable > m.reusable_pages) {
+    m.reusable_pages = reusable;
+    m.state_tier = ssm ? state_tier[reusable - 1] : std::nullopt;
+    if (window > 0) {
+      m.window_first_page = reusable - std::min(reusable, window);
+      m.window_tiers.clear();
+      for (size_t p = m.window_first_page; p < reusable; ++p) {
+        m.window_tiers.push_back(*window_tier[p]);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Reads into host memory
+// ------------------------------------------------------------------------------------------
+
+Tier StoreImpl::MatchTier(const PrefixMatch& match, const EntryKey& key, size_t page) {
+  switch (key.kind) {
+    case Kind::kKV:
+      return page < match.page_tiers.size() ? match.page_tiers[page] : Tier::kDevice;
+    case Kind::kWindowKV:
+      if (page >= match.window_first_page &&
+          page - match.window_first_page < match.window_tiers.size()) {
+        return match.window_tiers[page - match.window_first_page];
+      }
+      return Tier::kDevice;
+    case Kind::kMamba:
+      return match.state_tier.value_or(Tier::kDevice);
+  }
+  return Tier::kDevice;
+}
+
+Status StoreImpl::FetchRemoteFills(std::span<const PageHash> hashes,
+                                   const std::vector<DiskFill>& fills,
+                                   std::vector<size_t>* failed) {
+  std::vector<RemoteGet> gets;
+  gets.reserve(fills.size());
+  for (const DiskFill& f : fills) {
+    gets.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens},
+                    std::span<std::byte>(host_->SlotData(f.slot), host_->slot_bytes(f.key.kind))});
+  }
+  const std::vector<Status> results = remote_->Get(gets);
+  Status first_error;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < fills.size(); ++i) {
+    const DiskFill& f = fills[i];
+    filling_.erase(f.key);
+    Status s = results[i];
+    if (s.ok()) {
+      // The pages leading to it (the chain up to its own page) join the index first.
+      s = index_->InsertChain(std::nullopt, hashes.first(f.page + 1));
+      if (s.ok()) s = index_->SetLocation(f.key.hash, f.key.kind, Tier::kHost, f.slot);
+      if (s.ok()) s = index_->PinForTransfer(f.key.hash, f.key.kind, Tier::kHost);
+    }
+    if (s.ok()) {
+      ++remote_counters_.loaded;
+      continue;
+    }
+    ++remote_counters_.load_failures;
+    if (s.IsCorruption()) ++checksum_failures_;
+    if (first_error.ok()) first_error = s.WithContext(EntryName(f.key.kind, f.page));
+    failed->push_back(i);
+    (void)host_->Free(f.slot);
+    PruneLocked(f.key.hash);
+  }
+  space_cv_.notify_all();
+  return first_error;
+}
+
+RemoteStats StoreImpl::RemoteStatsLocked() const {
+  RemoteStats r;
+  if (!remote_) return r;
+  r.enabled = true;
+  r.writes_queued = remote_counters_.writes_queued;
+  r.writes = remote_counters_.writes;
+  r.write_failures = remote_counters_.write_failures;
+  r.writes_dropped = remote_counters_.writes_dropped;
+  r.writes_skipped = remote_counters_.writes_skipped;
+  r.queued_now = remote_queue_.size();
+  r.lookup_pages = remote_counters_.lookup_pages.load(std::memory_order_relaxed);
+  r.loaded = remote_counters_.loaded;
+  r.load_failures = remote_counters_.load_failures;
+  const RemoteTierStats t = remote_->stats();
+  r.put_bytes = t.put_bytes;
+  r.get_bytes = t.get_bytes;
+  r.missing_parts = t.missing_parts;
+  r.wrong_size = t.wrong_size;
+  r.header_mismatches = t.header_mismatches;
+  r.checksum_failures = t.checksum_failures;
+  r.transport_errors = t.transport_errors;
+  r.deleted_bad = t.deleted_bad;
+  return r;
+}
+
+}  // namespace cachepawl

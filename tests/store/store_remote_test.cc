@@ -1,0 +1,288 @@
+// The Store over a remote tier (StoreOptions::remote) on a real 3-master Redis Cluster
+// (tests/common/redis_test_cluster.h): two stores that share the cluster (two engine replicas)
+// reuse each other's prefixes byte for byte, under the hybrid rule across tiers; a corrupted
+// value, a dead cluster, another namespace and another layout are misses, never data.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "store/store.h"
+#include "tests/common/redis_test_cluster.h"
+#include "tests/store/store_test_checks.h"
+#include "tiers/remote_tier.h"
+
+namespace cachepawl {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class RemoteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string why = testing::RedisTestCluster::MissingServer(); !why.empty()) {
+      GTEST_SKIP() << why;
+    }
+    auto cluster = testing::RedisTestCluster::Start({});
+    ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+    cluster_ = std::move(cluster).value();
+  }
+
+  StoreOptions Options(const ModelLayout& layout, RemoteWritePolicy policy) const {
+    StoreOptions o = CpuStoreOptions(layout, 4 << 20, 2 << 20, 0, "");
+    o.remote.seeds = cluster_->Seeds();
+    o.remote.write_policy = policy;
+    o.remote.chunk_bytes = 64 << 10;
+    o.remote.lookup_deadline_ms = 2000;  // a loaded test machine: no spurious misses
+    return o;
+  }
+  std::unique_ptr<Store> Open(const StoreOptions& o) {
+    auto s = Store::Open(o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+  // Waits until `store`'s writer has stored `n` entries in all (bounded; not a timing check).
+  static void WaitForRemoteWrites(Store& store, uint64_t n) {
+    const auto give_up = std::chrono::steady_clock::now() + seconds(30);
+    while (store.Stats().remote.writes < n && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    ASSERT_EQ(store.Stats().remote.writes, n);
+  }
+
+  std::unique_ptr<testing::RedisTestCluster> cluster_;
+};
+
+TEST_F(RemoteStoreTest, ASecondStoreReusesAPrefixTheFirstSaved) {
+  const ModelLayout layout = TinyHybrid();
+  auto a = Open(Options(layout, RemoteWritePolicy::kWriteThrough));
+  auto b = Open(Options(layout, RemoteWritePolicy::kNone));
+  ASSERT_TRUE(a && b);
+  const auto tokens = Tokens(100, 32);  // 8 pages
+  ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "tenant", tokens, /*with_state=*/true));
+  ASSERT_NO_FATAL_FAILURE(WaitForRemoteWrites(*a, 9));  // 8 KV pages and the state
+
+  auto m = b->Lookup("tenant", tokens);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->reusable_pages, 8u);
+  EXPECT_EQ(m->kv_only_pages, 8u);
+  ASSERT_EQ(m->page_tiers.size(), 8u);
+  for (Tier t : m->page_tiers) EXPECT_EQ(t, Tier::kRemote);
+  ASSERT_TRUE(m->state_tier.has_value());
+  EXPECT_EQ(*m->state_tier, Tier::kRemote);
+  // Nothing of it is here to lock; Load fetches it.
+  auto lock = b->Lock(*m, m->reusable_pages);
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  EXPECT_TRUE(lock->hashes.empty());
+  ASSERT_TRUE(b->Unlock(*lock).ok());
+  Status loaded = LoadAndVerify(b.get(), *m);
+  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
+  const StoreStats st = b->Stats();
+  EXPECT_TRUE(st.remote.enabled);
+  EXPECT_EQ(st.remote.loaded, 9u);
+  EXPECT_EQ(st.remote.load_failures, 0u);
+  EXPECT_EQ(st.remote.writes_queued, 0u);  // policy none: b writes nothing
+  // Now b holds it in host memory: the next lookup says so, and loads it again.
+  m = b->Lookup("tenant", tokens);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 8u);
+  for (Tier t : m->page_tiers) EXPECT_EQ(t, Tier::kHost);
+  EXPECT_EQ(*m->state_tier, Tier::kHost);
+  EXPECT_TRUE(LoadAndVerify(b.get(), *m).ok());
+  EXPECT_EQ(b->Stats().remote.loaded, 9u);
+}
+
+TEST_F(RemoteStoreTest, TheHybridRuleSpansLocalAndRemoteTiers) {
+  const ModelLayout layout = TinyHybrid();
+  auto a = Open(Options(layout, RemoteWritePolicy::kWriteThrough));
+  auto b = Open(Options(layout, RemoteWritePolicy::kNone));
+  ASSERT_TRUE(a && b);
+  const auto tokens = Tokens(7, 32);
+  // a: 8 pages, a state at depth 6 only. b: the first 3 pages, locally, no state.
+  ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "", tokens, true, /*state_pages=*/6));
+  ASSERT_NO_FATAL_FAILURE(WaitForRemoteWrites(*a, 9));
+  ASSERT_NO_FATAL_FAILURE(SaveAll(b.get(), "", Tokens(7, 12), false));
+  auto m = b->Lookup("", tokens);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 6u);  // the deepest state with every page before it
+  EXPECT_EQ(m->kv_only_pages, 8u);
+  ASSERT_EQ(m->page_tiers.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(m->page_tiers[i], i < 3 ? Tier::kHost : Tier::kRemote) << i;
+  }
+  EXPECT_EQ(m->state_tier, Tier::kRemote);
+  // The lock covers the 3 local pages.
+  auto lock = b->Lock(*m, m->reusable_pages);
+  ASSERT_TRUE(lock.ok());
+  EXPECT_EQ(lock->hashes.size(), 3u);
+  Status loaded = LoadAndVerify(b.get(), *m);
+  EXPECT_TRUE(loaded.ok()) << loaded.ToString();
+  ASSERT_TRUE(b->Unlock(*lock).ok());
+  EXPECT_EQ(b->Stats().remote.loaded, 4u);  // pages 3..5 and the state
+  // A prompt whose state is nowhere is not reusable past what is local (nothing here).
+  ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "", Tokens(500, 16), false));
+  m = b->Lookup("", Tokens(500, 16));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 0u);
+}
+
+TEST_F(RemoteStoreTest, PrefetchBringsRemoteRecordsIntoHostMemory) {
+  const ModelLayout layout = TinyHybrid();
+  auto a = Open(Options(layout, RemoteWritePolicy::kWriteThrough));
+  auto b = Open(Options(layout, RemoteWritePolicy::kNone));
+  ASSERT_TRUE(a && b);
+  const auto tokens = Tokens(1, 20);
+  ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "p", tokens, true));
+  ASSERT_NO_FATAL_FAILURE(WaitForRemoteWrites(*a, 6));
+  auto m = b->Lookup("p", tokens);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 5u);
+  auto prefetch = b->StartPrefetch(*m);
+  ASSERT_TRUE(prefetch.ok()) << prefetch.status().ToString();
+  ASSERT_TRUE((*prefetch)->fence().Wait(seconds(30)).ok());
+  m = b->Lookup("p", tokens);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 5u);
+  for (Tier t : m->page_tiers) EXPECT_EQ(t, Tier::kHost);
+  EXPECT_EQ(m->state_tier, Tier::kHost);
+  EXPECT_TRUE(LoadAndVerify(b.get(), *m).ok());
+}
+
+TEST_F(RemoteStoreTest, ACorruptedValueIsAMissNeverData) {
+  const ModelLayout layout = TinyHybrid();
+  StoreOptions oa = Options(layout, RemoteWritePolicy::kWriteThrough);
+  auto a = Open(oa);
+  auto b = Open(Options(layout, RemoteWritePolicy::kNone));
+  ASSERT_TRUE(a && b);
+  const auto tokens = Tokens(40, 16);
+  ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "", tokens, true));
+  ASSERT_NO_FATAL_FAILURE(WaitForRemoteWrites(*a, 5));
+  // Flip one payload byte of page 2's value, behind the stores' backs.
+  auto tier = RemoteTier::Open(ToRemoteTierOptions(oa.remote), layout);
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  const auto hashes = a->HashTokens("", tokens);
+  const std::string part = (*tier)->PartKey(DiskKey{Kind::kKV, hashes[2], 12}, 0);
+  auto owner = cluster_->OwnerOf(RedisKeySlot(part));
+  ASSERT_TRUE(owner.ok());
+  auto value = cluster_->Command(*owner, {"GET", part});
+  ASSERT_TRUE(value.ok());
+  ASSERT_EQ(value->type, RedisReply::Type::kString);
+  std::string bad = value->str;
+  bad[bad.size() - 1] ^= 1;
+  ASSERT_TRUE(cluster_->Command(*owner, {"SET", part, bad}).ok());
+
+  auto m = b->Lookup("", tokens);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 4u);  // existence is all a lookup checks
+  Status loaded = LoadAndVerify(b.get(), *m);
+  EXPECT_TRUE(loaded.IsNotFound()) << loaded.ToString();
+  StoreStats st = b->Stats();
+  EXPECT_EQ(st.remote.checksum_failures, 1u);
+  EXPECT_EQ(st.remote.deleted_bad, 1u);
+  EXPECT_GE(st.remote.load_failures, 1u);
+  // The bad record was deleted: the prefix now stops before page 2 (no state there: a miss).
+  m = b->Lookup("", tokens);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->kv_only_pages, 2u);
+  EXPECT_EQ(m->reusable_pages, 0u);
+}
+
+TEST_F(RemoteStoreTest, NamespacesAndLayoutsNeverSeeEachOther) {
+  const ModelLayout layout = TinyHybrid();
+  ModelLayout other = TinyHybrid();
+  other.model = "test/tiny-hybrid-other";
+  auto a = Open(Options(layout, RemoteWritePolicy::kWriteThrough));
+  auto b = Open(Options(layout, RemoteWritePolicy::kNone));
+  auto c = Open(Options(other, RemoteWritePolicy::kNone));
+  ASSERT_TRUE(a && b && c);
+  const auto tokens = Tokens(9, 16);
+  ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "alice", tokens, true));
+  ASSERT_NO_FATAL_FAILURE(WaitForRemoteWrites(*a, 5));
+  auto m = b->Lookup("bob", tokens);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->kv_only_pages, 0u);
+  m = c->Lookup("alice", tokens);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->kv_only_pages, 0u);
+  m = b->Lookup("alice", tokens);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 4u);
+}
+
+TEST_F(RemoteStoreTest, ADeadClusterCostsRemoteCopiesNeverSavesOrLookups) {
+  const ModelLayout layout = TinyHybrid();
+  StoreOptions o = Options(layout, RemoteWritePolicy::kWriteThrough);
+  o.remote.lookup_deadline_ms = 200;
+  o.remote.deadline_ms = 300;
+  auto a = Open(o);
+  ASSERT_TRUE(a);
+  for (size_t n = 0; n < cluster_->size(); ++n) ASSERT_TRUE(cluster_->Kill(n).ok());
+  // Saves and lookups go on; the writes fail (counted) after their retries.
+  const auto tokens = Tokens(3, 16);
+  ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "", tokens, true));
+  auto m = a->Lookup("", tokens);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 4u);  // local
+  EXPECT_TRUE(LoadAndVerify(a.get(), *m).ok());
+  auto miss = a->Lookup("", Tokens(900, 16));  // asks the dead cluster: a miss, no error
+  ASSERT_TRUE(miss.ok()) << miss.status().ToString();
+  EXPECT_EQ(miss->kv_only_pages, 0u);
+  const auto give_up = std::chrono::steady_clock::now() + seconds(60);
+  while (a->Stats().remote.write_failures < 5 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  const StoreStats st = a->Stats();
+  EXPECT_EQ(st.remote.write_failures, 5u);
+  EXPECT_EQ(st.remote.writes, 0u);
+  EXPECT_GT(st.remote.transport_errors, 0u);
+  EXPECT_TRUE(a->Close().ok());
+}
+
+TEST_F(RemoteStoreTest, SelectiveWritesAfterHits) {
+  const ModelLayout layout = TinyAttentionOnly();
+  StoreOptions o = Options(layout, RemoteWritePolicy::kSelective);
+  o.remote.selective_min_hits = 2;
+  auto a = Open(o);
+  ASSERT_TRUE(a);
+  const auto tokens = Tokens(11, 8);  // 2 pages
+  ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "", tokens, false));
+  EXPECT_EQ(a->Stats().remote.writes_queued, 0u);
+  for (int hit = 0; hit < 2; ++hit) {
+    auto m = a->Lookup("", tokens);
+    ASSERT_TRUE(m.ok());
+    ASSERT_TRUE(LoadAndVerify(a.get(), *m).ok());
+  }
+  ASSERT_NO_FATAL_FAILURE(WaitForRemoteWrites(*a, 2));
+  EXPECT_EQ(a->Stats().remote.writes_queued, 2u);
+}
+
+TEST(RemoteStoreOptionsTest, BadRemoteOptionsNameTheField) {
+  StoreOptions o = CpuStoreOptions(TinyHybrid(), 4 << 20, 0, 0, "");
+  o.remote.seeds = "redis://127.0.0.1:6379";
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate().ToString();
+  o.remote.key_prefix = "a b";
+  EXPECT_NE(o.Validate().ToString().find("remote.key_prefix 'a b'"), std::string::npos)
+      << o.Validate().ToString();
+  o.remote.key_prefix = "ok";
+  o.remote.lookup_deadline_ms = 0;
+  EXPECT_NE(o.Validate().ToString().find("remote.lookup_deadline_ms: 0"), std::string::npos)
+      << o.Validate().ToString();
+  o.remote.lookup_deadline_ms = 20;
+  o.remote.write_policy = static_cast<RemoteWritePolicy>(9);
+  EXPECT_NE(o.Validate().ToString().find("remote.write_policy: 9"), std::string::npos);
+  o.remote.write_policy = RemoteWritePolicy::kSelective;
+  o.remote.selective_min_hits = 0;
+  EXPECT_NE(o.Validate().ToString().find("remote.selective_min_hits: 0"), std::string::npos);
+  o.remote.selective_min_hits = 1;
+  o.remote.seeds = "redis://nowhere:0";
+  EXPECT_TRUE(o.Validate().IsInvalidArgument());
+  // A cluster nobody runs: Open fails naming the seed.
+  o.remote.seeds = "redis://127.0.0.1:1";
+  auto s = Store::Open(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().ToString().find("127.0.0.1:1"), std::string::npos) << s.status().ToString();
+}
+
+}  // namespace
+}  // namespace cachepawl
