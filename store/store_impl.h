@@ -265,7 +265,9 @@ class StoreImpl final : public Store {
   // ---- store_remote.cc ----
   // Connects the remote tier (StoreOptions::remote) and starts the writer by policy.
   Status OpenRemote();
-  // Stops the writer (queued writes are dropped, counted) and the reader. Before the tiers go.
+  // Stops the writer and the reader, before the tiers go: queued writes still go out for up to
+  // remote.deadline_ms (a dead cluster cannot hold Close longer than about twice that), the
+  // rest are dropped, counted.
   void CloseRemote();
   // Queues remote writes of host-resident entries (the writer pins each while it reads it).
   // Beyond max_queued_writes they are dropped, counted. Requires mu_.
@@ -372,6 +374,7 @@ class StoreImpl final : public Store {
   std::deque<QueuedRemoteWrite> remote_queue_;  // guarded by mu_
   std::condition_variable remote_cv_;           // with mu_: the queue or remote_stop_ changed
   bool remote_stop_ = false;                    // guarded by mu_
+  SteadyClock::time_point remote_drain_until_;  // set with remote_stop_; guarded by mu_
   struct RemoteCounters {                       // guarded by mu_, except lookup_pages
     uint64_t writes_queued = 0, writes = 0, write_failures = 0, writes_dropped = 0;
     uint64_t writes_skipped = 0, loaded = 0, load_failures = 0;

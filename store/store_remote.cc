@@ -39,6 +39,8 @@ void StoreImpl::CloseRemote() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     remote_stop_ = true;
+    remote_drain_until_ =
+        SteadyClock::now() + std::chrono::milliseconds(options_.remote.deadline_ms);
   }
   remote_cv_.notify_all();
   if (remote_writer_.joinable()) remote_writer_.join();
@@ -51,6 +53,7 @@ void StoreImpl::CloseRemote() {
 
 void StoreImpl::StartRemoteWritesLocked(const std::vector<EntryKey>& keys) {
   if (!remote_writer_.joinable() || remote_stop_) return;
+  if (keys.empty()) return;
   for (const EntryKey& key : keys) {
     if (remote_queue_.size() >= options_.remote.max_queued_writes) {
       ++remote_counters_.writes_dropped;
@@ -67,7 +70,8 @@ void StoreImpl::RemoteWriterLoop() {
   std::chrono::milliseconds backoff{0};
   for (;;) {
     remote_cv_.wait(lock, [&] { return remote_stop_ || !remote_queue_.empty(); });
-    if (remote_stop_) {
+    // Closing: what is queued goes out until the drain deadline, the rest is dropped.
+    if (remote_stop_ && (remote_queue_.empty() || SteadyClock::now() >= remote_drain_until_)) {
       remote_counters_.writes_dropped += remote_queue_.size();
       remote_queue_.clear();
       return;

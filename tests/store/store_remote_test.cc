@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "store/store.h"
@@ -91,6 +92,70 @@ TEST_F(RemoteStoreTest, ASecondStoreReusesAPrefixTheFirstSaved) {
   EXPECT_EQ(*m->state_tier, Tier::kHost);
   EXPECT_TRUE(LoadAndVerify(b.get(), *m).ok());
   EXPECT_EQ(b->Stats().remote.loaded, 9u);
+}
+
+TEST_F(RemoteStoreTest, TwoStoreProcessesShareAPrefix) {
+  // Another process (tests/store/store_writer_main.cc: TinyHybrid, a disk tier of its own)
+  // saves 6 pages and the state after them, writes them through to the cluster, and exits.
+  testing::TempDir writer_dir;
+  const std::string cmd =
+      std::string(CACHEPAWL_STORE_WRITER) + " " + writer_dir.str() + " 77 6 " + cluster_->Seeds();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  // This process, with no disk and nothing saved, reuses all of it.
+  auto b = Open(Options(TinyHybrid(), RemoteWritePolicy::kNone));
+  ASSERT_TRUE(b);
+  const auto tokens = Tokens(77, 24);
+  auto m = b->Lookup("", tokens);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->reusable_pages, 6u);
+  for (Tier t : m->page_tiers) EXPECT_EQ(t, Tier::kRemote);
+  Status loaded = LoadAndVerify(b.get(), *m);
+  EXPECT_TRUE(loaded.ok()) << loaded.ToString();
+  EXPECT_EQ(b->Stats().remote.loaded, 7u);
+}
+
+TEST_F(RemoteStoreTest, AKilledMasterCostsHitsNeverAWrongByte) {
+  const ModelLayout layout = TinyHybrid();
+  StoreOptions oa = Options(layout, RemoteWritePolicy::kWriteThrough);
+  oa.host_bytes = 64 << 20;
+  StoreOptions ob = Options(layout, RemoteWritePolicy::kNone);
+  ob.remote.deadline_ms = 1000;
+  ob.remote.lookup_deadline_ms = 1000;
+  auto a = Open(oa);
+  auto b = Open(ob);
+  ASSERT_TRUE(a && b);
+  constexpr uint32_t kPrompts = 30;
+  for (uint32_t p = 0; p < kPrompts; ++p) {
+    ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "", Tokens(1000 * (p + 1), 12), true));
+  }
+  ASSERT_NO_FATAL_FAILURE(WaitForRemoteWrites(*a, kPrompts * 4));
+  ASSERT_TRUE(cluster_->Kill(1).ok());
+  // b asks for every prompt: those whose records lived on the dead master are misses (at lookup
+  // or at load); every load that succeeds has every byte right (LoadAndVerify compares them).
+  size_t hits = 0, misses = 0;
+  for (uint32_t p = 0; p < kPrompts; ++p) {
+    auto m = b->Lookup("", Tokens(1000 * (p + 1), 12));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    if (m->reusable_pages == 0) {
+      ++misses;
+      continue;
+    }
+    Status loaded = LoadAndVerify(b.get(), *m);
+    if (loaded.ok()) {
+      ++hits;
+    } else {
+      EXPECT_FALSE(loaded.IsCorruption()) << loaded.ToString();
+      ++misses;
+    }
+  }
+  EXPECT_GT(hits, 0u);
+  EXPECT_GT(misses, 0u);  // 4 records per prompt over 3 masters: most prompts touch the dead one
+  // b keeps serving: its own saves and loads work, and what it fetched is in host memory.
+  ASSERT_NO_FATAL_FAILURE(SaveAll(b.get(), "", Tokens(99999, 8), true));
+  auto own = b->Lookup("", Tokens(99999, 8));
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->reusable_pages, 2u);
+  EXPECT_TRUE(LoadAndVerify(b.get(), *own).ok());
 }
 
 TEST_F(RemoteStoreTest, TheHybridRuleSpansLocalAndRemoteTiers) {

@@ -1,6 +1,8 @@
-// A child process for the Store's reopen test: opens the store in DISK_DIR (the test's options),
-// saves the full pages of tokens [FIRST, FIRST + PAGES * 4) and the state after them, closes.
-//   store_writer DISK_DIR FIRST PAGES        exit 0 on success, 1 with a message otherwise
+// A child process for the Store's reopen and remote tests: opens the store in DISK_DIR (the
+// test's options), saves the full pages of tokens [FIRST, FIRST + PAGES * 4) and the state after
+// them, closes. With REMOTE_SEEDS, the store writes through to that Redis Cluster (chunks of
+// 64 KiB) and closes once every entry is there (Close sends what is still queued).
+//   store_writer DISK_DIR FIRST PAGES [REMOTE_SEEDS]   exit 0 on success, 1 with a message
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,8 +20,8 @@ int Fail(const std::string& what, const Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: store_writer DISK_DIR FIRST PAGES\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: store_writer DISK_DIR FIRST PAGES [REMOTE_SEEDS]\n");
     return 2;
   }
   StoreOptions o;
@@ -30,6 +32,11 @@ int main(int argc, char** argv) {
   o.disk_dir = argv[1];
   o.disk_bytes = 8 << 20;
   o.disk_queue_depth = 8;
+  if (argc == 5) {
+    o.remote.seeds = argv[4];
+    o.remote.chunk_bytes = 64 << 10;
+    o.remote.deadline_ms = 10000;
+  }
   auto opened = Store::Open(o);
   if (!opened.ok()) return Fail("Open", opened.status());
   auto store = std::move(opened).value();
@@ -57,7 +64,16 @@ int main(int argc, char** argv) {
   auto f = store->Save(req);
   if (!f.ok()) return Fail("Save", f.status());
   if (Status s = f->Wait(); !s.ok()) return Fail("Save fence", s);
-  // Close drains the write-through disk writes and persists the catalog.
+  // Close drains the write-through disk writes, persists the catalog, and sends the remote
+  // writes still queued.
   if (Status s = store->Close(); !s.ok()) return Fail("Close", s);
+  if (argc == 5) {
+    const RemoteStats r = store->Stats().remote;
+    if (r.writes != hashes.size() + 1) {
+      return Fail("remote writes",
+                  Status::Internal(std::to_string(r.writes) + " of " +
+                                   std::to_string(hashes.size() + 1) + " entries stored"));
+    }
+  }
   return 0;
 }
