@@ -77,6 +77,27 @@ std::vector<std::pair<const char*, uint64_t>> RemoteStats::Fields() const {
           {"deleted_bad", deleted_bad}};
 }
 
+void RemoteStats::Add(const RemoteStats& o) {
+  enabled = enabled || o.enabled;
+  writes_queued += o.writes_queued;
+  writes += o.writes;
+  write_failures += o.write_failures;
+  writes_dropped += o.writes_dropped;
+  writes_skipped += o.writes_skipped;
+  queued_now = o.queued_now;
+  lookup_pages += o.lookup_pages;
+  loaded += o.loaded;
+  load_failures += o.load_failures;
+  put_bytes += o.put_bytes;
+  get_bytes += o.get_bytes;
+  missing_parts += o.missing_parts;
+  wrong_size += o.wrong_size;
+  header_mismatches += o.header_mismatches;
+  checksum_failures += o.checksum_failures;
+  transport_errors += o.transport_errors;
+  deleted_bad += o.deleted_bad;
+}
+
 std::string StoreStats::ToJson() const {
   nlohmann::json j = {
       {"lookups", lookups},

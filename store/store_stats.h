@@ -37,6 +37,8 @@ struct RemoteStats {
 
   // Name and value of every counter (not `enabled`), in declaration order.
   std::vector<std::pair<const char*, uint64_t>> Fields() const;
+  // Adds `other`'s counters (queued_now: other's, the later snapshot).
+  void Add(const RemoteStats& other);
 };
 
 struct StoreStats {

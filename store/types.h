@@ -24,6 +24,7 @@ inline constexpr Kind kAllKinds[kNumKinds] = {Kind::kKV, Kind::kMamba, Kind::kWi
 // but not tracked by the prefix index: kNumTiers counts the tiers the index holds locations of.
 enum class Tier : uint8_t { kDevice = 0, kHost = 1, kDisk = 2, kRemote = 3 };
 inline constexpr int kNumTiers = 3;
+inline constexpr int kReportedTiers = 4;  // every tier a Lookup may report, kRemote included
 
 // Element types of cache tensors. kFp4E2M1 is packed two to a byte with one fp8 (e4m3) scale
 // per 16 elements (NVFP4 style): see DTypeStorageBytes().

@@ -53,9 +53,12 @@ int RunBenchHash(const std::vector<std::string>& args, CommandIo& io) {
   uint32_t page_size = 16;
   double min_time = 0.5;
   bool json = false;
-  app.add_option("--tokens", tokens, "tokens per prompt (default 32768)")->check(CLI::Range(1u, 1u << 26));
-  app.add_option("--page-size", page_size, "tokens per page (default 16)")->check(CLI::Range(1u, 1u << 20));
-  app.add_option("--min-time", min_time, "seconds per benchmark (default 0.5)")->check(CLI::Range(0.01, 60.0));
+  app.add_option("--tokens", tokens, "tokens per prompt (default 32768)")
+      ->check(CLI::Range(1u, 1u << 26));
+  app.add_option("--page-size", page_size, "tokens per page (default 16)")
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--min-time", min_time, "seconds per benchmark (default 0.5)")
+      ->check(CLI::Range(0.01, 60.0));
   app.add_flag("--json", json, "print one JSON object instead of the table");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
   auto hasher_or = PageHasher::Create(page_size);

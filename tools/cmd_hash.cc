@@ -1,7 +1,6 @@
 // cachepawl hash [--page-size P] [--namespace NS] TOKEN...   (or tokens on stdin)
 // Prints one hex page hash per full page, one per line.
 #include <CLI/CLI.hpp>
-
 #include <istream>
 #include <ostream>
 #include <string>
@@ -16,10 +15,11 @@ namespace cachepawl::tools {
 namespace {
 
 int RunHash(const std::vector<std::string>& args, CommandIo& io) {
-  CLI::App app{"Prints the SHA-256 chain hash of every full page of tokens, one per line.\n"
-               "Tokens come from the arguments, or from standard input (whitespace-separated)\n"
-               "when none are given.",
-               "cachepawl hash"};
+  CLI::App app{
+      "Prints the SHA-256 chain hash of every full page of tokens, one per line.\n"
+      "Tokens come from the arguments, or from standard input (whitespace-separated)\n"
+      "when none are given.",
+      "cachepawl hash"};
   uint32_t page_size = 16;
   std::string ns;
   std::vector<std::string> words;

@@ -84,6 +84,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   std::string trace_path, workload, layout_name = "jamba-v0.1", dir, soak_text;
   std::string concurrency_text = "1";
   std::string write_policy = "through";
+  std::string remote_write_policy = "through", replica_text;
   std::string eviction_policy = EvictionPolicyName(StoreOptions().eviction_policy);
   std::string sweep_fractions = kDefaultSweepFractions;
   ReplaySetup setup;
@@ -147,6 +148,14 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--seed", seed, "seed of built-in workloads and kill points (default 1)");
   app.add_option("--namespace", setup.ns, "namespace of every request (default: empty)");
   app.add_option("--chunk-pages", setup.chunk_pages, "pages per Load / Save call (default 128)");
+  app.add_option("--remote", setup.remote_seeds,
+                 "a remote tier shared with other replicas: redis://host:port[,host:port...]");
+  app.add_option("--remote-write-policy", remote_write_policy,
+                 "what this replica writes to the remote tier: none, through, selective "
+                 "(default through)");
+  app.add_option("--replica", replica_text,
+                 "I/N: this is replica I of N engine replicas behind a round-robin router: it "
+                 "replays requests I, I+N, I+2N... (with --remote the replicas share prefixes)");
   app.add_flag("--skip-bad-lines", skip_bad_lines,
                "skip bad trace lines (counted) instead of "
                "stopping at the first");
@@ -199,6 +208,29 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   }
   if (!ParseWritePolicy(write_policy, &setup.write_policy)) {
     return usage("--write-policy: '" + write_policy + "' (expected through, selective or back)");
+  }
+  if (remote_write_policy == "none") {
+    setup.remote_write_policy = RemoteWritePolicy::kNone;
+  } else if (remote_write_policy == "through") {
+    setup.remote_write_policy = RemoteWritePolicy::kWriteThrough;
+  } else if (remote_write_policy == "selective") {
+    setup.remote_write_policy = RemoteWritePolicy::kSelective;
+  } else {
+    return usage("--remote-write-policy: '" + remote_write_policy +
+                 "' (expected none, through or selective)");
+  }
+  uint32_t replica = 0, replicas = 1;
+  if (!replica_text.empty()) {
+    const size_t slash = replica_text.find('/');
+    const auto index = ParseBoundedUint32(replica_text.substr(0, slash), 0, 1023);
+    const auto count = slash == std::string::npos
+                           ? std::nullopt
+                           : ParseBoundedUint32(replica_text.substr(slash + 1), 1, 1024);
+    if (!index || !count || *index >= *count) {
+      return usage("--replica: '" + replica_text + "' (expected I/N with 0 <= I < N <= 1024)");
+    }
+    replica = *index;
+    replicas = *count;
   }
   if (!ParseEvictionPolicy(eviction_policy, &setup.eviction_policy)) {
     return usage("--policy: '" + eviction_policy + "' (expected lru or hybrid)");
@@ -259,6 +291,16 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
         for (uint64_t& id : r.hash_ids) id += pass << 40;
       }
       return next;
+    };
+  }
+
+  if (replicas > 1) {  // round robin: this replica's share of every pass
+    setup.source +=
+        " (replica " + std::to_string(replica) + " of " + std::to_string(replicas) + ")";
+    source = [inner = std::move(source), replica, replicas](uint64_t pass) {
+      std::vector<TraceRequest> all = inner(pass), mine;
+      for (size_t i = replica; i < all.size(); i += replicas) mine.push_back(std::move(all[i]));
+      return mine;
     };
   }
 

@@ -132,7 +132,7 @@ void ReplayTotals::Merge(const ReplayTotals& o) {
   requests += o.requests;
   prompt_tokens += o.prompt_tokens;
   pages += o.pages;
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kReportedTiers; ++t) {
     hit_pages[t] += o.hit_pages[t];
     hit_states[t] += o.hit_states[t];
   }
@@ -202,8 +202,8 @@ ReplayTotals ReplayTotalsFromJson(const json& j) {
   t.requests = u("requests");
   t.prompt_tokens = u("prompt_tokens");
   t.pages = u("pages");
-  t.hit_pages = j.at("hit_pages").get<std::array<uint64_t, kNumTiers>>();
-  t.hit_states = j.at("hit_states").get<std::array<uint64_t, kNumTiers>>();
+  t.hit_pages = j.at("hit_pages").get<std::array<uint64_t, kReportedTiers>>();
+  t.hit_states = j.at("hit_states").get<std::array<uint64_t, kReportedTiers>>();
   t.computed_pages = u("computed_pages");
   t.computed_states = u("computed_states");
   t.saved_pages = u("saved_pages");
@@ -276,6 +276,7 @@ StoreStats AddStoreStats(const StoreStats& a, const StoreStats& b) {
   s.lookup_latency = AddLatency(a.lookup_latency, b.lookup_latency);
   s.load_latency = AddLatency(a.load_latency, b.load_latency);
   s.save_latency = AddLatency(a.save_latency, b.save_latency);
+  s.remote.Add(b.remote);
   return s;
 }
 
@@ -299,9 +300,10 @@ std::string ReplayJsonKeysHelp() {
                          and reclaimed (no lookup could reach them), summed over processes
   bad_trace_lines        lines skipped by --skip-bad-lines
   hit_rate.tokens, hit_rate.pages    reused / all, token- and page-weighted (hybrid rule)
-  hit_rate_by_tier.{device,host,disk}.{tokens,pages}   the same split by the serving tier
+  hit_rate_by_tier.{device,host,disk,remote}.{tokens,pages}   the same split by the serving tier
                          (device = the replay engine's own L1 pool)
-  state_hits_by_tier.{device,host,disk}   Mamba states reused, by tier
+  state_hits_by_tier.{device,host,disk,remote}   Mamba states reused, by tier
+  remote                 with --remote: the remote tier's counters (StoreStats::remote)
   ceiling.blocks         infinite-cache prefix hit rate by trace block (traces/README.md)
   ceiling.{kv_tokens,kv_pages}         infinite cache, attention-only rule
   ceiling.{hybrid_tokens,hybrid_pages} infinite cache, hybrid rule, states where the
@@ -384,9 +386,15 @@ json ReplayReportJsonValue(const ReplayReport& r) {
       {"hit_rate",
        {{"tokens", Rate(t.hit_pages_total() * p, t.prompt_tokens)}, {"pages", page_rate}}},
       {"hit_rate_by_tier",
-       {{"device", tier_json(0)}, {"host", tier_json(1)}, {"disk", tier_json(2)}}},
+       {{"device", tier_json(0)},
+        {"host", tier_json(1)},
+        {"disk", tier_json(2)},
+        {"remote", tier_json(3)}}},
       {"state_hits_by_tier",
-       {{"device", t.hit_states[0]}, {"host", t.hit_states[1]}, {"disk", t.hit_states[2]}}},
+       {{"device", t.hit_states[0]},
+        {"host", t.hit_states[1]},
+        {"disk", t.hit_states[2]},
+        {"remote", t.hit_states[3]}}},
       {"ceiling", CeilingJson(r.ceiling)},
       {"hit_rate_of_ceiling",
        r.ceiling.hybrid_page_rate() > 0 ? page_rate / r.ceiling.hybrid_page_rate() : 0.0},
@@ -434,6 +442,11 @@ json ReplayReportJsonValue(const ReplayReport& r) {
       {"store_errors", t.store_errors},
       {"errors", t.errors},
   };
+  if (r.store.remote.enabled) {
+    json remote = json::object();
+    for (const auto& [name, value] : r.store.remote.Fields()) remote[name] = value;
+    j["remote"] = std::move(remote);
+  }
   return j;
 }
 
@@ -470,8 +483,9 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
   out << "\n\n";
 
   out << "hit rate            tokens    pages   states\n";
-  const char* names[] = {"  device (L1)", "  host", "  disk"};
-  for (int tier = 0; tier < kNumTiers; ++tier) {
+  const char* names[] = {"  device (L1)", "  host", "  disk", "  remote"};
+  for (int tier = 0; tier < kReportedTiers; ++tier) {
+    if (tier == static_cast<int>(Tier::kRemote) && !r.store.remote.enabled) continue;
     out << Pad(names[tier], 18) << Percent(Rate(t.hit_pages[tier] * p, t.prompt_tokens)) << "   "
         << Percent(Rate(t.hit_pages[tier], t.pages)) << "   " << t.hit_states[tier] << "\n";
   }
@@ -485,6 +499,15 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
   out << "  trace ceiling by block " << Percent(r.ceiling.block_rate()) << ", KV-only by page "
       << Percent(r.ceiling.kv_page_rate()) << "\n\n";
 
+  if (s.remote.enabled) {
+    const RemoteStats& rs = s.remote;
+    out << "remote tier: " << rs.loaded << " entries fetched (" << rs.load_failures
+        << " missed at load), " << rs.writes << " written of " << rs.writes_queued << " queued ("
+        << rs.write_failures << " failed, " << rs.writes_dropped << " dropped, "
+        << rs.writes_skipped << " gone before their turn); bad values " << rs.checksum_failures
+        << " checksum, " << rs.header_mismatches << " header, " << rs.wrong_size << " size, "
+        << rs.missing_parts << " missing parts; transport errors " << rs.transport_errors << "\n\n";
+  }
   out << "computed " << t.computed_pages << " pages and " << t.computed_states << " states; saved "
       << t.saved_pages << " pages and " << t.saved_states << " states; loaded " << t.loaded_pages
       << " pages and " << t.loaded_states << " states\n\n";
@@ -510,6 +533,10 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
   row("  host->device", s.bytes_host_to_device, s.gbps_host_to_device);
   row("  host->disk", s.bytes_host_to_disk, -1);
   row("  disk->host", s.bytes_disk_to_host, -1);
+  if (s.remote.enabled) {
+    row("  host->remote", s.remote.put_bytes, -1);
+    row("  remote->host", s.remote.get_bytes, -1);
+  }
   out << "\n";
 
   out << "latency (us)        p50        p99        max      count\n";

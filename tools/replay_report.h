@@ -37,13 +37,13 @@ class LatencySamples {
 struct ReplayTotals {
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
-  uint64_t pages = 0;                                // full prompt pages
-  std::array<uint64_t, kNumTiers> hit_pages{};       // reused pages by the tier that served them
-  std::array<uint64_t, kNumTiers> hit_states{};      // reused Mamba states by tier
-  uint64_t computed_pages = 0, computed_states = 0;  // "prefilled" by the replay
-  uint64_t saved_pages = 0, saved_states = 0;        // handed to Store::Save
-  uint64_t loaded_pages = 0, loaded_states = 0;      // brought back by Store::Load
-  uint64_t loaded_bytes = 0, saved_bytes = 0;        // record bytes of the above
+  uint64_t pages = 0;                                 // full prompt pages
+  std::array<uint64_t, kReportedTiers> hit_pages{};   // reused pages by the tier that served them
+  std::array<uint64_t, kReportedTiers> hit_states{};  // reused Mamba states by tier
+  uint64_t computed_pages = 0, computed_states = 0;   // "prefilled" by the replay
+  uint64_t saved_pages = 0, saved_states = 0;         // handed to Store::Save
+  uint64_t loaded_pages = 0, loaded_states = 0;       // brought back by Store::Load
+  uint64_t loaded_bytes = 0, saved_bytes = 0;         // record bytes of the above
   // Sliding-window layers: of the pages above, those whose windowed KV was saved / loaded
   // (the others moved their full-attention layers' KV only).
   uint64_t saved_window_pages = 0, loaded_window_pages = 0;
@@ -58,7 +58,9 @@ struct ReplayTotals {
   std::array<uint64_t, kNumKinds> l1_evictions{};  // the engine's own device pool
   LatencySamples lookup_us, load_us, save_us;
 
-  uint64_t hit_pages_total() const { return hit_pages[0] + hit_pages[1] + hit_pages[2]; }
+  uint64_t hit_pages_total() const {
+    return hit_pages[0] + hit_pages[1] + hit_pages[2] + hit_pages[3];
+  }
   void Merge(const ReplayTotals& other);
   void AddError(std::string message);
 };

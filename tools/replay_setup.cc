@@ -17,6 +17,8 @@ StoreOptions ReplaySetup::StoreOptionsIn(const std::string& dir) const {
   so.host_bytes = host_bytes;
   so.disk_bytes = disk_bytes;
   so.disk_dir = disk_bytes > 0 ? dir : "";
+  so.remote.seeds = remote_seeds;
+  so.remote.write_policy = remote_write_policy;
   so.write_policy = write_policy;
   so.eviction_policy = eviction_policy;
   so.device_pool_bytes = device_bytes;

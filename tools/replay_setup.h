@@ -31,6 +31,9 @@ struct ReplaySetup {
   WritePolicy write_policy = WritePolicy::kWriteThrough;
   EvictionPolicy eviction_policy = StoreOptions().eviction_policy;
   std::string ns;  // namespace of every request
+  // The remote tier (--remote): seeds, empty for none, and what this replica writes there.
+  std::string remote_seeds;
+  RemoteWritePolicy remote_write_policy = RemoteWritePolicy::kWriteThrough;
   size_t chunk_pages = 128;
   std::string source;  // the trace path or "workload NAME"
   uint64_t bad_trace_lines = 0;
