@@ -109,8 +109,7 @@ enum {
   CACHEPAWL_TIER_DEVICE = 0,
   CACHEPAWL_TIER_HOST = 1,
   CACHEPAWL_TIER_DISK = 2,
-  CACHEPAWL_TIER_REMOTE = 3 /* a Redis Cluster shared by several stores (not yet in this ABI's
-                               options: reported by lookups of stores opened in C++) */
+  CACHEPAWL_TIER_REMOTE = 3 /* a Redis Cluster shared by several stores (options_set_remote_*) */
 };
 
 /* When entries saved to host memory also go to disk (store/store_options.h WritePolicy). */
@@ -119,6 +118,15 @@ enum {
   CACHEPAWL_WRITE_THROUGH = 0,           /* once, right after it reaches host memory */
   CACHEPAWL_WRITE_THROUGH_SELECTIVE = 1, /* once it has been hit selective_min_hits times */
   CACHEPAWL_WRITE_BACK = 2               /* only when evicted from host memory */
+};
+
+/* Which saved entries this store also writes to the remote tier (store/store_options.h
+ * RemoteWritePolicy); cachepawl_options_set_remote_write_policy. */
+typedef int32_t cachepawl_remote_write_policy;
+enum {
+  CACHEPAWL_REMOTE_WRITE_NONE = 0,     /* read only: uses what other stores wrote */
+  CACHEPAWL_REMOTE_WRITE_THROUGH = 1,  /* every saved entry, once (the default) */
+  CACHEPAWL_REMOTE_WRITE_SELECTIVE = 2 /* once it has been hit remote selective_min_hits times */
 };
 
 /* Which entries leave a full tier first (store/store_options.h EvictionPolicy). */
@@ -316,6 +324,45 @@ CACHEPAWL_API cachepawl_status cachepawl_options_set_staging_bytes(cachepawl_opt
 /* Checkpoint hints are rounded down to this many pages (0, the default: one page). */
 CACHEPAWL_API cachepawl_status
 cachepawl_options_set_track_interval_pages(cachepawl_options* options, uint32_t pages);
+/* Remote tier (store/store_options.h RemoteOptions; docs/EMBEDDING.md, "Sharing prefixes across
+ * replicas: the remote tier"): a Redis Cluster (or one Redis server) several stores share, below
+ * disk. Lookups report its pages as CACHEPAWL_TIER_REMOTE; load and prefetch fetch them.
+ * Seeds "redis://host:port[,host:port...]"; "" (the default): no remote tier. Checked for
+ * syntax here; cachepawl_store_open connects and fails with UNAVAILABLE naming the seeds when
+ * no seed answers. */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_remote_seeds(cachepawl_options* options,
+                                                                  const char* seeds);
+/* ACL user and password for AUTH ("" each: none; a user needs a password). The password is
+ * never echoed in an error. */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_remote_auth(cachepawl_options* options,
+                                                                 const char* user,
+                                                                 const char* password);
+/* Namespace of this deployment's keys: 1 to 64 of A-Z a-z 0-9 _ . - (default "cachepawl"). */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_remote_key_prefix(cachepawl_options* options,
+                                                                       const char* prefix);
+/* A larger record is cut into values of this size: 64 KiB to 512 MiB (default 8 MiB). */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_remote_chunk_bytes(cachepawl_options* options,
+                                                                        uint64_t bytes);
+/* One batch of remote reads or writes: 1 ms to 10 minutes (default 2000 ms). */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_remote_deadline_ms(cachepawl_options* options,
+                                                                        uint32_t ms);
+/* The existence check of one lookup: 1 to 10000 ms (default 20); past it the remote part is a
+ * miss. */
+CACHEPAWL_API cachepawl_status
+cachepawl_options_set_remote_lookup_deadline_ms(cachepawl_options* options, uint32_t ms);
+/* Expiry of written values in seconds; 0 (the default): none. */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_remote_ttl_seconds(cachepawl_options* options,
+                                                                        uint32_t seconds);
+/* CACHEPAWL_REMOTE_WRITE_NONE, _THROUGH (the default) or _SELECTIVE. */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_remote_write_policy(
+    cachepawl_options* options, cachepawl_remote_write_policy policy);
+/* Hits before a CACHEPAWL_REMOTE_WRITE_SELECTIVE entry is written: > 0 (default 2). */
+CACHEPAWL_API cachepawl_status
+cachepawl_options_set_remote_selective_min_hits(cachepawl_options* options, uint32_t hits);
+/* Writes waiting for the cluster beyond this many are dropped and counted: > 0 (default
+ * 4096). */
+CACHEPAWL_API cachepawl_status
+cachepawl_options_set_remote_max_queued_writes(cachepawl_options* options, uint32_t writes);
 /* The checks cachepawl_store_open makes on the options alone. */
 CACHEPAWL_API cachepawl_status cachepawl_options_validate(const cachepawl_options* options);
 
@@ -342,7 +389,10 @@ CACHEPAWL_API cachepawl_status cachepawl_store_layout(const cachepawl_store* sto
 /* 1 when transfers use a GPU, 0 in CPU mode (device pools in host memory). */
 CACHEPAWL_API cachepawl_status cachepawl_store_gpu_mode(const cachepawl_store* store, int32_t* out);
 /* Counters and latency percentiles (new strings): one JSON object, or Prometheus text
- * exposition format (metric prefix cachepawl_). */
+ * exposition format (metric prefix cachepawl_). The JSON's "remote" object holds the remote
+ * tier's counters (store/store_stats.h RemoteStats: "enabled", writes_queued, writes,
+ * write_failures, writes_dropped, lookup_pages, loaded, load_failures, checksum_failures,
+ * transport_errors, deleted_bad, ...). */
 CACHEPAWL_API cachepawl_status cachepawl_store_stats_json(const cachepawl_store* store, char** out);
 CACHEPAWL_API cachepawl_status cachepawl_store_stats_prometheus(const cachepawl_store* store,
                                                                 char** out);
@@ -490,6 +540,8 @@ CACHEPAWL_API cachepawl_status cachepawl_store_lock(cachepawl_store* store,
 CACHEPAWL_API cachepawl_status cachepawl_store_unlock(cachepawl_store* store, cachepawl_lock* lock);
 /* Unlocks (when still locked and the store is open) and releases the handle. NULL is fine. */
 CACHEPAWL_API void cachepawl_lock_free(cachepawl_lock* lock);
+/* The pages asked for. Pages a lookup found only in the remote tier are not held by a lock
+ * (they are not in this store until a load or prefetch fetched them). */
 CACHEPAWL_API cachepawl_status cachepawl_lock_pages(const cachepawl_lock* lock, size_t* out);
 CACHEPAWL_API cachepawl_status cachepawl_lock_has_state(const cachepawl_lock* lock, int32_t* out);
 

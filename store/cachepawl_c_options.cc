@@ -5,6 +5,8 @@
 
 #include "store/cachepawl.h"
 #include "store/cachepawl_c_internal.h"
+#include "tiers/redis_cluster.h"
+#include "tiers/remote_tier.h"
 
 namespace cachepawl::capi {
 namespace {
@@ -24,6 +26,26 @@ Status Bad(const char* field, const std::string& value, const char* why) {
 
 static_assert(CACHEPAWL_EVICTION_LRU == static_cast<int>(EvictionPolicy::kLru));
 static_assert(CACHEPAWL_EVICTION_HYBRID == static_cast<int>(EvictionPolicy::kHybrid));
+
+static_assert(CACHEPAWL_REMOTE_WRITE_NONE == static_cast<int>(RemoteWritePolicy::kNone));
+static_assert(CACHEPAWL_REMOTE_WRITE_THROUGH == static_cast<int>(RemoteWritePolicy::kWriteThrough));
+static_assert(CACHEPAWL_REMOTE_WRITE_SELECTIVE == static_cast<int>(RemoteWritePolicy::kSelective));
+
+// Applies `change` to a copy of the remote options and keeps it when the tier's own checks
+// (key_prefix, chunk_bytes, deadline_ms: tiers/remote_tier.h) accept it, so that each remote
+// setter fails at once, naming its field. The seeds are checked by their own setter.
+template <typename Change>
+Status SetRemote(StoreOptions& o, Change&& change) {
+  RemoteOptions candidate = o.remote;
+  change(candidate);
+  RemoteTierOptions tier = ToRemoteTierOptions(candidate);
+  tier.redis.seeds = "redis://127.0.0.1:6379";  // syntax only; nothing connects here
+  tier.redis.user.clear();
+  tier.redis.password.clear();
+  CACHEPAWL_RETURN_IF_ERROR(tier.Validate());
+  o.remote = std::move(candidate);
+  return Status::OK();
+}
 
 Status SetLayout(StoreOptions& o, StatusOr<ModelLayout> layout) {
   CACHEPAWL_RETURN_IF_ERROR(layout.status());
@@ -242,6 +264,103 @@ cachepawl_status cachepawl_options_set_track_interval_pages(cachepawl_options* o
                                                             uint32_t pages) {
   return Setter("cachepawl_options_set_track_interval_pages", options, [&](StoreOptions& o) {
     o.track_interval_pages = pages;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_seeds(cachepawl_options* options, const char* seeds) {
+  return Setter("cachepawl_options_set_remote_seeds", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(seeds, "seeds"));
+    if (*seeds != '\0') {
+      CACHEPAWL_RETURN_IF_ERROR(ParseRedisSeeds(seeds).status().WithContext("remote.seeds"));
+    }
+    o.remote.seeds = seeds;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_auth(cachepawl_options* options, const char* user,
+                                                   const char* password) {
+  return Setter("cachepawl_options_set_remote_auth", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(user, "user"));
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(password, "password"));
+    if (*user != '\0' && *password == '\0') {
+      return Bad("remote.user", std::string("'") + user + "'",
+                 "given without a password: AUTH needs both");
+    }
+    o.remote.user = user;
+    o.remote.password = password;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_key_prefix(cachepawl_options* options,
+                                                         const char* prefix) {
+  return Setter("cachepawl_options_set_remote_key_prefix", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(prefix, "prefix"));
+    return SetRemote(o, [&](RemoteOptions& r) { r.key_prefix = prefix; });
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_chunk_bytes(cachepawl_options* options,
+                                                          uint64_t bytes) {
+  return Setter("cachepawl_options_set_remote_chunk_bytes", options, [&](StoreOptions& o) {
+    return SetRemote(o, [&](RemoteOptions& r) { r.chunk_bytes = bytes; });
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_deadline_ms(cachepawl_options* options, uint32_t ms) {
+  return Setter("cachepawl_options_set_remote_deadline_ms", options, [&](StoreOptions& o) {
+    return SetRemote(o, [&](RemoteOptions& r) { r.deadline_ms = ms; });
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_lookup_deadline_ms(cachepawl_options* options,
+                                                                 uint32_t ms) {
+  return Setter("cachepawl_options_set_remote_lookup_deadline_ms", options, [&](StoreOptions& o) {
+    if (ms == 0 || ms > 10000) {
+      return Bad("remote.lookup_deadline_ms", std::to_string(ms), "must be in [1, 10000]");
+    }
+    o.remote.lookup_deadline_ms = ms;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_ttl_seconds(cachepawl_options* options,
+                                                          uint32_t seconds) {
+  return Setter("cachepawl_options_set_remote_ttl_seconds", options, [&](StoreOptions& o) {
+    o.remote.ttl_seconds = seconds;  // 0: no expiry
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_write_policy(cachepawl_options* options,
+                                                           cachepawl_remote_write_policy policy) {
+  return Setter("cachepawl_options_set_remote_write_policy", options, [&](StoreOptions& o) {
+    if (policy < CACHEPAWL_REMOTE_WRITE_NONE || policy > CACHEPAWL_REMOTE_WRITE_SELECTIVE) {
+      return Bad("remote.write_policy", std::to_string(policy),
+                 "expected CACHEPAWL_REMOTE_WRITE_NONE (0), CACHEPAWL_REMOTE_WRITE_THROUGH (1) "
+                 "or CACHEPAWL_REMOTE_WRITE_SELECTIVE (2)");
+    }
+    o.remote.write_policy = static_cast<RemoteWritePolicy>(policy);
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_selective_min_hits(cachepawl_options* options,
+                                                                 uint32_t hits) {
+  return Setter("cachepawl_options_set_remote_selective_min_hits", options, [&](StoreOptions& o) {
+    if (hits == 0) return Bad("remote.selective_min_hits", "0", "must be > 0");
+    o.remote.selective_min_hits = hits;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_max_queued_writes(cachepawl_options* options,
+                                                                uint32_t writes) {
+  return Setter("cachepawl_options_set_remote_max_queued_writes", options, [&](StoreOptions& o) {
+    if (writes == 0) return Bad("remote.max_queued_writes", "0", "must be > 0");
+    o.remote.max_queued_writes = writes;
     return Status::OK();
   });
 }

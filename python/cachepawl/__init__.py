@@ -38,7 +38,7 @@ from .errors import (
 from .fence import Fence, Prefetch
 from .layout import Kind, Layout, Tier, hf_model_types, preset_names
 from .match import Lock, Match
-from .options import WRITE_POLICIES, validate_options
+from .options import REMOTE_WRITE_POLICIES, WRITE_POLICIES, validate_options
 from .pool import DevicePool, buffer_address
 from .store import Store
 
@@ -88,6 +88,7 @@ __all__ = [
     "Tier",
     "TimedOut",
     "Unavailable",
+    "REMOTE_WRITE_POLICIES",
     "WRITE_POLICIES",
     "__version__",
     "buffer_address",

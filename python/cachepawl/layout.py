@@ -38,6 +38,7 @@ class Tier(enum.IntEnum):
     DEVICE = 0
     HOST = 1
     DISK = 2
+    REMOTE = 3  #: a Redis Cluster shared by several stores (the remote tier)
 
 
 KindLike = Union[Kind, str, int]

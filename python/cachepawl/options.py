@@ -43,6 +43,39 @@ EVICTION_POLICIES = {
 }
 
 
+#: remote_write_policy values (store/store_options.h RemoteWritePolicy).
+REMOTE_WRITE_POLICIES = {
+    "none": 0,  # read only: this store uses what other stores wrote, writes nothing
+    "write_through": 1,  # every saved entry, once, after it reaches host memory (the default)
+    "selective": 2,  # once it has been hit remote_selective_min_hits times
+}
+_REMOTE_POLICY_ALIASES = {"through": "write_through", "write-through": "write_through"}
+
+
+def _remote_write_policy(value: Any) -> int:
+    if isinstance(value, str):
+        key = value.lower()
+        key = _REMOTE_POLICY_ALIASES.get(key, key)
+        if key in REMOTE_WRITE_POLICIES:
+            return REMOTE_WRITE_POLICIES[key]
+    raise InvalidArgument(
+        f"remote_write_policy: {value!r} (expected 'none', 'write_through' or 'selective')"
+    )
+
+
+def _secret(name: str, value: Any) -> bytes:
+    """A password as a C string; errors never show its value."""
+    if isinstance(value, str):
+        b = value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray)):
+        b = bytes(value)
+    else:
+        raise TypeError(f"{name}: expected str or bytes, got {type(value).__name__}")
+    if b"\0" in b:
+        raise InvalidArgument(f"{name}: (hidden) contains a NUL byte")
+    return b
+
+
 def _eviction_policy(value: Any) -> int:
     if isinstance(value, str) and value.lower() in EVICTION_POLICIES:
         return EVICTION_POLICIES[value.lower()]
@@ -85,6 +118,17 @@ class Options(_lib.Owner):
         write_stream_priority: Optional[int] = None,
         staging_bytes: Optional[int] = None,
         track_interval_pages: Optional[int] = None,
+        remote_seeds: Optional[str] = None,
+        remote_user: Optional[str] = None,
+        remote_password: Optional[str] = None,
+        remote_key_prefix: Optional[str] = None,
+        remote_chunk_bytes: Optional[int] = None,
+        remote_deadline_ms: Optional[int] = None,
+        remote_lookup_deadline_ms: Optional[int] = None,
+        remote_ttl_seconds: Optional[int] = None,
+        remote_write_policy: Optional[str] = None,
+        remote_selective_min_hits: Optional[int] = None,
+        remote_max_queued_writes: Optional[int] = None,
     ) -> None:
         h = _lib.OptionsP()
         check(lib.cachepawl_options_new(ctypes.byref(h)))
@@ -171,6 +215,70 @@ class Options(_lib.Owner):
                     h, _convert.u32("track_interval_pages", track_interval_pages)
                 )
             )
+        if remote_seeds is not None:
+            check(
+                lib.cachepawl_options_set_remote_seeds(
+                    h, _convert.text("remote_seeds", remote_seeds)
+                )
+            )
+        if remote_user is not None or remote_password is not None:
+            check(
+                lib.cachepawl_options_set_remote_auth(
+                    h,
+                    _convert.text("remote_user", remote_user or ""),
+                    _secret("remote_password", remote_password or ""),
+                )
+            )
+        if remote_key_prefix is not None:
+            check(
+                lib.cachepawl_options_set_remote_key_prefix(
+                    h, _convert.text("remote_key_prefix", remote_key_prefix)
+                )
+            )
+        if remote_write_policy is not None:
+            check(
+                lib.cachepawl_options_set_remote_write_policy(
+                    h, _remote_write_policy(remote_write_policy)
+                )
+            )
+        self._set_remote_numbers(
+            remote_chunk_bytes=(
+                lib.cachepawl_options_set_remote_chunk_bytes,
+                _convert.u64,
+                remote_chunk_bytes,
+            ),
+            remote_deadline_ms=(
+                lib.cachepawl_options_set_remote_deadline_ms,
+                _convert.u32,
+                remote_deadline_ms,
+            ),
+            remote_lookup_deadline_ms=(
+                lib.cachepawl_options_set_remote_lookup_deadline_ms,
+                _convert.u32,
+                remote_lookup_deadline_ms,
+            ),
+            remote_ttl_seconds=(
+                lib.cachepawl_options_set_remote_ttl_seconds,
+                _convert.u32,
+                remote_ttl_seconds,
+            ),
+            remote_selective_min_hits=(
+                lib.cachepawl_options_set_remote_selective_min_hits,
+                _convert.u32,
+                remote_selective_min_hits,
+            ),
+            remote_max_queued_writes=(
+                lib.cachepawl_options_set_remote_max_queued_writes,
+                _convert.u32,
+                remote_max_queued_writes,
+            ),
+        )
+
+    def _set_remote_numbers(self, **fields: Any) -> None:
+        """Calls each (setter, converter, value) whose value is not None."""
+        for name, (setter, convert, value) in fields.items():
+            if value is not None:
+                check(setter(self._h, convert(name, value)))
 
     def _set_layout(
         self, layout: Any, layout_json: Any, layout_file: Any, page_size_tokens: Optional[int]

@@ -55,6 +55,14 @@ class Store(_lib.Owner):
     * ``cuda_device`` (-1: CPU mode), ``device_pool_bytes`` (a store-owned device pool; 0: the
       engine registers its own), ``load_stream_priority``, ``write_stream_priority``,
       ``staging_bytes``, ``track_interval_pages``.
+    * the remote tier, a Redis Cluster several stores share (docs/EMBEDDING.md, "Sharing
+      prefixes across replicas: the remote tier"): ``remote_seeds``
+      (``"redis://host:port[,host:port...]"``; unset: no remote tier), ``remote_user``,
+      ``remote_password``, ``remote_key_prefix``, ``remote_chunk_bytes``, ``remote_deadline_ms``,
+      ``remote_lookup_deadline_ms``, ``remote_ttl_seconds``, ``remote_write_policy``:
+      ``'write_through'`` (the default) | ``'selective'`` | ``'none'``;
+      ``remote_selective_min_hits``, ``remote_max_queued_writes``. Lookups report its pages as
+      ``Tier.REMOTE``; ``stats()["remote"]`` holds its counters.
 
     Errors raise the :class:`~cachepawl.Error` subclass of their code, naming the field and
     value. Use as a context manager to close on exit.

@@ -63,6 +63,7 @@ def _ctype_of(c_type: str) -> object:
         "cachepawl_kind": ctypes.c_int32,
         "cachepawl_tier": ctypes.c_int32,
         "cachepawl_write_policy": ctypes.c_int32,
+        "cachepawl_remote_write_policy": ctypes.c_int32,
         "cachepawl_eviction_policy": ctypes.c_int32,
         "cachepawl_fence_callback": _lib.FENCE_CALLBACK,
     }
@@ -110,7 +111,7 @@ def test_every_prototype_declared() -> None:
         assert argtypes == expected, name
         fn = getattr(_lib.lib, name)
         assert fn.argtypes == argtypes and fn.restype is restype, name
-    assert seen == set(table) and len(table) == len(_lib._PROTOTYPES) == 104
+    assert seen == set(table) and len(table) == len(_lib._PROTOTYPES) == 114
 
 
 def test_missing_library_file() -> None:

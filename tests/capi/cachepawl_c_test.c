@@ -317,6 +317,49 @@ void test_options(void) {
              "cuda_device: -2");
   EXPECT_ERR(cachepawl_options_set_staging_bytes(o, 4096), CACHEPAWL_INVALID_ARGUMENT,
              "staging_bytes: 4096");
+  /* Remote tier options: each setter names its field and value. */
+  EXPECT_OK(cachepawl_options_set_remote_seeds(o, "redis://127.0.0.1:7000,127.0.0.1:7001"));
+  EXPECT_OK(cachepawl_options_set_remote_seeds(o, ""));
+  EXPECT_ERR(cachepawl_options_set_remote_seeds(o, "http://x:1"), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.seeds");
+  EXPECT_ERR(cachepawl_options_set_remote_seeds(o, NULL), CACHEPAWL_INVALID_ARGUMENT,
+             "seeds: null");
+  EXPECT_OK(cachepawl_options_set_remote_auth(o, "tenant", "s3cret"));
+  EXPECT_OK(cachepawl_options_set_remote_auth(o, "", ""));
+  EXPECT_ERR(cachepawl_options_set_remote_auth(o, "tenant", ""), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.user: 'tenant'");
+  EXPECT_ERR(cachepawl_options_set_remote_auth(o, NULL, "pw"), CACHEPAWL_INVALID_ARGUMENT,
+             "user: null");
+  EXPECT_ERR(cachepawl_options_set_remote_auth(o, "", NULL), CACHEPAWL_INVALID_ARGUMENT,
+             "password: null");
+  EXPECT_OK(cachepawl_options_set_remote_key_prefix(o, "tenant-a.v1"));
+  EXPECT_ERR(cachepawl_options_set_remote_key_prefix(o, "a b"), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.key_prefix 'a b'");
+  EXPECT_ERR(cachepawl_options_set_remote_key_prefix(o, ""), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.key_prefix ''");
+  EXPECT_ERR(cachepawl_options_set_remote_key_prefix(o, NULL), CACHEPAWL_INVALID_ARGUMENT,
+             "prefix: null");
+  EXPECT_OK(cachepawl_options_set_remote_chunk_bytes(o, 1 << 20));
+  EXPECT_ERR(cachepawl_options_set_remote_chunk_bytes(o, 1000), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.chunk_bytes 1000");
+  EXPECT_ERR(cachepawl_options_set_remote_deadline_ms(o, 0), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.deadline 0");
+  EXPECT_ERR(cachepawl_options_set_remote_lookup_deadline_ms(o, 0), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.lookup_deadline_ms: 0");
+  EXPECT_ERR(cachepawl_options_set_remote_lookup_deadline_ms(o, 10001), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.lookup_deadline_ms: 10001");
+  EXPECT_OK(cachepawl_options_set_remote_ttl_seconds(o, 3600));
+  EXPECT_OK(cachepawl_options_set_remote_write_policy(o, CACHEPAWL_REMOTE_WRITE_SELECTIVE));
+  EXPECT_ERR(cachepawl_options_set_remote_write_policy(o, 3), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.write_policy: 3");
+  EXPECT_ERR(cachepawl_options_set_remote_write_policy(o, -1), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.write_policy: -1");
+  EXPECT_ERR(cachepawl_options_set_remote_selective_min_hits(o, 0), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.selective_min_hits: 0");
+  EXPECT_ERR(cachepawl_options_set_remote_max_queued_writes(o, 0), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.max_queued_writes: 0");
+  EXPECT_ERR(cachepawl_options_set_remote_ttl_seconds(NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
+             "options: null");
   EXPECT_ERR(cachepawl_options_set_host_bytes(NULL, 4096), CACHEPAWL_INVALID_ARGUMENT,
              "options: null");
   EXPECT_ERR(cachepawl_options_set_disk_bytes(NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
