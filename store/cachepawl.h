@@ -540,8 +540,8 @@ CACHEPAWL_API cachepawl_status cachepawl_store_lock(cachepawl_store* store,
 CACHEPAWL_API cachepawl_status cachepawl_store_unlock(cachepawl_store* store, cachepawl_lock* lock);
 /* Unlocks (when still locked and the store is open) and releases the handle. NULL is fine. */
 CACHEPAWL_API void cachepawl_lock_free(cachepawl_lock* lock);
-/* The pages asked for. Pages a lookup found only in the remote tier are not held by a lock
- * (they are not in this store until a load or prefetch fetched them). */
+/* The pages the lock holds: those asked for, less the pages at their end that a lookup found
+ * only in the remote tier (not in this store until a load or prefetch fetched them). */
 CACHEPAWL_API cachepawl_status cachepawl_lock_pages(const cachepawl_lock* lock, size_t* out);
 CACHEPAWL_API cachepawl_status cachepawl_lock_has_state(const cachepawl_lock* lock, int32_t* out);
 

@@ -118,7 +118,6 @@ struct cachepawl_lock {
   std::shared_ptr<cachepawl::capi::StoreState> state;
   mutable std::mutex mu;
   cachepawl::PrefixLock lock;  // guarded by mu
-  size_t pages = 0;
 };
 
 struct cachepawl_fence {

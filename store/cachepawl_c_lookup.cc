@@ -174,7 +174,6 @@ cachepawl_status cachepawl_store_lock(cachepawl_store* store, const cachepawl_ma
     auto* lock = new cachepawl_lock();
     lock->state = store->state;
     lock->lock = std::move(l);
-    lock->pages = pages;
     *out = lock;
     return Status::OK();
   });
@@ -205,7 +204,7 @@ void cachepawl_lock_free(cachepawl_lock* lock) {
 
 cachepawl_status cachepawl_lock_pages(const cachepawl_lock* lock, size_t* out) {
   return LockGetter("cachepawl_lock_pages", lock, out,
-                    [&](const cachepawl_lock& l) { *out = l.pages; });
+                    [&](const cachepawl_lock& l) { *out = l.lock.hashes.size(); });
 }
 
 cachepawl_status cachepawl_lock_has_state(const cachepawl_lock* lock, int32_t* out) {
