@@ -441,7 +441,7 @@ TEST_F(RedisClusterTest, GetIntoASpanOnlyWhenTheLengthMatches) {
   push[0].key = list;
   ASSERT_TRUE(client_->Run(push, In(seconds(10)))[0].ok());
 
-  constexpr std::byte kUntouched{0xab};
+  static constexpr std::byte kUntouched{0xab};
   // One destination per command, each filled with kUntouched.
   struct Spans {
     std::vector<std::vector<std::byte>> buffers;
