@@ -241,7 +241,7 @@ void RedisCluster::Impl::RunGroup(RedisNodePool& pool, std::span<Attempt* const>
   requests.reserve(group.size());
   for (const Attempt* a : group) {
     const RedisCommand& command = commands[a->index];
-    requests.push_back({command.args, a->asking, command.last_arg_pieces});
+    requests.push_back({command.args, a->asking, command.last_arg_pieces, command.reply_into});
   }
   std::vector<RedisReply> replies;
   Status s = connection->Pipeline(requests, deadline, &replies);

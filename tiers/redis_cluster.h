@@ -96,6 +96,16 @@ struct RedisCommand {
   // without a copy. 0 or 1: every entry is an argument of its own. More than args.size(): the
   // command is invalid.
   size_t last_arg_pieces = 1;
+  // Where a bulk-string reply of exactly reply_into.size() bytes goes (a GET into the caller's
+  // memory): its bytes are copied there as they are parsed, and the reply is a kString with
+  // `into` set and `str` empty. Any other reply (a bulk string of another length, nil, an error,
+  // another type) arrives as without a destination and the span is not written; so a caller
+  // that sees a kString without `into` finds the length that came in str.size(). Empty (the
+  // default): every reply as usual. A redirected command (MOVED/ASK) writes into the same span
+  // when its answer comes. The memory must stay valid and untouched by others during Run();
+  // the destinations of a batch's commands must not overlap (they may be written from
+  // different threads). A command whose reply failed (a Status) may have written part of it.
+  std::span<std::byte> reply_into;
 };
 
 // A command's reply.
@@ -103,8 +113,9 @@ struct RedisReply {
   // kError only inside an array (a command's own error reply is a Status).
   enum class Type { kNil, kString, kInteger, kStatus, kArray, kError };
   Type type = Type::kNil;
-  std::string str;                   // kString, kStatus, kError
-  int64_t integer = 0;               // kInteger
+  std::string str;      // kString (empty when `into`), kStatus, kError
+  bool into = false;    // kString: the bytes are in the command's reply_into, all of it
+  int64_t integer = 0;  // kInteger
   std::vector<RedisReply> elements;  // kArray
 };
 

@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 namespace cachepawl {
@@ -42,9 +43,19 @@ void DropIfRoot(const redisReadTask* task, RedisReply* reply) noexcept {
   if (task->parent == nullptr) delete reply;
 }
 
+// The reader's privdata points at the connection's reply_into_: a top-level bulk string of
+// exactly its size is copied there while it is still hot in cache (no std::string).
 void* CreateString(const redisReadTask* task, char* str, size_t len) {
   RedisReply* reply = PlaceReply(task);
   if (reply == nullptr) return nullptr;
+  const auto* into = static_cast<const std::span<std::byte>*>(task->privdata);
+  if (task->parent == nullptr && task->type == REDIS_REPLY_STRING && into != nullptr &&
+      !into->empty() && into->size() == len) {
+    std::memcpy(into->data(), str, len);
+    reply->type = RedisReply::Type::kString;
+    reply->into = true;
+    return reply;
+  }
   try {
     reply->str.assign(str, len);
   } catch (...) {
@@ -151,6 +162,7 @@ StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(const RedisNode
     redisFree(context);
     return Status::Internal(Prefix(node) + "out of memory");
   }
+  context->reader->privdata = &connection->reply_into_;
   if (options.password.empty()) return connection;
 
   std::vector<std::string_view> auth = {"AUTH"};
@@ -299,8 +311,14 @@ Status RedisConnection::Write(std::span<const RedisRequest> requests, Clock::tim
   return Status::OK();
 }
 
-Status RedisConnection::ReadReply(Clock::time_point deadline, RedisReply* reply) {
+Status RedisConnection::ReadReply(Clock::time_point deadline, std::span<std::byte> into,
+                                  RedisReply* reply) {
   redisReader* reader = context_->reader;
+  reply_into_ = into;
+  struct Reset {
+    std::span<std::byte>& target;
+    ~Reset() { target = {}; }
+  } reset{reply_into_};
   for (;;) {
     void* object = nullptr;
     if (redisReaderGetReply(reader, &object) != REDIS_OK) {
@@ -332,9 +350,9 @@ Status RedisConnection::Pipeline(std::span<const RedisRequest> requests, Clock::
   CACHEPAWL_RETURN_IF_ERROR(Write(requests, deadline));
   for (const RedisRequest& request : requests) {
     RedisReply asking;
-    if (request.asking) CACHEPAWL_RETURN_IF_ERROR(ReadReply(deadline, &asking));
+    if (request.asking) CACHEPAWL_RETURN_IF_ERROR(ReadReply(deadline, {}, &asking));
     RedisReply reply;
-    CACHEPAWL_RETURN_IF_ERROR(ReadReply(deadline, &reply));
+    CACHEPAWL_RETURN_IF_ERROR(ReadReply(deadline, request.reply_into, &reply));
     if (asking.type == RedisReply::Type::kError) reply = std::move(asking);
     replies->push_back(std::move(reply));
   }

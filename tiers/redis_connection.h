@@ -29,11 +29,13 @@ struct redisContext;
 namespace cachepawl {
 
 // One command to send: its arguments, and whether ASKING goes first (an ASK redirection).
-// `last_arg_pieces` as in RedisCommand (at most args.size(), checked by the caller).
+// `last_arg_pieces` and `reply_into` as in RedisCommand (last_arg_pieces at most args.size(),
+// checked by the caller; reply_into applies to the command's reply, never to ASKING's).
 struct RedisRequest {
   std::span<const std::string_view> args;
   bool asking = false;
   size_t last_arg_pieces = 1;
+  std::span<std::byte> reply_into;
 };
 
 class RedisConnection {
@@ -70,7 +72,8 @@ class RedisConnection {
   // Sets the socket's timeouts for the next read or write; TimedOut when the deadline passed.
   Status ArmTimeout(Clock::time_point deadline, const char* what);
   Status Write(std::span<const RedisRequest> requests, Clock::time_point deadline);
-  Status ReadReply(Clock::time_point deadline, RedisReply* reply);
+  // Reads one reply; a top-level bulk string of exactly into.size() bytes goes into `into`.
+  Status ReadReply(Clock::time_point deadline, std::span<std::byte> into, RedisReply* reply);
   Status Failure(Status::Code code, std::string_view what);
   // A failed send or recv: TimedOut for the socket's timeout, else IOError with errno.
   Status SocketFailure(int err, const char* op);
@@ -83,6 +86,9 @@ class RedisConnection {
   bool reusable_ = true;
   std::string scratch_;  // encoded headers and small arguments
   std::unique_ptr<char[]> read_buffer_;
+  // The destination of the reply being read (ReadReply sets it; the reader's object functions
+  // reach it through the reader's privdata).
+  std::span<std::byte> reply_into_;
 };
 
 }  // namespace cachepawl

@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 
 #include "tiers/host_memory.h"
@@ -261,11 +260,21 @@ std::vector<Status> RemoteTier::Get(std::span<const RemoteGet> gets) {
     Count(Counter::kGets);
     for (uint32_t c = 0; c < Parts(g.key.kind); ++c) keys[i].push_back(PartKey(g.key, c));
   }
+  // Each part's reply lands in its place in the record as it is parsed (reply_into).
   std::vector<RedisCommand> commands;
   for (size_t i = 0; i < gets.size(); ++i) {
     if (!results[i].ok()) continue;
     first_command[i] = commands.size();
-    for (const std::string& k : keys[i]) commands.push_back({{"GET", k}, k});
+    const uint64_t stored = StoredBytes(gets[i].key.kind);
+    for (uint32_t c = 0; c < keys[i].size(); ++c) {
+      const PartRange range = RangeOfPart(c, stored, options_.chunk_bytes);
+      RedisCommand cmd;
+      cmd.args = {"GET", keys[i][c]};
+      cmd.key = keys[i][c];
+      cmd.reply_into = gets[i].record.subspan(static_cast<size_t>(range.offset),
+                                              static_cast<size_t>(range.bytes));
+      commands.push_back(std::move(cmd));
+    }
   }
   auto replies = redis_->Run(commands, Deadline());
   std::vector<DiskKey> bad;
@@ -290,7 +299,10 @@ std::vector<Status> RemoteTier::Get(std::span<const RemoteGet> gets) {
         break;
       }
       const PartRange range = RangeOfPart(c, stored, options_.chunk_bytes);
-      if (r->type != RedisReply::Type::kString || r->str.size() != range.bytes) {
+      // Delivered into the record (`into`) or, for a part of no bytes, an empty string.
+      const bool whole =
+          r->type == RedisReply::Type::kString && (r->into || (range.bytes == 0 && r->str.empty()));
+      if (!whole) {
         Count(Counter::kWrongSize);
         s = Status::NotFound("remote record " + g.key.ToString() + ": part " + std::to_string(c) +
                              " has " + std::to_string(r->str.size()) + " bytes (expected " +
@@ -298,7 +310,6 @@ std::vector<Status> RemoteTier::Get(std::span<const RemoteGet> gets) {
         bad.push_back(g.key);
         break;
       }
-      std::memcpy(g.record.data() + range.offset, r->str.data(), static_cast<size_t>(range.bytes));
     }
     if (s.ok()) {
       RecordExpectation expect;

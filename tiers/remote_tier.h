@@ -95,7 +95,9 @@ struct RemotePut {
 };
 
 // One record to read into `record`: at least RecordSlotBytes(layout, key.kind) bytes (a host
-// slot); on success it holds the verified header block and payload.
+// slot); on success it holds the verified header block and payload. Each part's bytes are
+// received straight into their place in it (RedisCommand::reply_into), so after a failure it
+// may hold some of them; the records of one Get must not overlap.
 struct RemoteGet {
   DiskKey key;
   std::span<std::byte> record;

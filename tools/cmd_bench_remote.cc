@@ -7,7 +7,8 @@
 //         routed by the cluster's slot map; nothing checked, nothing copied out of the reply.
 //   ours  RemoteTier::Put (the record header with its XXH3-64 checksum, values of at most
 //         chunk_bytes, pipelined per node through RedisCluster) and RemoteTier::Get (every part
-//         read, copied into place, header and checksum verified), as the store calls them.
+//         received into its place in the record, header and checksum verified), as the store
+//         calls them.
 // Both run --threads threads of batches of --batch-mib, over the same number of records of each
 // size (--mib in all), raw first in even repetitions and ours first in odd ones; both are
 // credited with the same bytes per record (header block + payload, what crosses the wire). Prints

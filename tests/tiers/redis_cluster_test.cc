@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <thread>
@@ -422,6 +423,118 @@ TEST_F(RedisClusterTest, MovedSlotIsFollowedAndTheMapRefreshed) {
   EXPECT_NE(looped[0].status().message().find("redirections"), std::string::npos);
   EXPECT_EQ(client_->stats().redirect_limit - pre.redirect_limit, 1u);
   EXPECT_EQ(client_->stats().moved - pre.moved, uint64_t{kRedisMaxRedirects});
+}
+
+// GET with reply_into: a bulk string of exactly the span's size lands in the span (the reply
+// says `into`, no string); another length, nil or an error reply leaves the span untouched and
+// arrives as without one; a MOVED redirection writes into the same span after the retry.
+TEST_F(RedisClusterTest, GetIntoASpanOnlyWhenTheLengthMatches) {
+  ASSERT_NO_FATAL_FAILURE(StartAndConnect());
+  Records records;
+  records.Add("{into}:big", RandomBytes(300 << 10, 41));  // several reads of the socket
+  records.Add("{into}:small", RandomBytes(100, 42));
+  records.Add("{into}:plain", RandomBytes(5000, 43));
+  SetAll(*client_, records);
+  const std::string absent = "{into}:absent", list = "{into}:list";
+  std::vector<RedisCommand> push(1);
+  push[0].args = {"RPUSH", list, "x"};
+  push[0].key = list;
+  ASSERT_TRUE(client_->Run(push, In(seconds(10)))[0].ok());
+
+  static constexpr std::byte kUntouched{0xab};
+  // One destination per command, each filled with kUntouched.
+  struct Spans {
+    std::vector<std::vector<std::byte>> buffers;
+    std::span<std::byte> Add(size_t size) {
+      buffers.emplace_back(size, kUntouched);
+      return buffers.back();
+    }
+  };
+  auto untouched = [&](std::span<const std::byte> span) {
+    return std::all_of(span.begin(), span.end(), [&](std::byte b) { return b == kUntouched; });
+  };
+  auto as_string = [](std::span<const std::byte> span) {
+    return std::string(reinterpret_cast<const char*>(span.data()), span.size());
+  };
+  auto get_into = [&](const std::string& key, std::span<std::byte> into) {
+    RedisCommand c;
+    c.args = {"GET", key};
+    c.key = key;
+    c.reply_into = into;
+    return c;
+  };
+
+  // All in one pipeline to one node: exact, too long, too short, without a destination, nil,
+  // an error (WRONGTYPE), and exact again (the framing stays in step).
+  Spans spans;
+  spans.buffers.reserve(8);
+  const size_t big = records.values[0].size(), small = records.values[1].size();
+  std::vector<RedisCommand> commands;
+  commands.push_back(get_into(records.keys[0], spans.Add(big)));
+  commands.push_back(get_into(records.keys[1], spans.Add(small + 1)));
+  commands.push_back(get_into(records.keys[1], spans.Add(small - 1)));
+  commands.push_back(get_into(records.keys[2], {}));
+  commands.push_back(get_into(absent, spans.Add(16)));
+  commands.push_back(get_into(list, spans.Add(1)));
+  commands.push_back(get_into(records.keys[1], spans.Add(small)));
+  const RedisClusterStats before = client_->stats();
+  auto results = client_->Run(commands, In(seconds(30)));
+  EXPECT_EQ(client_->stats().round_trips - before.round_trips, 1u);
+
+  ASSERT_TRUE(results[0].ok()) << results[0].status().ToString();
+  EXPECT_EQ(results[0]->type, Type::kString);
+  EXPECT_TRUE(results[0]->into);
+  EXPECT_TRUE(results[0]->str.empty());
+  EXPECT_TRUE(as_string(spans.buffers[0]) == records.values[0]);
+
+  for (size_t i :
+       {size_t{1}, size_t{2}}) {  // the wrong sizes: reported with their length, span untouched
+    ASSERT_TRUE(results[i].ok()) << results[i].status().ToString();
+    EXPECT_EQ(results[i]->type, Type::kString);
+    EXPECT_FALSE(results[i]->into);
+    EXPECT_EQ(results[i]->str.size(), small);
+    EXPECT_TRUE(results[i]->str == records.values[1]);
+    EXPECT_TRUE(untouched(spans.buffers[i])) << "command " << i;
+  }
+  ASSERT_TRUE(results[3].ok());
+  EXPECT_FALSE(results[3]->into);
+  EXPECT_TRUE(results[3]->str == records.values[2]);
+
+  ASSERT_TRUE(results[4].ok());
+  EXPECT_EQ(results[4]->type, Type::kNil);
+  EXPECT_FALSE(results[4]->into);
+  EXPECT_TRUE(untouched(spans.buffers[3]));
+
+  ASSERT_FALSE(results[5].ok());
+  EXPECT_TRUE(results[5].status().IsFailedPrecondition()) << results[5].status().ToString();
+  EXPECT_NE(results[5].status().message().find("WRONGTYPE"), std::string::npos);
+  EXPECT_TRUE(untouched(spans.buffers[4]));
+
+  ASSERT_TRUE(results[6].ok());
+  EXPECT_TRUE(results[6]->into);
+  EXPECT_TRUE(as_string(spans.buffers[5]) == records.values[1]);
+
+  // Through MOVED: the slot changes owner; the first answer (MOVED) writes nothing, the retry
+  // at the new owner writes into the same span.
+  const uint16_t slot = RedisKeySlot(records.keys[0]);
+  auto from = cluster_->OwnerOf(slot);
+  ASSERT_TRUE(from.ok()) << from.status().ToString();
+  ASSERT_TRUE(cluster_->MoveSlot(slot, *from, (*from + 1) % 3).ok());
+  Spans moved_spans;
+  moved_spans.buffers.reserve(2);
+  std::vector<RedisCommand> moved;
+  moved.push_back(get_into(records.keys[0], moved_spans.Add(big)));
+  moved.push_back(get_into(records.keys[1], moved_spans.Add(small + 7)));
+  const uint64_t moved_before = client_->stats().moved;
+  results = client_->Run(moved, In(seconds(30)));
+  EXPECT_EQ(client_->stats().moved - moved_before, 2u);
+  ASSERT_TRUE(results[0].ok()) << results[0].status().ToString();
+  EXPECT_TRUE(results[0]->into);
+  EXPECT_TRUE(as_string(moved_spans.buffers[0]) == records.values[0]);
+  ASSERT_TRUE(results[1].ok()) << results[1].status().ToString();
+  EXPECT_FALSE(results[1]->into);
+  EXPECT_EQ(results[1]->str.size(), small);
+  EXPECT_TRUE(untouched(moved_spans.buffers[1]));
 }
 
 TEST_F(RedisClusterTest, AskDuringMigrationKeepsTheMap) {
