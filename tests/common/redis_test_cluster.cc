@@ -209,9 +209,19 @@ StatusOr<RedisReply> AdminCommand(uint16_t port, const std::string& password,
 }  // namespace
 
 std::string RedisTestCluster::MissingServer() {
-  if (!FindOnPath("redis-server").empty()) return {};
-  return "redis-server is not on PATH (Debian: apt-get install redis-server; tools/setup.sh "
-         "installs it): the tests that start a real Redis are skipped";
+  for (const char* tool : {"redis-server", "redis-cli"}) {
+    if (FindOnPath(tool).empty()) {
+      return std::string(tool) +
+             " is not on PATH (Debian: apt-get install redis-server redis-tools; tools/setup.sh "
+             "installs them): the tests that start a real Redis cannot run";
+    }
+  }
+  return {};
+}
+
+bool RedisTestCluster::RequiredByCi() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string_view(ci) == "true";
 }
 
 RedisTestCluster::RedisTestCluster(const RedisTestOptions& options)

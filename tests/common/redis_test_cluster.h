@@ -22,6 +22,7 @@
 // under test.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -48,10 +49,27 @@ struct RedisTestOptions {
   std::chrono::milliseconds node_timeout{1000};  // cluster-node-timeout
 };
 
+// In a test body or SetUp: skips the test when Redis is not installed (the message says what
+// to install), except under CI, where that is a failure: CI never passes with the remote tests
+// skipped.
+#define CACHEPAWL_SKIP_WITHOUT_REDIS()                                                   \
+  do {                                                                                   \
+    if (const std::string why = ::cachepawl::testing::RedisTestCluster::MissingServer(); \
+        !why.empty()) {                                                                  \
+      if (::cachepawl::testing::RedisTestCluster::RequiredByCi()) {                      \
+        GTEST_FAIL() << why << " (CI=true: tools/setup.sh must have installed it)";      \
+      }                                                                                  \
+      GTEST_SKIP() << why;                                                               \
+    }                                                                                    \
+  } while (false)
+
 class RedisTestCluster {
  public:
-  // Empty when redis-server is on PATH; else why the tests skip.
+  // Empty when redis-server and redis-cli are on PATH; else what is missing.
   static std::string MissingServer();
+  // True under CI (the environment has CI=true): tools/setup.sh installed the servers, so their
+  // absence fails the tests instead of skipping them.
+  static bool RequiredByCi();
 
   // Starts the servers (and the cluster). The error names the step and shows the log's tail.
   static StatusOr<std::unique_ptr<RedisTestCluster>> Start(const RedisTestOptions& options);

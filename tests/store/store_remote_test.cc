@@ -22,9 +22,7 @@ using std::chrono::seconds;
 class RemoteStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string why = testing::RedisTestCluster::MissingServer(); !why.empty()) {
-      GTEST_SKIP() << why;
-    }
+    CACHEPAWL_SKIP_WITHOUT_REDIS();
     auto cluster = testing::RedisTestCluster::Start({});
     ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
     cluster_ = std::move(cluster).value();

@@ -230,10 +230,7 @@ bool Eventually(int tries, const std::function<bool()>& attempt) {
 
 class RedisClusterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string missing = RedisTestCluster::MissingServer();
-    if (!missing.empty()) GTEST_SKIP() << missing;
-  }
+  void SetUp() override { CACHEPAWL_SKIP_WITHOUT_REDIS(); }
 
   void StartServers(const RedisTestOptions& servers = {}) {
     auto started = RedisTestCluster::Start(servers);

@@ -36,9 +36,7 @@ TEST(RemoteBenchTest, BadArgumentsAreUsageErrors) {
 }
 
 TEST(RemoteBenchTest, SmallRunOnAClusterPrintsEveryRowAndCleansUp) {
-  if (std::string why = testing::RedisTestCluster::MissingServer(); !why.empty()) {
-    GTEST_SKIP() << why;
-  }
+  CACHEPAWL_SKIP_WITHOUT_REDIS();
   auto cluster = testing::RedisTestCluster::Start({});
   ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
   CliResult r = RunBench({"--remote", (*cluster)->Seeds(), "--json", "--records", "64K,1M", "--mib",

@@ -302,9 +302,9 @@ TEST_F(ReplayCliTest, CrashModeKillsTheStoreAndNeverServesAWrongByte) {
 void ReplayCliTest::ExpectCrashModeClean(const std::string& layout, const std::string& dir) {
   // Under ThreadSanitizer, the store processes use the RocksDB suppressions (RunBinary).
   std::vector<std::string> args = Base(layout);
-  args.insert(args.end(), {"--workload", "chat", "--requests", "60", "--crash-every", "4",
-                           "--kill-during-open", "0.5", "--json",
-                           "--seed", std::to_string(testing::SeedFromEnv(11)), "--dir", dir});
+  args.insert(args.end(),
+              {"--workload", "chat", "--requests", "60", "--crash-every", "4", "--kill-during-open",
+               "0.5", "--json", "--seed", std::to_string(testing::SeedFromEnv(11)), "--dir", dir});
   const BinaryResult run = RunBinary(CACHEPAWL_BINARY, args);
   const std::string& out = run.output;
   const int status = run.status;

@@ -32,9 +32,7 @@ TEST(RemoteReplayTest, BadRemoteArgumentsAreUsageErrors) {
 }
 
 TEST(RemoteReplayTest, TwoReplicasShareOneClusterEveryByteVerified) {
-  if (std::string why = testing::RedisTestCluster::MissingServer(); !why.empty()) {
-    GTEST_SKIP() << why;
-  }
+  CACHEPAWL_SKIP_WITHOUT_REDIS();
   auto cluster = testing::RedisTestCluster::Start({});
   ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
   const std::string seeds = (*cluster)->Seeds();
