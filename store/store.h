@@ -56,6 +56,7 @@ struct PrefixMatch {
   size_t kv_only_pages = 0;
   size_t checkpoint_hint_pages = 0;  // kv_only_pages rounded down to the track interval
   // Fastest tier of each of the first kv_only_pages pages; empty for pure SSM (no page is held).
+  // Tier::kRemote for pages only the remote tier holds (Load and StartPrefetch fetch them).
   std::vector<Tier> page_tiers;
   std::optional<Tier> state_tier;  // fastest tier of the state at reusable_pages (if any)
   // Layouts with sliding-window layers: their KV is needed only for the last
@@ -115,7 +116,10 @@ class Store {
   virtual StatusOr<PrefixMatch> LookupHashes(std::span<const PageHash> hashes) = 0;
 
   // Keeps the first `pages` pages of `match` (and, when `pages == match.reusable_pages` and
-  // the layout has SSM layers, the state at that depth) from eviction until Unlock.
+  // the layout has SSM layers, the state at that depth) from eviction until Unlock. With a
+  // remote tier (StoreOptions::remote), pages at the end that this store does not hold (the
+  // match found them in the remote tier) are not locked: `PrefixLock::hashes` names the pages
+  // held, and Load fetches the rest.
   virtual StatusOr<PrefixLock> Lock(const PrefixMatch& match, size_t pages) = 0;
   virtual Status Unlock(PrefixLock& lock) = 0;
 
@@ -144,7 +148,8 @@ class Store {
                                std::optional<uint64_t> device_state_slot,
                                const LoadOptions& opts = {}) = 0;
 
-  // Brings the disk-resident pages and state of `match` into host memory ahead of Load.
+  // Brings the disk- and remote-resident pages and state of `match` into host memory ahead of
+  // Load (remote records are verified and join the index).
   // Cancel() stops what has not started; the fence fires either way.
   class Prefetch {
    public:
