@@ -124,9 +124,10 @@ enum {
  * RemoteWritePolicy); cachepawl_options_set_remote_write_policy. */
 typedef int32_t cachepawl_remote_write_policy;
 enum {
-  CACHEPAWL_REMOTE_WRITE_NONE = 0,     /* read only: uses what other stores wrote */
-  CACHEPAWL_REMOTE_WRITE_THROUGH = 1,  /* every saved entry, once (the default) */
-  CACHEPAWL_REMOTE_WRITE_SELECTIVE = 2 /* once it has been hit remote selective_min_hits times */
+  CACHEPAWL_REMOTE_WRITE_NONE = 0,      /* read only: uses what other stores wrote */
+  CACHEPAWL_REMOTE_WRITE_THROUGH = 1,   /* every saved entry, once (the default) */
+  CACHEPAWL_REMOTE_WRITE_SELECTIVE = 2, /* once it has been hit remote selective_min_hits times */
+  CACHEPAWL_REMOTE_WRITE_ON_EVICT = 3   /* when it leaves host memory with no disk copy */
 };
 
 /* Which entries leave a full tier first (store/store_options.h EvictionPolicy). */

@@ -272,6 +272,12 @@ class StoreImpl final : public Store {
   // Queues remote writes of host-resident entries (the writer pins each while it reads it).
   // Beyond max_queued_writes they are dropped, counted. Requires mu_.
   void StartRemoteWritesLocked(const std::vector<EntryKey>& keys);
+  // Remote write-on-evict (RemoteWritePolicy::kOnEvict) of a host victim with no disk copy:
+  // true when it must stay in host memory for now (its write was queued, counted in
+  // *writes_started, or is under way); false when it may be dropped (a copy is elsewhere, its
+  // write failed, the queue is full, or the policy is another). Requires mu_.
+  bool RemoteWriteOnEvictLocked(const EntryKey& key, const TierLocations& loc, bool useless,
+                                size_t* writes_started);
   // The writer thread: batches of queued entries still in host memory, pinned, Put outside mu_;
   // transient failures retried kRemoteWriteAttempts times, the writer backing off meanwhile.
   void RemoteWriterLoop();
@@ -370,9 +376,14 @@ class StoreImpl final : public Store {
   struct QueuedRemoteWrite {
     EntryKey key;
     int attempt = 0;
+    bool evict_after = false;  // write-on-evict: the host copy waits for it
   };
   std::deque<QueuedRemoteWrite> remote_queue_;  // guarded by mu_
   std::condition_variable remote_cv_;           // with mu_: the queue or remote_stop_ changed
+  // Entries this store wrote to the remote tier (clean for write-on-evict; not written again),
+  // write-on-evict entries whose write is queued or under way, and those whose write failed
+  // (the next eviction drops them). All guarded by mu_; forgotten with the entry.
+  std::unordered_set<EntryKey, EntryKeyHasher> remote_written_, remote_evicting_, remote_unwritten_;
   bool remote_stop_ = false;                    // guarded by mu_
   SteadyClock::time_point remote_drain_until_;  // set with remote_stop_; guarded by mu_
   struct RemoteCounters {                       // guarded by mu_, except lookup_pages

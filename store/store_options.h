@@ -40,6 +40,9 @@ enum class RemoteWritePolicy : uint8_t {
   kNone = 0,          // read only: this store uses what other stores wrote, writes nothing
   kWriteThrough = 1,  // every saved entry, once, after it reaches host memory
   kSelective = 2,     // once it has been hit `selective_min_hits` times
+  // When it leaves host memory with no disk copy (the store's last local tier without a disk
+  // tier, or for entries the disk does not take): the entry stays in host memory until written.
+  kOnEvict = 3,
 };
 const char* RemoteWritePolicyName(RemoteWritePolicy p);
 

@@ -26,10 +26,11 @@ Status StoreImpl::OpenRemote() {
   remote_reader_ = std::make_unique<CompletionWorker>();
   const RemoteWritePolicy policy = options_.remote.write_policy;
   if (policy != RemoteWritePolicy::kNone) {
-    remote_policy_ = DiskWritePolicy::Make(policy == RemoteWritePolicy::kSelective
-                                               ? WritePolicy::kWriteThroughSelective
-                                               : WritePolicy::kWriteThrough,
-                                           options_.remote.selective_min_hits);
+    const WritePolicy as_disk =
+        policy == RemoteWritePolicy::kSelective ? WritePolicy::kWriteThroughSelective
+        : policy == RemoteWritePolicy::kOnEvict ? WritePolicy::kWriteBack
+                                                : WritePolicy::kWriteThrough;
+    remote_policy_ = DiskWritePolicy::Make(as_disk, options_.remote.selective_min_hits);
     remote_writer_ = std::thread([this] { RemoteWriterLoop(); });
   }
   return Status::OK();
@@ -55,14 +56,34 @@ void StoreImpl::StartRemoteWritesLocked(const std::vector<EntryKey>& keys) {
   if (!remote_writer_.joinable() || remote_stop_) return;
   if (keys.empty()) return;
   for (const EntryKey& key : keys) {
+    if (remote_written_.count(key)) continue;  // this store wrote it already
     if (remote_queue_.size() >= options_.remote.max_queued_writes) {
       ++remote_counters_.writes_dropped;
       continue;
     }
-    remote_queue_.push_back({key, 0});
+    remote_queue_.push_back({key, 0, false});
     ++remote_counters_.writes_queued;
   }
   remote_cv_.notify_one();
+}
+
+bool StoreImpl::RemoteWriteOnEvictLocked(const EntryKey& key, const TierLocations& loc,
+                                         bool useless, size_t* writes_started) {
+  if (!remote_policy_ || !remote_policy_->OnEvict() || remote_stop_ || useless) return false;
+  if (loc.Has(Tier::kDisk) || remote_written_.count(key) || remote_unwritten_.count(key)) {
+    return false;  // clean (a copy elsewhere), or its write failed: it may go
+  }
+  if (remote_evicting_.count(key)) return true;  // its write is under way: it stays meanwhile
+  if (remote_queue_.size() >= options_.remote.max_queued_writes) {
+    ++remote_counters_.writes_dropped;
+    return false;
+  }
+  remote_evicting_.insert(key);
+  remote_queue_.push_back({key, 0, true});
+  ++remote_counters_.writes_queued;
+  ++*writes_started;
+  remote_cv_.notify_one();
+  return true;
 }
 
 void StoreImpl::RemoteWriterLoop() {
@@ -87,6 +108,7 @@ void StoreImpl::RemoteWriterLoop() {
       uint64_t depth_tokens;
       PageHash parent;
       int attempt;
+      bool evict_after;
     };
     std::vector<Job> jobs;
     uint64_t bytes = 0;
@@ -99,11 +121,12 @@ void StoreImpl::RemoteWriterLoop() {
       if (loc == nullptr || !loc->Has(Tier::kHost) ||
           !index_->PinForTransfer(q.key.hash, q.key.kind, Tier::kHost).ok()) {
         ++remote_counters_.writes_skipped;  // it left host memory before its turn
+        if (q.evict_after) remote_evicting_.erase(q.key);
         continue;
       }
       jobs.push_back({q.key, *loc->Slot(Tier::kHost),
                       uint64_t{e->depth_pages} * layout_.page_size_tokens,
-                      e->parent.value_or(PageHash{}), q.attempt});
+                      e->parent.value_or(PageHash{}), q.attempt, q.evict_after});
       bytes += layout_.RecordBytes(q.key.kind);
     }
     if (jobs.empty()) continue;
@@ -120,13 +143,20 @@ void StoreImpl::RemoteWriterLoop() {
     bool transient = false;
     for (size_t i = 0; i < jobs.size(); ++i) {
       (void)index_->Unpin(jobs[i].key.hash, jobs[i].key.kind, Tier::kHost);
+      const EntryKey& key = jobs[i].key;
       if (results[i].ok()) {
         ++remote_counters_.writes;
+        remote_written_.insert(key);  // clean now: the next eviction may drop it
+        if (jobs[i].evict_after) remote_evicting_.erase(key);
       } else if (Transient(results[i]) && jobs[i].attempt + 1 < kRemoteWriteAttempts) {
         transient = true;
-        remote_queue_.push_back({jobs[i].key, jobs[i].attempt + 1});
+        remote_queue_.push_back({key, jobs[i].attempt + 1, jobs[i].evict_after});
       } else {
         ++remote_counters_.write_failures;
+        if (jobs[i].evict_after) {  // the next eviction drops it unwritten
+          remote_evicting_.erase(key);
+          remote_unwritten_.insert(key);
+        }
       }
     }
     backoff = !transient             ? std::chrono::milliseconds(0)

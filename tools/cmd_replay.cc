@@ -151,7 +151,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--remote", setup.remote_seeds,
                  "a remote tier shared with other replicas: redis://host:port[,host:port...]");
   app.add_option("--remote-write-policy", remote_write_policy,
-                 "what this replica writes to the remote tier: none, through, selective "
+                 "what this replica writes to the remote tier: none, through, selective, evict "
                  "(default through)");
   app.add_option("--replica", replica_text,
                  "I/N: this is replica I of N engine replicas behind a round-robin router: it "
@@ -215,9 +215,11 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
     setup.remote_write_policy = RemoteWritePolicy::kWriteThrough;
   } else if (remote_write_policy == "selective") {
     setup.remote_write_policy = RemoteWritePolicy::kSelective;
+  } else if (remote_write_policy == "evict") {
+    setup.remote_write_policy = RemoteWritePolicy::kOnEvict;
   } else {
     return usage("--remote-write-policy: '" + remote_write_policy +
-                 "' (expected none, through or selective)");
+                 "' (expected none, through, selective or evict)");
   }
   uint32_t replica = 0, replicas = 1;
   if (!replica_text.empty()) {

@@ -322,6 +322,60 @@ TEST_F(RemoteStoreTest, SelectiveWritesAfterHits) {
   EXPECT_EQ(a->Stats().remote.writes_queued, 2u);
 }
 
+TEST_F(RemoteStoreTest, WriteOnEvictCopiesWhatLeavesHostMemory) {
+  const ModelLayout layout = TinyHybrid();
+  StoreOptions oa = Options(layout, RemoteWritePolicy::kOnEvict);
+  oa.host_bytes = 1 << 20;  // a few dozen entries: the prompts below evict most of them
+  oa.host_free_target_bytes = 0;
+  auto a = Open(oa);
+  auto b = Open(Options(layout, RemoteWritePolicy::kNone));
+  ASSERT_TRUE(a && b);
+  constexpr uint32_t kPrompts = 40;
+  for (uint32_t p = 0; p < kPrompts; ++p) {
+    ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "", Tokens(1000 * (p + 1), 16), true));
+  }
+  const StoreStats st = a->Stats();
+  EXPECT_EQ(st.remote.writes_queued, st.remote.writes + st.remote.queued_now +
+                                         st.remote.write_failures + st.remote.writes_skipped +
+                                         st.remote.writes_dropped);
+  EXPECT_GT(st.remote.writes, 0u);
+  EXPECT_EQ(st.remote.write_failures, 0u);
+  uint64_t host_evictions = 0;
+  for (uint64_t n : st.evictions[static_cast<int>(Tier::kHost)]) host_evictions += n;
+  EXPECT_GT(host_evictions, 0u);
+  // The first prompts left a's host memory; b finds them in the remote tier, byte for byte.
+  auto m = b->Lookup("", Tokens(1000, 16));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 4u);
+  EXPECT_TRUE(LoadAndVerify(b.get(), *m).ok());
+  // What was never evicted was never written.
+  auto last = a->Lookup("", Tokens(1000 * kPrompts, 16));
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->reusable_pages, 4u);
+}
+
+TEST_F(RemoteStoreTest, WriteOnEvictWithADeadClusterStillEvicts) {
+  const ModelLayout layout = TinyHybrid();
+  StoreOptions oa = Options(layout, RemoteWritePolicy::kOnEvict);
+  oa.host_bytes = 1 << 20;
+  oa.host_free_target_bytes = 0;
+  oa.remote.deadline_ms = 200;
+  auto a = Open(oa);
+  ASSERT_TRUE(a);
+  for (size_t n = 0; n < cluster_->size(); ++n) ASSERT_TRUE(cluster_->Kill(n).ok());
+  // Every save completes: victims whose writes failed are dropped unwritten.
+  for (uint32_t p = 0; p < 40; ++p) {
+    ASSERT_NO_FATAL_FAILURE(SaveAll(a.get(), "", Tokens(1000 * (p + 1), 16), true));
+  }
+  const StoreStats st = a->Stats();
+  EXPECT_EQ(st.remote.writes, 0u);
+  EXPECT_GT(st.remote.write_failures, 0u);
+  auto m = a->Lookup("", Tokens(40000, 16));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->reusable_pages, 4u);
+  EXPECT_TRUE(LoadAndVerify(a.get(), *m).ok());
+}
+
 TEST(RemoteStoreOptionsTest, BadRemoteOptionsNameTheField) {
   StoreOptions o = CpuStoreOptions(TinyHybrid(), 4 << 20, 0, 0, "");
   o.remote.seeds = "redis://127.0.0.1:6379";
