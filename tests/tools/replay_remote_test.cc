@@ -77,14 +77,15 @@ TEST(RemoteReplayTest, ReplicasRunsTheReplicaProcessesAtOnce) {
   const auto j = nlohmann::json::parse(r.output.substr(start));
   EXPECT_TRUE(j["ok"].get<bool>());
   ASSERT_EQ(j["replicas"].size(), 2u);
-  uint64_t fetched = 0;
+  // Running at once, which replica finds what the other saved depends on timing: only the
+  // bytes and the writes are checked here (the sequential test above checks remote hits).
   for (const auto& rep : j["replicas"]) {
     ASSERT_TRUE(rep.is_object());
     EXPECT_EQ(rep["requests"].get<uint64_t>(), 20u);
     EXPECT_EQ(rep["wrong_bytes"].get<uint64_t>(), 0u);
-    fetched += rep["remote"]["loaded"].get<uint64_t>();
+    EXPECT_EQ(rep["remote"]["load_failures"].get<uint64_t>(), 0u);
+    EXPECT_GT(rep["remote"]["writes"].get<uint64_t>(), 0u);
   }
-  EXPECT_GT(fetched, 0u);  // at once, each replica's later turns find what the other saved
   // Refused combinations name the flag.
   const CliResult bad = RunCli({"replay", "-w", "chat", "--replicas", "2"});
   EXPECT_EQ(bad.code, kExitUsage);
