@@ -124,9 +124,10 @@ enum {
  * RemoteWritePolicy); cachepawl_options_set_remote_write_policy. */
 typedef int32_t cachepawl_remote_write_policy;
 enum {
-  CACHEPAWL_REMOTE_WRITE_NONE = 0,     /* read only: uses what other stores wrote */
-  CACHEPAWL_REMOTE_WRITE_THROUGH = 1,  /* every saved entry, once (the default) */
-  CACHEPAWL_REMOTE_WRITE_SELECTIVE = 2 /* once it has been hit remote selective_min_hits times */
+  CACHEPAWL_REMOTE_WRITE_NONE = 0,      /* read only: uses what other stores wrote */
+  CACHEPAWL_REMOTE_WRITE_THROUGH = 1,   /* every saved entry, once (the default) */
+  CACHEPAWL_REMOTE_WRITE_SELECTIVE = 2, /* once it has been hit remote selective_min_hits times */
+  CACHEPAWL_REMOTE_WRITE_ON_EVICT = 3   /* when it leaves the last local tier (host or disk) */
 };
 
 /* Which entries leave a full tier first (store/store_options.h EvictionPolicy). */
@@ -353,7 +354,7 @@ cachepawl_options_set_remote_lookup_deadline_ms(cachepawl_options* options, uint
 /* Expiry of written values in seconds; 0 (the default): none. */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_remote_ttl_seconds(cachepawl_options* options,
                                                                         uint32_t seconds);
-/* CACHEPAWL_REMOTE_WRITE_NONE, _THROUGH (the default) or _SELECTIVE. */
+/* CACHEPAWL_REMOTE_WRITE_NONE, _THROUGH (the default), _SELECTIVE or _ON_EVICT. */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_remote_write_policy(
     cachepawl_options* options, cachepawl_remote_write_policy policy);
 /* Hits before a CACHEPAWL_REMOTE_WRITE_SELECTIVE entry is written: > 0 (default 2). */

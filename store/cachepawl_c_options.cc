@@ -30,6 +30,7 @@ static_assert(CACHEPAWL_EVICTION_HYBRID == static_cast<int>(EvictionPolicy::kHyb
 static_assert(CACHEPAWL_REMOTE_WRITE_NONE == static_cast<int>(RemoteWritePolicy::kNone));
 static_assert(CACHEPAWL_REMOTE_WRITE_THROUGH == static_cast<int>(RemoteWritePolicy::kWriteThrough));
 static_assert(CACHEPAWL_REMOTE_WRITE_SELECTIVE == static_cast<int>(RemoteWritePolicy::kSelective));
+static_assert(CACHEPAWL_REMOTE_WRITE_ON_EVICT == static_cast<int>(RemoteWritePolicy::kOnEvict));
 
 // Applies `change` to a copy of the remote options and keeps it when the tier's own checks
 // (key_prefix, chunk_bytes, deadline_ms: tiers/remote_tier.h) accept it, so that each remote
@@ -337,10 +338,10 @@ cachepawl_status cachepawl_options_set_remote_ttl_seconds(cachepawl_options* opt
 cachepawl_status cachepawl_options_set_remote_write_policy(cachepawl_options* options,
                                                            cachepawl_remote_write_policy policy) {
   return Setter("cachepawl_options_set_remote_write_policy", options, [&](StoreOptions& o) {
-    if (policy < CACHEPAWL_REMOTE_WRITE_NONE || policy > CACHEPAWL_REMOTE_WRITE_SELECTIVE) {
+    if (policy < CACHEPAWL_REMOTE_WRITE_NONE || policy > CACHEPAWL_REMOTE_WRITE_ON_EVICT) {
       return Bad("remote.write_policy", std::to_string(policy),
-                 "expected CACHEPAWL_REMOTE_WRITE_NONE (0), CACHEPAWL_REMOTE_WRITE_THROUGH (1) "
-                 "or CACHEPAWL_REMOTE_WRITE_SELECTIVE (2)");
+                 "expected CACHEPAWL_REMOTE_WRITE_NONE (0), CACHEPAWL_REMOTE_WRITE_THROUGH (1), "
+                 "CACHEPAWL_REMOTE_WRITE_SELECTIVE (2) or CACHEPAWL_REMOTE_WRITE_ON_EVICT (3)");
     }
     o.remote.write_policy = static_cast<RemoteWritePolicy>(policy);
     return Status::OK();

@@ -109,7 +109,8 @@ bool StoreImpl::AdmitToDiskLocked(const EntryInfo& e, Kind kind) {
   return true;
 }
 
-std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(const std::vector<DiskWriteJob>& jobs) {
+std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(const std::vector<DiskWriteJob>& jobs,
+                                                      std::vector<DiskKey>* to_remote) {
   std::vector<DiskKey> removed;
   auto take = [&](const EvictionStage& stage, size_t count) {
     auto victims = index_->PickVictims(Tier::kDisk, stage.kind, count, stage.cls);
@@ -119,6 +120,9 @@ std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(const std::vector<DiskWrit
       auto e = index_->Lookup(v.hash);
       if (!e) continue;
       removed.push_back({v.kind, v.hash, uint64_t{e->depth_pages} * layout_.page_size_tokens});
+      if (RemoteWantsDiskVictimLocked({v.hash, v.kind}, LocationsOf(*e, v.kind))) {
+        to_remote->push_back(removed.back());
+      }
       ++evictions_[static_cast<int>(Tier::kDisk)][static_cast<int>(v.kind)];
       disk_removing_.insert({v.hash, v.kind});
       ForgetDiskLocked({v.hash, v.kind});
@@ -158,7 +162,7 @@ std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(const std::vector<DiskWrit
 
 void StoreImpl::FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int attempt) {
   std::vector<DiskWriteJob> retry;
-  std::vector<DiskKey> removals;
+  std::vector<DiskKey> removals, to_remote;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const DiskKey& k : op.result->evicted) ForgetDiskLocked({k.hash, k.kind});
@@ -187,13 +191,15 @@ void StoreImpl::FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int 
         if (!r.status.ok()) evict_unwritten_.insert(job.key);
       }
     }
-    if (!retry.empty()) removals = TakeDiskVictimsLocked(retry);
+    if (!retry.empty()) removals = TakeDiskVictimsLocked(retry, &to_remote);
     space_cv_.notify_all();
   }
   if (!retry.empty()) {
     OperationStarted();
-    disk_submitter_->Post([this, retry = std::move(retry),
-                           removals = std::move(removals)]() mutable {
+    disk_submitter_->Post([this, retry = std::move(retry), removals = std::move(removals),
+                           to_remote = std::move(to_remote)]() mutable {
+      // Remote write-on-evict: the victims whose only copy is this one are read first.
+      if (!to_remote.empty()) CopyDiskVictimsToRemote(to_remote);
       // A record being read goes at once and its extent when the read ends; one being written
       // cannot be a victim (the index names only committed records). A removal that fails
       // (the catalog) leaves the record on disk unnamed by the index until the next open.

@@ -118,7 +118,7 @@ Status StoreImpl::AllocateHostOnDemandLocked(Kind kind, size_t count,
     if (EvictForBytesLocked(missing_bytes, kMaxEvictBatch, &writes) > 0) continue;
     // Nothing could go at once: wait while something in flight may free or clean an entry.
     const bool in_flight = writes > 0 || evict_writes_in_flight_ > 0 || !disk_writing_.empty() ||
-                           loads_pinning_host_ > 0;
+                           loads_pinning_host_ > 0 || !remote_evicting_.empty();
     if (in_flight && !closed_ && released != nullptr) *released = true;
     if (in_flight && !closed_ && space_cv_.wait_until(lock, deadline) != std::cv_status::timeout) {
       continue;
@@ -161,6 +161,11 @@ size_t StoreImpl::EvictFromHostLocked(const EvictionStage& stage, size_t wanted,
       if (evict_writes_in_flight_ + to_write.size() < kMaxEvictWrites) to_write.push_back(key);
       continue;
     }
+    // Remote write-on-evict: the entry stays until the remote tier has it (or gave up on it).
+    if (RemoteWriteOnEvictLocked(key, loc, useless_window, writes_started)) {
+      if (v.kind == Kind::kKV) dropping = false;
+      continue;
+    }
     if (!dropping) continue;
     DropHostCopyLocked(key);
     ++evictions_[static_cast<int>(Tier::kHost)][static_cast<int>(v.kind)];
@@ -175,6 +180,7 @@ void StoreImpl::DropHostCopyLocked(const EntryKey& key) {
   if (!cleared.ok()) return;
   (void)host_->Free(*cleared);
   evict_unwritten_.erase(key);
+  remote_unwritten_.erase(key);
   PruneLocked(key.hash);
 }
 
@@ -197,6 +203,7 @@ void StoreImpl::PruneLocked(const PageHash& hash) {
     for (Kind k : kAllKinds) {
       policy_->Forget({*cur, k});
       if (remote_policy_) remote_policy_->Forget({*cur, k});
+      remote_written_.erase({*cur, k});
     }
     cur = e->parent;
   }

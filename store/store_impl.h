@@ -56,6 +56,7 @@
 #include "store/store_faults.h"
 #include "tiers/device_pool.h"
 #include "tiers/device_pool_arena.h"
+#include "tiers/disk_record_copy.h"
 #include "tiers/host_arena.h"
 #include "tiers/remote_tier.h"
 #include "transfer/io_uring_disk.h"
@@ -222,7 +223,10 @@ class StoreImpl final : public Store {
   // (LRU: as many records; hybrid: their bytes, see the .cc) and forgets them; returns their
   // keys for removal from the disk tier outside mu_; they stay in disk_removing_ until then.
   // Requires mu_.
-  std::vector<DiskKey> TakeDiskVictimsLocked(const std::vector<DiskWriteJob>& jobs);
+  // Victims the remote tier's write-on-evict wants (their only copy is the disk's) go to
+  // `*to_remote` too, reserved in remote_evicting_: the submitter copies each before removing it.
+  std::vector<DiskKey> TakeDiskVictimsLocked(const std::vector<DiskWriteJob>& jobs,
+                                             std::vector<DiskKey>* to_remote);
 
   // ---- store_save.cc ----
   struct SaveWant {
@@ -272,6 +276,20 @@ class StoreImpl final : public Store {
   // Queues remote writes of host-resident entries (the writer pins each while it reads it).
   // Beyond max_queued_writes they are dropped, counted. Requires mu_.
   void StartRemoteWritesLocked(const std::vector<EntryKey>& keys);
+  // Remote write-on-evict (RemoteWritePolicy::kOnEvict) of a host victim with no disk copy:
+  // true when it must stay in host memory for now (its write was queued, counted in
+  // *writes_started, or is under way); false when it may be dropped (a copy is elsewhere, its
+  // write failed, the queue is full, or the policy is another). Requires mu_.
+  bool RemoteWriteOnEvictLocked(const EntryKey& key, const TierLocations& loc, bool useless,
+                                size_t* writes_started);
+  // Remote write-on-evict of a disk victim (the disk is the last local tier): true when its
+  // record should be copied before its removal (no host copy, not written, the queue and the
+  // copy budget have room); then it is reserved in remote_evicting_. Requires mu_.
+  bool RemoteWantsDiskVictimLocked(const EntryKey& key, const TierLocations& loc);
+  // Reads the reserved disk victims' records (outside mu_, on the disk submitter thread,
+  // before they are removed) and queues them for the writer; what cannot be read is counted
+  // and released.
+  void CopyDiskVictimsToRemote(const std::vector<DiskKey>& keys);
   // The writer thread: batches of queued entries still in host memory, pinned, Put outside mu_;
   // transient failures retried kRemoteWriteAttempts times, the writer backing off meanwhile.
   void RemoteWriterLoop();
@@ -370,14 +388,23 @@ class StoreImpl final : public Store {
   struct QueuedRemoteWrite {
     EntryKey key;
     int attempt = 0;
+    bool evict_after = false;  // write-on-evict: the host copy waits for it
+    // Write-on-evict from the disk: the record's verified bytes (the disk copy is gone).
+    std::shared_ptr<const DiskRecordCopy> record;
   };
   std::deque<QueuedRemoteWrite> remote_queue_;  // guarded by mu_
   std::condition_variable remote_cv_;           // with mu_: the queue or remote_stop_ changed
-  bool remote_stop_ = false;                    // guarded by mu_
+  // Entries this store wrote to the remote tier (clean for write-on-evict; not written again),
+  // write-on-evict entries whose write is queued or under way, and those whose write failed
+  // (the next eviction drops them). All guarded by mu_; forgotten with the entry.
+  std::unordered_set<EntryKey, EntryKeyHasher> remote_written_, remote_evicting_, remote_unwritten_;
+  uint64_t remote_copy_bytes_ = 0;  // bytes of queued disk copies (bounded); guarded by mu_
+  bool remote_stop_ = false;        // guarded by mu_
   SteadyClock::time_point remote_drain_until_;  // set with remote_stop_; guarded by mu_
   struct RemoteCounters {                       // guarded by mu_, except lookup_pages
     uint64_t writes_queued = 0, writes = 0, write_failures = 0, writes_dropped = 0;
     uint64_t writes_skipped = 0, loaded = 0, load_failures = 0;
+    uint64_t disk_copies = 0, disk_copy_failures = 0;
     std::atomic<uint64_t> lookup_pages{0};
   };
   RemoteCounters remote_counters_;

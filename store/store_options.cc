@@ -26,6 +26,8 @@ const char* RemoteWritePolicyName(RemoteWritePolicy p) {
       return "write_through";
     case RemoteWritePolicy::kSelective:
       return "selective";
+    case RemoteWritePolicy::kOnEvict:
+      return "on_evict";
   }
   return "unknown";
 }
@@ -78,9 +80,9 @@ Status StoreOptions::Validate() const {
   if (remote.enabled()) {
     CACHEPAWL_RETURN_IF_ERROR(ToRemoteTierOptions(remote).Validate().WithContext("StoreOptions"));
     if (static_cast<uint8_t>(remote.write_policy) >
-        static_cast<uint8_t>(RemoteWritePolicy::kSelective)) {
+        static_cast<uint8_t>(RemoteWritePolicy::kOnEvict)) {
       return bad("remote.write_policy", std::to_string(static_cast<int>(remote.write_policy)),
-                 "unknown policy: 0 (none), 1 (write_through) or 2 (selective)");
+                 "unknown policy: 0 (none), 1 (write_through), 2 (selective) or 3 (on_evict)");
     }
     if (remote.write_policy == RemoteWritePolicy::kSelective && remote.selective_min_hits == 0) {
       return bad("remote.selective_min_hits", "0", "must be > 0 for selective");

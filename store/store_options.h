@@ -40,6 +40,10 @@ enum class RemoteWritePolicy : uint8_t {
   kNone = 0,          // read only: this store uses what other stores wrote, writes nothing
   kWriteThrough = 1,  // every saved entry, once, after it reaches host memory
   kSelective = 2,     // once it has been hit `selective_min_hits` times
+  // When it leaves the last local tier: a host victim with no disk copy (no disk tier, or one
+  // the disk did not take) stays in host memory until written; a disk victim with no host copy
+  // is read back (verified) before its removal and written from memory.
+  kOnEvict = 3,
 };
 const char* RemoteWritePolicyName(RemoteWritePolicy p);
 

@@ -1,22 +1,12 @@
 // StoreImpl and the remote tier (see store_impl.h): Lookup's look past the local match, Lock of
 // a match that reaches into the remote tier, the fetch of remote records into host memory for
-// Load and StartPrefetch, and the writer thread that copies saved entries to the remote tier.
+// Load and StartPrefetch. The writes: store_remote_writes.cc.
 #include <algorithm>
 
 #include "store/store_impl.h"
 
 namespace cachepawl {
-namespace {
-
-constexpr size_t kRemoteBatchEntries = 64;
-constexpr uint64_t kRemoteBatchBytes = 64ull << 20;
-constexpr int kRemoteWriteAttempts = 3;
-constexpr auto kRemoteFirstBackoff = std::chrono::milliseconds(100);
-constexpr auto kRemoteMaxBackoff = std::chrono::milliseconds(5000);
-
-bool Transient(const Status& s) { return s.IsUnavailable() || s.IsTimedOut() || s.IsIOError(); }
-
-}  // namespace
+namespace {}  // namespace
 
 Status StoreImpl::OpenRemote() {
   if (!options_.remote.enabled()) return Status::OK();
@@ -26,10 +16,11 @@ Status StoreImpl::OpenRemote() {
   remote_reader_ = std::make_unique<CompletionWorker>();
   const RemoteWritePolicy policy = options_.remote.write_policy;
   if (policy != RemoteWritePolicy::kNone) {
-    remote_policy_ = DiskWritePolicy::Make(policy == RemoteWritePolicy::kSelective
-                                               ? WritePolicy::kWriteThroughSelective
-                                               : WritePolicy::kWriteThrough,
-                                           options_.remote.selective_min_hits);
+    const WritePolicy as_disk =
+        policy == RemoteWritePolicy::kSelective ? WritePolicy::kWriteThroughSelective
+        : policy == RemoteWritePolicy::kOnEvict ? WritePolicy::kWriteBack
+                                                : WritePolicy::kWriteThrough;
+    remote_policy_ = DiskWritePolicy::Make(as_disk, options_.remote.selective_min_hits);
     remote_writer_ = std::thread([this] { RemoteWriterLoop(); });
   }
   return Status::OK();
@@ -45,95 +36,6 @@ void StoreImpl::CloseRemote() {
   remote_cv_.notify_all();
   if (remote_writer_.joinable()) remote_writer_.join();
   remote_reader_.reset();
-}
-
-// ------------------------------------------------------------------------------------------
-// Writes
-// ------------------------------------------------------------------------------------------
-
-void StoreImpl::StartRemoteWritesLocked(const std::vector<EntryKey>& keys) {
-  if (!remote_writer_.joinable() || remote_stop_) return;
-  if (keys.empty()) return;
-  for (const EntryKey& key : keys) {
-    if (remote_queue_.size() >= options_.remote.max_queued_writes) {
-      ++remote_counters_.writes_dropped;
-      continue;
-    }
-    remote_queue_.push_back({key, 0});
-    ++remote_counters_.writes_queued;
-  }
-  remote_cv_.notify_one();
-}
-
-void StoreImpl::RemoteWriterLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  std::chrono::milliseconds backoff{0};
-  for (;;) {
-    remote_cv_.wait(lock, [&] { return remote_stop_ || !remote_queue_.empty(); });
-    // Closing: what is queued goes out until the drain deadline, the rest is dropped.
-    if (remote_stop_ && (remote_queue_.empty() || SteadyClock::now() >= remote_drain_until_)) {
-      remote_counters_.writes_dropped += remote_queue_.size();
-      remote_queue_.clear();
-      return;
-    }
-    if (backoff.count() > 0) {  // the last batch failed for the cluster's sake
-      remote_cv_.wait_for(lock, backoff, [&] { return remote_stop_; });
-      if (remote_stop_) continue;
-    }
-    // A batch of entries still in host memory, pinned there while their bytes are read.
-    struct Job {
-      EntryKey key;
-      HostSlotId slot;
-      uint64_t depth_tokens;
-      PageHash parent;
-      int attempt;
-    };
-    std::vector<Job> jobs;
-    uint64_t bytes = 0;
-    while (!remote_queue_.empty() && jobs.size() < kRemoteBatchEntries &&
-           bytes < kRemoteBatchBytes) {
-      const QueuedRemoteWrite q = remote_queue_.front();
-      remote_queue_.pop_front();
-      auto e = index_->Lookup(q.key.hash);
-      const TierLocations* loc = e ? &LocationsOf(*e, q.key.kind) : nullptr;
-      if (loc == nullptr || !loc->Has(Tier::kHost) ||
-          !index_->PinForTransfer(q.key.hash, q.key.kind, Tier::kHost).ok()) {
-        ++remote_counters_.writes_skipped;  // it left host memory before its turn
-        continue;
-      }
-      jobs.push_back({q.key, *loc->Slot(Tier::kHost),
-                      uint64_t{e->depth_pages} * layout_.page_size_tokens,
-                      e->parent.value_or(PageHash{}), q.attempt});
-      bytes += layout_.RecordBytes(q.key.kind);
-    }
-    if (jobs.empty()) continue;
-    lock.unlock();
-    std::vector<RemotePut> puts;
-    puts.reserve(jobs.size());
-    for (const Job& j : jobs) {
-      puts.push_back({DiskKey{j.key.kind, j.key.hash, j.depth_tokens}, j.parent,
-                      std::span<const std::byte>(host_->SlotPayload(j.slot),
-                                                 layout_.RecordBytes(j.key.kind))});
-    }
-    const std::vector<Status> results = remote_->Put(puts);
-    lock.lock();
-    bool transient = false;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      (void)index_->Unpin(jobs[i].key.hash, jobs[i].key.kind, Tier::kHost);
-      if (results[i].ok()) {
-        ++remote_counters_.writes;
-      } else if (Transient(results[i]) && jobs[i].attempt + 1 < kRemoteWriteAttempts) {
-        transient = true;
-        remote_queue_.push_back({jobs[i].key, jobs[i].attempt + 1});
-      } else {
-        ++remote_counters_.write_failures;
-      }
-    }
-    backoff = !transient             ? std::chrono::milliseconds(0)
-              : backoff.count() == 0 ? kRemoteFirstBackoff
-                                     : std::min(backoff * 2, kRemoteMaxBackoff);
-    space_cv_.notify_all();
-  }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -298,6 +200,8 @@ RemoteStats StoreImpl::RemoteStatsLocked() const {
   r.write_failures = remote_counters_.write_failures;
   r.writes_dropped = remote_counters_.writes_dropped;
   r.writes_skipped = remote_counters_.writes_skipped;
+  r.disk_copies = remote_counters_.disk_copies;
+  r.disk_copy_failures = remote_counters_.disk_copy_failures;
   r.queued_now = remote_queue_.size();
   r.lookup_pages = remote_counters_.lookup_pages.load(std::memory_order_relaxed);
   r.loaded = remote_counters_.loaded;

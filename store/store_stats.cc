@@ -63,6 +63,8 @@ std::vector<std::pair<const char*, uint64_t>> RemoteStats::Fields() const {
           {"write_failures", write_failures},
           {"writes_dropped", writes_dropped},
           {"writes_skipped", writes_skipped},
+          {"disk_copies", disk_copies},
+          {"disk_copy_failures", disk_copy_failures},
           {"queued_now", queued_now},
           {"lookup_pages", lookup_pages},
           {"loaded", loaded},
@@ -84,6 +86,8 @@ void RemoteStats::Add(const RemoteStats& o) {
   write_failures += o.write_failures;
   writes_dropped += o.writes_dropped;
   writes_skipped += o.writes_skipped;
+  disk_copies += o.disk_copies;
+  disk_copy_failures += o.disk_copy_failures;
   queued_now = o.queued_now;
   lookup_pages += o.lookup_pages;
   loaded += o.loaded;

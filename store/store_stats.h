@@ -25,6 +25,9 @@ struct RemoteStats {
   uint64_t write_failures = 0;  // entries not stored after their attempts
   uint64_t writes_dropped = 0;  // not queued (queue full) or dropped at close
   uint64_t writes_skipped = 0;  // left host memory before their turn
+  // Write-on-evict from the disk (the last local tier): victims read back and queued (counted
+  // in writes_queued too), and those that could not be read (counted in write_failures too).
+  uint64_t disk_copies = 0, disk_copy_failures = 0;
   uint64_t queued_now = 0;
   uint64_t lookup_pages = 0;   // reusable pages Lookup found past the local match
   uint64_t loaded = 0;         // entries fetched into host memory, verified

@@ -385,12 +385,15 @@ std::vector<RedisNode> RedisCluster::Impl::Masters() const {
 RedisCluster::RedisCluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RedisCluster::~RedisCluster() = default;
 
-StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Connect(const RedisClusterOptions& options) {
+StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Connect(const RedisClusterOptions& options,
+                                                              bool allow_unreachable) {
   try {
     CACHEPAWL_RETURN_IF_ERROR(options.Validate());
     CACHEPAWL_ASSIGN_OR_RETURN(std::vector<RedisNode> seeds, ParseRedisSeeds(options.seeds));
     auto impl = std::make_unique<Impl>(options, std::move(seeds));
-    CACHEPAWL_RETURN_IF_ERROR(impl->Bootstrap());
+    if (Status s = impl->Bootstrap(); !s.ok() && !(allow_unreachable && s.IsUnavailable())) {
+      return s;
+    }
     return std::unique_ptr<RedisCluster>(new RedisCluster(std::move(impl)));
   } catch (const std::exception& e) {
     return Status::Internal(std::string("redis: connect: ") + e.what());

@@ -146,7 +146,13 @@ class RedisCluster {
   // when no seed answers (the message names each seed and why); FailedPrecondition when a
   // seed answered but refused (AUTH, NOAUTH, NOPERM: the message names the seed, and the user,
   // never the password); InvalidArgument for options.
-  static StatusOr<std::unique_ptr<RedisCluster>> Connect(const RedisClusterOptions& options);
+  //
+  // `allow_unreachable`: when no seed answers (Unavailable), the client is returned anyway,
+  // without a slot map. Each Run then first tries to read one (a node in back-off is skipped at
+  // once, so a dead cluster costs one connect attempt per back-off period), and its commands fail
+  // Unavailable until a seed answers. Refusals (FailedPrecondition) and bad options still fail.
+  static StatusOr<std::unique_ptr<RedisCluster>> Connect(const RedisClusterOptions& options,
+                                                         bool allow_unreachable = false);
   ~RedisCluster();
   RedisCluster(const RedisCluster&) = delete;
   RedisCluster& operator=(const RedisCluster&) = delete;

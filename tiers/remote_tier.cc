@@ -88,8 +88,14 @@ StatusOr<std::unique_ptr<RemoteTier>> RemoteTier::Open(const RemoteTierOptions& 
                                                        const ModelLayout& layout) {
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
   CACHEPAWL_RETURN_IF_ERROR(layout.Validate());
-  auto redis = RedisCluster::Connect(options.redis);
+  auto redis = RedisCluster::Connect(options.redis, /*allow_unreachable=*/true);
   if (!redis.ok()) return redis.status().WithContext("remote tier");
+  if ((*redis)->Masters().empty()) {
+    spdlog::warn(
+        "remote tier: no seed of '{}' answers yet: lookups miss and writes are retried until one "
+        "does",
+        options.redis.seeds);
+  }
   return std::unique_ptr<RemoteTier>(new RemoteTier(options, layout, std::move(redis).value()));
 }
 

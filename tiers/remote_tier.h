@@ -105,8 +105,9 @@ struct RemoteGet {
 
 class RemoteTier {
  public:
-  // Connects (RedisCluster::Connect). InvalidArgument for the options, Unavailable when no
-  // seed answers.
+  // Connects (RedisCluster::Connect, unreachable allowed): InvalidArgument for the options,
+  // FailedPrecondition when a seed refuses (AUTH). When no seed answers yet the tier opens
+  // anyway (logged): its calls miss or fail Unavailable until a seed answers.
   static StatusOr<std::unique_ptr<RemoteTier>> Open(const RemoteTierOptions& options,
                                                     const ModelLayout& layout);
   ~RemoteTier();

@@ -25,6 +25,7 @@
 #include "tools/command.h"
 #include "tools/parse_policies.h"
 #include "tools/replay_ceiling.h"
+#include "tools/replay_replicas.h"
 #include "tools/replay_report.h"
 #include "tools/replay_runner.h"
 #include "tools/replay_setup.h"
@@ -85,6 +86,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   std::string concurrency_text = "1";
   std::string write_policy = "through";
   std::string remote_write_policy = "through", replica_text;
+  uint32_t replica_processes = 1;
   std::string eviction_policy = EvictionPolicyName(StoreOptions().eviction_policy);
   std::string sweep_fractions = kDefaultSweepFractions;
   ReplaySetup setup;
@@ -151,8 +153,11 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--remote", setup.remote_seeds,
                  "a remote tier shared with other replicas: redis://host:port[,host:port...]");
   app.add_option("--remote-write-policy", remote_write_policy,
-                 "what this replica writes to the remote tier: none, through, selective "
+                 "what this replica writes to the remote tier: none, through, selective, evict "
                  "(default through)");
+  app.add_option("--replicas", replica_processes,
+                 "N: run N replicas at once, each a store process of its own (this program run "
+                 "with --replica I/N), sharing --remote; prints each one's hits");
   app.add_option("--replica", replica_text,
                  "I/N: this is replica I of N engine replicas behind a round-robin router: it "
                  "replays requests I, I+N, I+2N... (with --remote the replicas share prefixes)");
@@ -215,9 +220,38 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
     setup.remote_write_policy = RemoteWritePolicy::kWriteThrough;
   } else if (remote_write_policy == "selective") {
     setup.remote_write_policy = RemoteWritePolicy::kSelective;
+  } else if (remote_write_policy == "evict") {
+    setup.remote_write_policy = RemoteWritePolicy::kOnEvict;
   } else {
     return usage("--remote-write-policy: '" + remote_write_policy +
-                 "' (expected none, through or selective)");
+                 "' (expected none, through, selective or evict)");
+  }
+  if (replica_processes == 0 || replica_processes > 64) {
+    return usage("--replicas: " + std::to_string(replica_processes) + " (expected 1 to 64)");
+  }
+  if (replica_processes > 1) {
+    const std::pair<bool, const char*> refused[] = {
+        {setup.remote_seeds.empty(), "without --remote: the replicas would share nothing"},
+        {!replica_text.empty(), "with --replica: each replica gets its own"},
+        {crash_every > 0, "with --crash-every"},
+        {sweep, "with --sweep"},
+        {!dir.empty(), "with --dir: each replica has a temporary folder"}};
+    for (const auto& [given, why] : refused) {
+      if (given) return usage(std::string("--replicas ") + why);
+    }
+    const std::string self = SelfExecutable();
+    if (std::filesystem::path(self).filename() != "cachepawl") {
+      return usage("--replicas: runs the cachepawl binary, not '" + self + "'");
+    }
+    std::vector<std::string> child_args;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--replicas") {
+        ++i;  // and its value
+      } else if (args[i].rfind("--replicas=", 0) != 0 && args[i] != "--json") {
+        child_args.push_back(args[i]);
+      }
+    }
+    return RunReplicas(self, child_args, replica_processes, json, io.out, io.err);
   }
   uint32_t replica = 0, replicas = 1;
   if (!replica_text.empty()) {

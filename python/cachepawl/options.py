@@ -48,8 +48,14 @@ REMOTE_WRITE_POLICIES = {
     "none": 0,  # read only: this store uses what other stores wrote, writes nothing
     "write_through": 1,  # every saved entry, once, after it reaches host memory (the default)
     "selective": 2,  # once it has been hit remote_selective_min_hits times
+    "on_evict": 3,  # when it leaves the last local tier (host or disk)
 }
-_REMOTE_POLICY_ALIASES = {"through": "write_through", "write-through": "write_through"}
+_REMOTE_POLICY_ALIASES = {
+    "through": "write_through",
+    "write-through": "write_through",
+    "on-evict": "on_evict",
+    "evict": "on_evict",
+}
 
 
 def _remote_write_policy(value: Any) -> int:
@@ -59,7 +65,8 @@ def _remote_write_policy(value: Any) -> int:
         if key in REMOTE_WRITE_POLICIES:
             return REMOTE_WRITE_POLICIES[key]
     raise InvalidArgument(
-        f"remote_write_policy: {value!r} (expected 'none', 'write_through' or 'selective')"
+        f"remote_write_policy: {value!r} "
+        "(expected 'none', 'write_through', 'selective' or 'on_evict')"
     )
 
 

@@ -60,7 +60,7 @@ class Store(_lib.Owner):
       (``"redis://host:port[,host:port...]"``; unset: no remote tier), ``remote_user``,
       ``remote_password``, ``remote_key_prefix``, ``remote_chunk_bytes``, ``remote_deadline_ms``,
       ``remote_lookup_deadline_ms``, ``remote_ttl_seconds``, ``remote_write_policy``:
-      ``'write_through'`` (the default) | ``'selective'`` | ``'none'``;
+      ``'write_through'`` (the default) | ``'selective'`` | ``'on_evict'`` | ``'none'``;
       ``remote_selective_min_hits``, ``remote_max_queued_writes``. Lookups report its pages as
       ``Tier.REMOTE``; ``stats()["remote"]`` holds its counters.
 

@@ -350,8 +350,9 @@ void test_options(void) {
              "remote.lookup_deadline_ms: 10001");
   EXPECT_OK(cachepawl_options_set_remote_ttl_seconds(o, 3600));
   EXPECT_OK(cachepawl_options_set_remote_write_policy(o, CACHEPAWL_REMOTE_WRITE_SELECTIVE));
-  EXPECT_ERR(cachepawl_options_set_remote_write_policy(o, 3), CACHEPAWL_INVALID_ARGUMENT,
-             "remote.write_policy: 3");
+  EXPECT_OK(cachepawl_options_set_remote_write_policy(o, CACHEPAWL_REMOTE_WRITE_ON_EVICT));
+  EXPECT_ERR(cachepawl_options_set_remote_write_policy(o, 4), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.write_policy: 4");
   EXPECT_ERR(cachepawl_options_set_remote_write_policy(o, -1), CACHEPAWL_INVALID_ARGUMENT,
              "remote.write_policy: -1");
   EXPECT_ERR(cachepawl_options_set_remote_selective_min_hits(o, 0), CACHEPAWL_INVALID_ARGUMENT,
