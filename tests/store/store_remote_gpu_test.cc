@@ -24,6 +24,10 @@ namespace {
 constexpr size_t kPagesPerPrompt = 64;
 constexpr uint32_t kPrompts = 600;  // ~31.6 MiB each: ~18.5 GiB, more than B's 16 GiB
 
+std::vector<uint32_t> Prompt(const ModelLayout& l, uint32_t r) {
+  return Tokens(1'000'000 * (r + 1), kPagesPerPrompt * l.page_size_tokens);
+}
+
 class StoreRemoteGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -46,10 +50,6 @@ class StoreRemoteGpuTest : public ::testing::Test {
     return o;
   }
 
-  static std::vector<uint32_t> Prompt(const ModelLayout& l, uint32_t r) {
-    return Tokens(1'000'000 * (r + 1), kPagesPerPrompt * l.page_size_tokens);
-  }
-
   std::unique_ptr<testing::RedisTestCluster> cluster_;
 };
 
@@ -58,7 +58,7 @@ class StoreRemoteGpuTest : public ::testing::Test {
 void SaveAllPrompts(Store& a) {
   const ModelLayout& l = a.layout();
   for (uint32_t r = 0; r < kPrompts; ++r) {
-    const auto tokens = StoreRemoteGpuTest::Prompt(l, r);
+    const auto tokens = Prompt(l, r);
     const auto hashes = a.HashTokens("", tokens);
     std::vector<uint64_t> pages;
     for (const auto& h : hashes) {
@@ -100,7 +100,7 @@ void SaveAllPrompts(Store& a) {
 // Returns the reusable pages.
 size_t LoadAndCompare(Store& b, uint32_t r, bool prefetch_first) {
   const ModelLayout& l = b.layout();
-  auto m = b.Lookup("", StoreRemoteGpuTest::Prompt(l, r));
+  auto m = b.Lookup("", Prompt(l, r));
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok() || m->reusable_pages == 0) return 0;
   EXPECT_EQ(m->page_tiers.front(), Tier::kRemote) << "prompt " << r;
@@ -111,7 +111,7 @@ size_t LoadAndCompare(Store& b, uint32_t r, bool prefetch_first) {
       Status fetched = (*pf)->fence().Wait(std::chrono::seconds(120));
       EXPECT_TRUE(fetched.ok()) << "prefetch of prompt " << r << ": " << fetched.ToString();
     }
-    m = b.Lookup("", StoreRemoteGpuTest::Prompt(l, r));  // host hits now
+    m = b.Lookup("", Prompt(l, r));  // host hits now
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok() || m->reusable_pages == 0) return 0;
   }
