@@ -7,24 +7,17 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "cuda/cuda_resources.h"
+#include "cuda/cuda_status.h"
 
 #if CACHEPAWL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
 namespace cachepawl::cuda {
-
-#if CACHEPAWL_HAVE_CUDA
-namespace {
-
-Status CudaError(const char* call, cudaError_t err) {
-  return Status::Internal(std::string(call) + " failed: " + cudaGetErrorName(err) + " (" +
-                          cudaGetErrorString(err) + ")");
-}
-
-}  // namespace
-#endif
 
 bool BuiltWithCuda() { return CACHEPAWL_HAVE_CUDA != 0; }
 
@@ -69,7 +62,7 @@ StatusOr<GpuProperties> QueryDevice(int device) {
   }
   cudaDeviceProp prop{};
   cudaError_t err = cudaGetDeviceProperties(&prop, device);
-  if (err != cudaSuccess) return CudaError("cudaGetDeviceProperties", err);
+  if (err != cudaSuccess) return CheckCuda(err, "cudaGetDeviceProperties");
   GpuProperties p;
   p.name = prop.name;
   p.compute_major = prop.major;
@@ -85,18 +78,34 @@ StatusOr<GpuProperties> QueryDevice(int device) {
   (void)cudaRuntimeGetVersion(&p.runtime_version);
   int previous = 0;
   (void)cudaGetDevice(&previous);
-  if ((err = cudaSetDevice(device)) != cudaSuccess) return CudaError("cudaSetDevice", err);
+  if ((err = cudaSetDevice(device)) != cudaSuccess) return CheckCuda(err, "cudaSetDevice");
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   err = cudaMemGetInfo(&free_bytes, &total_bytes);
   (void)cudaSetDevice(previous);
-  if (err != cudaSuccess) return CudaError("cudaMemGetInfo", err);
+  if (err != cudaSuccess) return CheckCuda(err, "cudaMemGetInfo");
   p.free_bytes = free_bytes;
   return p;
 #else
   (void)device;
   return Status::Unavailable("no GPU (built without CUDA)");
 #endif
+}
+
+Status ValidateGpuMode(GpuMode mode, const std::string& field) {
+  if (mode != GpuMode::kAuto && mode != GpuMode::kOn && mode != GpuMode::kOff) {
+    return Status::InvalidArgument(field + ": " + std::to_string(static_cast<int>(mode)) +
+                                   " (must be kAuto, kOn or kOff)");
+  }
+  return Status::OK();
+}
+
+StatusOr<bool> ResolveGpuMode(GpuMode mode, const std::string& field, int device) {
+  if (mode == GpuMode::kOn && !GpuAvailable()) {
+    return Status::Unavailable(field + ": kOn but no GPU is usable (" + DescribeDevice(device) +
+                               ")");
+  }
+  return mode == GpuMode::kOn || (mode == GpuMode::kAuto && GpuAvailable());
 }
 
 Status SetDevice(int device) {
@@ -106,7 +115,7 @@ Status SetDevice(int device) {
                                    std::to_string(DeviceCount()) + " GPUs visible)");
   }
   cudaError_t err = cudaSetDevice(device);
-  if (err != cudaSuccess) return CudaError("cudaSetDevice", err);
+  if (err != cudaSuccess) return CheckCuda(err, "cudaSetDevice");
   return Status::OK();
 #else
   (void)device;
@@ -120,7 +129,7 @@ Status HostRegister(void* ptr, size_t bytes) {
   cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return CudaError("cudaHostRegister", err).WithContext(std::to_string(bytes) + " bytes");
+    return CheckCuda(err, "cudaHostRegister").WithContext(std::to_string(bytes) + " bytes");
   }
   return Status::OK();
 #else
@@ -135,44 +144,12 @@ Status HostUnregister(void* ptr) {
   cudaError_t err = cudaHostUnregister(ptr);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return CudaError("cudaHostUnregister", err);
+    return CheckCuda(err, "cudaHostUnregister");
   }
   return Status::OK();
 #else
   (void)ptr;
   return Status::Unavailable("cudaHostUnregister: built without CUDA");
-#endif
-}
-
-StatusOr<void*> DeviceAlloc(int device, size_t bytes) {
-#if CACHEPAWL_HAVE_CUDA
-  CACHEPAWL_RETURN_IF_ERROR(SetDevice(device));
-  void* p = nullptr;
-  cudaError_t err = cudaMalloc(&p, bytes);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    if (err == cudaErrorMemoryAllocation) {
-      return Status::NoSpace("cudaMalloc of " + std::to_string(bytes) + " bytes on GPU " +
-                             std::to_string(device) + ": out of device memory");
-    }
-    return CudaError("cudaMalloc", err);
-  }
-  return p;
-#else
-  (void)device;
-  (void)bytes;
-  return Status::Unavailable("cudaMalloc: built without CUDA");
-#endif
-}
-
-void DeviceFree(int device, void* ptr) {
-#if CACHEPAWL_HAVE_CUDA
-  if (ptr == nullptr) return;
-  (void)cudaSetDevice(device);
-  (void)cudaFree(ptr);
-#else
-  (void)device;
-  (void)ptr;
 #endif
 }
 
@@ -204,7 +181,7 @@ Status CheckDevicePointer(const void* ptr, int device, const std::string& what) 
 Status CopySync(void* dst, const void* src, size_t bytes) {
 #if CACHEPAWL_HAVE_CUDA
   cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
-  if (err != cudaSuccess) return CudaError("cudaMemcpy", err);
+  if (err != cudaSuccess) return CheckCuda(err, "cudaMemcpy");
   return Status::OK();
 #else
   (void)dst;
@@ -223,28 +200,27 @@ constexpr size_t kBounceBytes = size_t{8} << 20;
 // threads copying at once).
 class BouncePool {
  public:
-  StatusOr<void*> Take() {
+  StatusOr<PinnedBuffer> Take() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!free_.empty()) {
-        void* p = free_.back();
+        PinnedBuffer p = std::move(free_.back());
         free_.pop_back();
         return p;
       }
     }
-    void* p = nullptr;
-    cudaError_t err = cudaHostAlloc(&p, kBounceBytes, cudaHostAllocPortable);
-    if (err != cudaSuccess) return CudaError("cudaHostAlloc (bounce buffer)", err);
+    auto p = PinnedBuffer::Allocate(kBounceBytes);
+    if (!p.ok()) return p.status().WithContext("bounce buffer");
     return p;
   }
-  void Give(void* p) {
+  void Give(PinnedBuffer p) {
     std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(p);
+    free_.push_back(std::move(p));
   }
 
  private:
   std::mutex mu_;
-  std::vector<void*> free_;  // guarded by mu_
+  std::vector<PinnedBuffer> free_;  // guarded by mu_
 };
 
 BouncePool& Bounces() {
@@ -262,8 +238,8 @@ Status CopyStaged(void* dst, const void* src, size_t bytes, bool to_device) {
   // fills one while the copy engine drains the other, each reused once its event fired).
   const size_t pieces = (bytes + kBounceBytes - 1) / kBounceBytes;
   const int buffers = pieces > 1 && to_device ? 2 : 1;
-  void* bounce[2] = {nullptr, nullptr};
-  cudaEvent_t drained[2] = {nullptr, nullptr};
+  PinnedBuffer bounce[2];
+  Event drained[2];
   Status st;
   for (int b = 0; b < buffers && st.ok(); ++b) {
     auto taken = Bounces().Take();
@@ -271,10 +247,14 @@ Status CopyStaged(void* dst, const void* src, size_t bytes, bool to_device) {
       st = taken.status();
       break;
     }
-    bounce[b] = *taken;
+    bounce[b] = std::move(taken).value();
     if (buffers > 1) {
-      cudaError_t err = cudaEventCreateWithFlags(&drained[b], cudaEventDisableTiming);
-      if (err != cudaSuccess) st = CudaError("cudaEventCreateWithFlags", err);
+      auto event = Event::Create();
+      if (event.ok()) {
+        drained[b] = std::move(event).value();
+      } else {
+        st = event.status();
+      }
     }
   }
   const cudaStream_t stream = cudaStreamPerThread;
@@ -283,31 +263,30 @@ Status CopyStaged(void* dst, const void* src, size_t bytes, bool to_device) {
   for (size_t off = 0, k = 0; st.ok() && off < bytes; off += kBounceBytes, ++k) {
     const size_t n = std::min(kBounceBytes, bytes - off);
     const int b = static_cast<int>(k % buffers);
-    auto* buf = static_cast<std::byte*>(bounce[b]);
+    std::byte* buf = bounce[b].data();
     cudaError_t err = cudaSuccess;
     if (to_device) {
       // Before refilling a buffer, its previous copy must have left it.
       if (k >= static_cast<size_t>(buffers)) {
-        err = buffers > 1 ? cudaEventSynchronize(drained[b]) : cudaStreamSynchronize(stream);
+        err = buffers > 1 ? cudaEventSynchronize(drained[b].get()) : cudaStreamSynchronize(stream);
       }
       if (err == cudaSuccess) {
         std::memcpy(buf, s + off, n);
         err = cudaMemcpyAsync(d + off, buf, n, cudaMemcpyHostToDevice, stream);
       }
-      if (err == cudaSuccess && buffers > 1) err = cudaEventRecord(drained[b], stream);
+      if (err == cudaSuccess && buffers > 1) err = cudaEventRecord(drained[b].get(), stream);
     } else {
       err = cudaMemcpyAsync(buf, s + off, n, cudaMemcpyDeviceToHost, stream);
       if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
       if (err == cudaSuccess) std::memcpy(d + off, buf, n);
     }
     if (err != cudaSuccess)
-      st = CudaError(to_device ? "staged copy to device" : "staged copy to host", err);
+      st = CheckCuda(err, to_device ? "staged copy to device" : "staged copy to host");
   }
   cudaError_t err = cudaStreamSynchronize(stream);
-  if (err != cudaSuccess && st.ok()) st = CudaError("cudaStreamSynchronize", err);
-  for (int b = 0; b < 2; ++b) {
-    if (drained[b] != nullptr) (void)cudaEventDestroy(drained[b]);
-    if (bounce[b] != nullptr) Bounces().Give(bounce[b]);
+  if (err != cudaSuccess && st.ok()) st = CheckCuda(err, "cudaStreamSynchronize");
+  for (PinnedBuffer& b : bounce) {
+    if (b.data() != nullptr) Bounces().Give(std::move(b));
   }
   return st;
 #else
@@ -323,7 +302,7 @@ Status FillSync(void* dst, int byte_value, size_t bytes) {
 #if CACHEPAWL_HAVE_CUDA
   cudaError_t err = cudaMemset(dst, byte_value, bytes);
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
-  if (err != cudaSuccess) return CudaError("cudaMemset", err);
+  if (err != cudaSuccess) return CheckCuda(err, "cudaMemset");
   return Status::OK();
 #else
   (void)dst;

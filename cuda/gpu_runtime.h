@@ -39,16 +39,25 @@ struct GpuProperties {
 // Unavailable when there is no such GPU (or no CUDA); Internal naming the call that failed.
 StatusOr<GpuProperties> QueryDevice(int device);
 
+// How an option picks between GPU mode and CPU mode (host_arena.pin, device_pool_arena.use_gpu).
+enum class GpuMode : uint8_t {
+  kAuto = 0,  // GPU mode when a GPU is usable, CPU mode otherwise
+  kOn = 1,    // GPU mode; Unavailable without a usable GPU
+  kOff = 2,   // CPU mode
+};
+// InvalidArgument "<field>: <value> (must be kAuto, kOn or kOff)" unless `mode` is one of the three
+// values above.
+Status ValidateGpuMode(GpuMode mode, const std::string& field);
+// True for GPU mode. Unavailable "<field>: kOn but no GPU is usable (<why>)" for kOn without a
+// GPU (`device`: the GPU the caller would use, for the message).
+StatusOr<bool> ResolveGpuMode(GpuMode mode, const std::string& field, int device);
+
 // Makes `device` current on the calling thread. InvalidArgument when out of range.
 Status SetDevice(int device);
 
 // cudaHostRegister (portable, mapped) of [ptr, ptr+bytes); both 4 KiB aligned.
 Status HostRegister(void* ptr, size_t bytes);
 Status HostUnregister(void* ptr);
-
-// cudaMalloc / cudaFree on `device`.
-StatusOr<void*> DeviceAlloc(int device, size_t bytes);
-void DeviceFree(int device, void* ptr);
 
 // OK when [ptr, ptr+bytes) is device memory of `device` (cudaPointerGetAttributes);
 // InvalidArgument naming `what` otherwise.

@@ -52,9 +52,4 @@ inline constexpr uint32_t kMaxJobsPerLaunch = 900;
 int LaunchGatherScatter(const KernelTables& tables, std::byte* staging, const KernelJob* jobs,
                         uint32_t num_jobs, bool to_staging, uint32_t ctas, void* stream);
 
-// A simple bf16 matrix product C = A * B (n x n, row-major) without tensor cores, for the
-// transfer benchmark's interference measurement when cuBLAS cannot be loaded. Returns the
-// cudaError_t of the launch.
-int LaunchBf16Matmul(const void* a, const void* b, void* c, int n, void* stream);
-
 }  // namespace cachepawl::cuda

@@ -351,6 +351,32 @@ RecordSegment ModelLayout::SsmSegment(size_t s) const {
   return {c.offset + c.bytes, SsmStateBytes(s)};
 }
 
+std::vector<LayerSegment> ModelLayout::RecordSegments(Kind kind) const {
+  std::vector<LayerSegment> out;
+  if (kind == Kind::kMamba) {
+    for (size_t s = 0; s < ssm_layers.size(); ++s) {
+      out.push_back({s, false, ConvSegment(s)});
+      out.push_back({s, true, SsmSegment(s)});
+    }
+    return out;
+  }
+  for (size_t a = 0; a < attention_layers.size(); ++a) {
+    if (AttentionKind(a) != kind) continue;
+    out.push_back({a, false, KRecordSegment(a)});
+    out.push_back({a, true, VRecordSegment(a)});
+  }
+  return out;
+}
+
+std::vector<LayerSegment> ModelLayout::KvPageSegments() const {
+  std::vector<LayerSegment> out;
+  for (size_t a = 0; a < attention_layers.size(); ++a) {
+    out.push_back({a, false, KSegment(a)});
+    out.push_back({a, true, VSegment(a)});
+  }
+  return out;
+}
+
 std::array<uint8_t, 32> ModelLayout::Fingerprint() const {
   Encoder e;
   e.Str("cachepawl-layout");

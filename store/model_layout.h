@@ -64,6 +64,14 @@ struct RecordSegment {
   uint64_t bytes = 0;
 };
 
+// One tensor of a record (or of a KV page): the layer it belongs to, which of the layer's two
+// tensors it is, and where it lies.
+struct LayerSegment {
+  size_t layer = 0;     // index into attention_layers (K/V) or ssm_layers (conv/SSM state)
+  bool second = false;  // V (or the SSM state) rather than K (or the conv state)
+  RecordSegment segment;
+};
+
 struct ModelLayout {
   std::string model;               // e.g. "ai21labs/Jamba-v0.1"; part of the fingerprint
   uint32_t num_layers = 0;         // decoder layers in the whole model (>= every layer_index+1)
@@ -133,6 +141,14 @@ struct ModelLayout {
   // Where conv / SSM state of SSM layer `s` lie in the Mamba record.
   RecordSegment ConvSegment(size_t ssm_layer) const;
   RecordSegment SsmSegment(size_t ssm_layer) const;
+  // Every tensor of a record of `kind`, in record order: K then V of each attention layer
+  // stored as `kind` (KRecordSegment / VRecordSegment), or conv then SSM state of each SSM layer
+  // (ConvSegment / SsmSegment; a shortconv layer's empty SSM state is listed, with 0 bytes).
+  // Empty when the layout does not store `kind`.
+  std::vector<LayerSegment> RecordSegments(Kind kind) const;
+  // K then V of every attention layer in a whole KV page (KSegment / VSegment): what a
+  // block-contiguous device page holds.
+  std::vector<LayerSegment> KvPageSegments() const;
 
   // SHA-256 of the canonical encoding (version-tagged: version 1, and version 2 for layouts with
   // windowed layers, whose records are arranged differently since windowed KV is kept apart).

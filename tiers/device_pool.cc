@@ -181,16 +181,18 @@ DevicePoolDescription DevicePoolDescription::BlockContiguous(
   d.num_state_slots = num_state_slots;
   if (num_pages > 0) {
     if (page_stride == 0) page_stride = layout.KvPageBytes();
-    for (size_t a = 0; a < layout.attention_layers.size(); ++a) {
-      d.attention.push_back({kv_base + layout.KSegment(a).offset,
-                             kv_base + layout.VSegment(a).offset, page_stride, page_stride});
+    const std::vector<LayerSegment> segs = layout.KvPageSegments();  // K, V of each layer
+    for (size_t i = 0; i + 1 < segs.size(); i += 2) {
+      d.attention.push_back({kv_base + segs[i].segment.offset, kv_base + segs[i + 1].segment.offset,
+                             page_stride, page_stride});
     }
   }
   if (num_state_slots > 0) {
     if (state_stride == 0) state_stride = layout.MambaSlotBytes();
-    for (size_t s = 0; s < layout.ssm_layers.size(); ++s) {
-      d.ssm.push_back({state_base + layout.ConvSegment(s).offset,
-                       state_base + layout.SsmSegment(s).offset, state_stride, state_stride});
+    const std::vector<LayerSegment> segs = layout.RecordSegments(Kind::kMamba);  // conv, SSM
+    for (size_t i = 0; i + 1 < segs.size(); i += 2) {
+      d.ssm.push_back({state_base + segs[i].segment.offset, state_base + segs[i + 1].segment.offset,
+                       state_stride, state_stride});
     }
   }
   return d;

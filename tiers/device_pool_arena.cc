@@ -19,10 +19,7 @@ Status DevicePoolArenaOptions::Validate() const {
     return Status::InvalidArgument("device_pool_arena.device: " + std::to_string(device) +
                                    " (must be >= 0)");
   }
-  if (use_gpu != UseGpu::kAuto && use_gpu != UseGpu::kOn && use_gpu != UseGpu::kOff) {
-    return Status::InvalidArgument("device_pool_arena.use_gpu: " +
-                                   std::to_string(static_cast<int>(use_gpu)));
-  }
+  CACHEPAWL_RETURN_IF_ERROR(cuda::ValidateGpuMode(use_gpu, "device_pool_arena.use_gpu"));
   return Status::OK();
 }
 
@@ -41,16 +38,9 @@ StatusOr<std::unique_ptr<DevicePoolArena>> DevicePoolArena::Create(
     const ModelLayout& layout, const DevicePoolArenaOptions& options) {
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
   CACHEPAWL_RETURN_IF_ERROR(layout.Validate().WithContext("device pool arena layout"));
-  bool gpu = false;
-  if (options.use_gpu == DevicePoolArenaOptions::UseGpu::kOn) {
-    if (!cuda::GpuAvailable()) {
-      return Status::Unavailable("device_pool_arena.use_gpu: kOn but no GPU is usable (" +
-                                 cuda::DescribeDevice(options.device) + ")");
-    }
-    gpu = true;
-  } else if (options.use_gpu == DevicePoolArenaOptions::UseGpu::kAuto) {
-    gpu = cuda::GpuAvailable();
-  }
+  CACHEPAWL_ASSIGN_OR_RETURN(
+      const bool gpu,
+      cuda::ResolveGpuMode(options.use_gpu, "device_pool_arena.use_gpu", options.device));
   std::unique_ptr<DevicePoolArena> a(new DevicePoolArena());
   a->layout_ = layout;
   const uint64_t kv = layout.has_attention() ? RoundUpToAlignment(layout.KvPageBytes(), 256) : 0;
@@ -70,8 +60,9 @@ StatusOr<std::unique_ptr<DevicePoolArena>> DevicePoolArena::Create(
   a->on_gpu_ = gpu;
   if (gpu) {
     a->device_ = options.device;
-    CACHEPAWL_ASSIGN_OR_RETURN(void* p, cuda::DeviceAlloc(options.device, a->bytes_));
-    a->base_ = static_cast<std::byte*>(p);
+    CACHEPAWL_ASSIGN_OR_RETURN(a->device_memory_,
+                               cuda::DeviceBuffer::Allocate(options.device, a->bytes_));
+    a->base_ = a->device_memory_.data();
   } else {
     a->device_ = -1;
     void* p = mmap(nullptr, a->bytes_, PROT_READ | PROT_WRITE,
@@ -100,12 +91,7 @@ StatusOr<std::unique_ptr<DevicePoolArena>> DevicePoolArena::Create(
 }
 
 DevicePoolArena::~DevicePoolArena() {
-  if (base_ == nullptr) return;
-  if (on_gpu_) {
-    cuda::DeviceFree(device_, base_);
-  } else {
-    munmap(base_, bytes_);
-  }
+  if (base_ != nullptr && !on_gpu_) munmap(base_, bytes_);  // device_memory_ frees itself
 }
 
 void DevicePoolArena::Reclassify(uint64_t g) {

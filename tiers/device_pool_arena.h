@@ -22,6 +22,8 @@
 #include <set>
 #include <vector>
 
+#include "cuda/cuda_resources.h"
+#include "cuda/gpu_runtime.h"
 #include "store/model_layout.h"
 #include "store/status.h"
 #include "store/types.h"
@@ -43,7 +45,9 @@ DevicePoolGeometry DevicePoolGeometryFor(const ModelLayout& layout, uint64_t bud
 struct DevicePoolArenaOptions {
   uint64_t budget_bytes = 0;  // > 0; must hold at least one slot of each kind the layout has
   int device = 0;             // GPU index (ignored in CPU mode)
-  enum class UseGpu : uint8_t { kAuto = 0, kOn = 1, kOff = 2 };
+  // kAuto: device memory when a GPU is usable, host memory (CPU mode) otherwise; kOn: Create
+  // fails with Unavailable without a GPU; kOff: host memory.
+  using UseGpu = cuda::GpuMode;
   UseGpu use_gpu = UseGpu::kAuto;
   Status Validate() const;
 };
@@ -85,7 +89,8 @@ class DevicePoolArena {
   ModelLayout layout_;
   bool on_gpu_ = false;
   int device_ = -1;
-  std::byte* base_ = nullptr;
+  cuda::DeviceBuffer device_memory_;  // GPU mode
+  std::byte* base_ = nullptr;         // device_memory_, or an anonymous mapping in CPU mode
   uint64_t bytes_ = 0;
   uint64_t unit_bytes_ = 0;   // one KV page (or one state when the layout has no attention)
   uint64_t group_units_ = 1;  // units per Mamba state

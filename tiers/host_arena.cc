@@ -39,10 +39,7 @@ Status HostArenaOptions::Validate() const {
     return Status::InvalidArgument("host_arena.touch_threads: " + std::to_string(touch_threads) +
                                    " (must be <= 256)");
   }
-  if (pin != Pin::kAuto && pin != Pin::kOn && pin != Pin::kOff) {
-    return Status::InvalidArgument("host_arena.pin: " + std::to_string(static_cast<int>(pin)) +
-                                   " (must be kAuto, kOn or kOff)");
-  }
+  CACHEPAWL_RETURN_IF_ERROR(cuda::ValidateGpuMode(pin, "host_arena.pin"));
   if (device < 0) {
     return Status::InvalidArgument("host_arena.device: " + std::to_string(device) +
                                    " (must be >= 0)");
@@ -71,16 +68,8 @@ StatusOr<std::unique_ptr<HostArena>> HostArena::Open(const ModelLayout& layout,
                                    " (smaller than one slot of " + std::to_string(largest) +
                                    " bytes; a slot never straddles two chunks)");
   }
-  bool pin = false;
-  if (options.pin == HostArenaOptions::Pin::kOn) {
-    if (!cuda::GpuAvailable()) {
-      return Status::Unavailable("host_arena.pin: kOn but no GPU is usable (" +
-                                 cuda::DescribeDevice(options.device) + ")");
-    }
-    pin = true;
-  } else if (options.pin == HostArenaOptions::Pin::kAuto) {
-    pin = cuda::GpuAvailable();
-  }
+  CACHEPAWL_ASSIGN_OR_RETURN(const bool pin,
+                             cuda::ResolveGpuMode(options.pin, "host_arena.pin", options.device));
   if (pin && options.device >= cuda::DeviceCount()) {
     return Status::InvalidArgument("host_arena.device: " + std::to_string(options.device) + " (" +
                                    std::to_string(cuda::DeviceCount()) + " GPUs visible)");

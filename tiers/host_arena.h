@@ -37,6 +37,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda/gpu_runtime.h"
 #include "store/model_layout.h"
 #include "store/status.h"
 #include "store/types.h"
@@ -53,11 +54,9 @@ struct HostArenaOptions {
   uint64_t chunk_bytes = 0;
   // Threads that first-touch each chunk before it is pinned (0: min(8, hardware threads)).
   uint32_t touch_threads = 0;
-  enum class Pin : uint8_t {
-    kAuto = 0,  // pin when a GPU is usable, plain memory otherwise
-    kOn = 1,    // Open fails with Unavailable without a GPU
-    kOff = 2,   // never pin (CPU mode)
-  };
+  // kAuto: pin when a GPU is usable, plain memory otherwise; kOn: Open fails with Unavailable
+  // without a GPU; kOff: never pin (CPU mode).
+  using Pin = cuda::GpuMode;
   Pin pin = Pin::kAuto;
   int device = 0;  // the GPU whose context pins the memory
   // Ask the kernel for transparent huge pages (faster touching and pinning).

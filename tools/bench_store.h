@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/cuda_resources.h"
 #include "store/model_layout.h"
 #include "store/stage_profile.h"
 #include "store/status.h"
@@ -129,9 +130,9 @@ class Memory {
 
  private:
   Memory() = default;
-  Where where_ = Where::kHost;
-  bool gpu_ = false;
-  bool mapped_ = false;
+  bool mapped_ = false;        // CPU mode: an anonymous mapping
+  cuda::DeviceBuffer device_;  // GPU mode, kDevice
+  cuda::PinnedBuffer pinned_;  // GPU mode, kHost
   std::byte* data_ = nullptr;
   uint64_t bytes_ = 0;
 };
@@ -296,7 +297,7 @@ class LimitPeer {
   std::byte* device_ = nullptr;
   uint64_t device_bytes_ = 0;
   std::unique_ptr<Memory> host_;
-  std::vector<void*> streams_;  // cudaStream_t, two per thread
+  std::vector<cuda::Stream> streams_;  // GPU mode: two per thread (h2d, d2h)
 };
 
 // ---- Results ----

@@ -7,6 +7,7 @@
 #include <latch>
 #include <thread>
 
+#include "cuda/cuda_status.h"
 #include "tools/bench_store.h"
 #include "tools/human_bytes.h"
 
@@ -232,27 +233,17 @@ StatusOr<std::unique_ptr<LimitPeer>> LimitPeer::Create(bool gpu, std::byte* devi
     CACHEPAWL_RETURN_IF_ERROR(CopyBytes(device + at, p->host_->data(),
                                         std::min(p->host_->size(), device_bytes - at), gpu));
   }
-#if CACHEPAWL_HAVE_CUDA
   if (gpu) {
     for (uint32_t i = 0; i < 2 * max_threads; ++i) {
-      cudaStream_t s = nullptr;
-      const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-      if (e != cudaSuccess)
-        return Status::Internal(std::string("stream: ") + cudaGetErrorString(e));
-      p->streams_.push_back(s);
+      auto stream = cuda::Stream::Create();
+      if (!stream.ok()) return stream.status().WithContext("limit's streams");
+      p->streams_.push_back(std::move(stream).value());
     }
   }
-#else
-  (void)max_threads;
-#endif
   return p;
 }
 
-LimitPeer::~LimitPeer() {
-#if CACHEPAWL_HAVE_CUDA
-  for (void* s : streams_) (void)cudaStreamDestroy(static_cast<cudaStream_t>(s));
-#endif
-}
+LimitPeer::~LimitPeer() = default;
 
 Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
   const uint64_t need = 2 * uint64_t{threads} * bytes;
@@ -296,24 +287,24 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
   return RunRound(
       threads,
       [&](uint32_t t, ThreadTimes& times) -> Status {
-        auto s_h2d = static_cast<cudaStream_t>(streams_[2 * t]);
-        auto s_d2h = static_cast<cudaStream_t>(streams_[2 * t + 1]);
+        cudaStream_t s_h2d = streams_[2 * t].get();
+        cudaStream_t s_d2h = streams_[2 * t + 1].get();
         const bool h2d = op != Op::kSave, d2h = op != Op::kLoad;
         // A first runtime call on this (new) thread binds the context before the clock starts.
         (void)cudaStreamQuery(s_h2d);
         (void)cudaStreamQuery(s_d2h);
         times.start = Clock::now();
         if (h2d) {
-          const cudaError_t e = cudaMemcpyAsync(device_ + (n + t) * bytes, host + t * bytes, bytes,
-                                                cudaMemcpyHostToDevice, s_h2d);
-          if (e != cudaSuccess)
-            return Status::Internal(std::string("h2d: ") + cudaGetErrorString(e));
+          CACHEPAWL_RETURN_IF_ERROR(
+              cuda::CheckCuda(cudaMemcpyAsync(device_ + (n + t) * bytes, host + t * bytes, bytes,
+                                              cudaMemcpyHostToDevice, s_h2d),
+                              "h2d cudaMemcpyAsync"));
         }
         if (d2h) {
-          const cudaError_t e = cudaMemcpyAsync(host + (n + t) * bytes, device_ + t * bytes, bytes,
-                                                cudaMemcpyDeviceToHost, s_d2h);
-          if (e != cudaSuccess)
-            return Status::Internal(std::string("d2h: ") + cudaGetErrorString(e));
+          CACHEPAWL_RETURN_IF_ERROR(
+              cuda::CheckCuda(cudaMemcpyAsync(host + (n + t) * bytes, device_ + t * bytes, bytes,
+                                              cudaMemcpyDeviceToHost, s_d2h),
+                              "d2h cudaMemcpyAsync"));
         }
         bool wait_h2d = h2d, wait_d2h = d2h;
         while (wait_h2d || wait_d2h) {
@@ -322,8 +313,7 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
             if (!waiting) continue;
             const cudaError_t q = cudaStreamQuery(dir == 0 ? s_h2d : s_d2h);
             if (q == cudaErrorNotReady) continue;
-            if (q != cudaSuccess)
-              return Status::Internal(std::string("limit: ") + cudaGetErrorString(q));
+            CACHEPAWL_RETURN_IF_ERROR(cuda::CheckCuda(q, "limit cudaStreamQuery"));
             waiting = false;
             (dir == 0 ? times.h2d_end : times.d2h_end) = Clock::now();
             (dir == 0 ? times.h2d : times.d2h) = true;

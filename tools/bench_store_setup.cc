@@ -8,15 +8,12 @@
 #include <mutex>
 #include <sstream>
 
+#include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
 #include "store/store.h"
 #include "tiers/host_memory.h"
 #include "tools/bench_store.h"
 #include "tools/human_bytes.h"
-
-#if CACHEPAWL_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace cachepawl::tools::bench_store {
 
@@ -216,27 +213,18 @@ size_t FirstMismatch(uint64_t seed, std::span<const std::byte> got, uint64_t rec
 
 StatusOr<std::unique_ptr<Memory>> Memory::Allocate(Where where, bool gpu, uint64_t bytes) {
   std::unique_ptr<Memory> m(new Memory());
-  m->where_ = where;
-  m->gpu_ = gpu;
   m->bytes_ = std::max<uint64_t>(bytes, 4096);
   if (gpu && where == Where::kDevice) {
-    CACHEPAWL_ASSIGN_OR_RETURN(void* p, cuda::DeviceAlloc(0, m->bytes_));
-    m->data_ = static_cast<std::byte*>(p);
+    CACHEPAWL_ASSIGN_OR_RETURN(m->device_, cuda::DeviceBuffer::Allocate(0, m->bytes_));
+    m->data_ = m->device_.data();
     return m;
   }
   if (gpu) {
-#if CACHEPAWL_HAVE_CUDA
-    void* p = nullptr;
-    const cudaError_t e = cudaHostAlloc(&p, m->bytes_, cudaHostAllocPortable);
-    if (e != cudaSuccess) {
-      return Status::Internal("cudaHostAlloc of " + HumanBytes(m->bytes_) + ": " +
-                              cudaGetErrorString(e));
-    }
-    m->data_ = static_cast<std::byte*>(p);
+    auto pinned = cuda::PinnedBuffer::Allocate(m->bytes_);
+    if (!pinned.ok()) return pinned.status().WithContext("pinned " + HumanBytes(m->bytes_));
+    m->pinned_ = std::move(pinned).value();
+    m->data_ = m->pinned_.data();
     return m;
-#else
-    return Status::Unavailable("pinned host memory: built without CUDA");
-#endif
   }
   void* p = ::mmap(nullptr, m->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return Status::FromErrno("mmap of " + HumanBytes(m->bytes_), errno);
@@ -248,16 +236,7 @@ StatusOr<std::unique_ptr<Memory>> Memory::Allocate(Where where, bool gpu, uint64
 }
 
 Memory::~Memory() {
-  if (data_ == nullptr) return;
-  if (mapped_) {
-    ::munmap(data_, bytes_);
-  } else if (where_ == Where::kDevice) {
-    cuda::DeviceFree(0, data_);
-  } else {
-#if CACHEPAWL_HAVE_CUDA
-    (void)cudaFreeHost(data_);
-#endif
-  }
+  if (mapped_) ::munmap(data_, bytes_);  // device_ and pinned_ free themselves
 }
 
 Status CopyBytes(void* dst, const void* src, uint64_t bytes, bool gpu) {

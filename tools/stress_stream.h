@@ -8,6 +8,7 @@
 // Thread safety: one per thread; not shared.
 #pragma once
 
+#include "cuda/cuda_resources.h"
 #include "store/status.h"
 #include "transfer/fence.h"
 
@@ -16,7 +17,6 @@ namespace cachepawl::tools {
 class StressStream {
  public:
   StressStream() = default;  // CPU mode
-  ~StressStream();
   StressStream(const StressStream&) = delete;
   StressStream& operator=(const StressStream&) = delete;
 
@@ -29,7 +29,7 @@ class StressStream {
   Status Wait(const Fence& fence, bool gpu_side = true) const;
 
  private:
-  void* stream_ = nullptr;  // cudaStream_t
+  cuda::Stream stream_;  // GPU mode; empty in CPU mode
 };
 
 }  // namespace cachepawl::tools

@@ -34,6 +34,8 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/cuda_resources.h"
+#include "cuda/cuda_status.h"
 #include "cuda/transfer_kernels.h"
 #include "store/stage_profile.h"
 
@@ -49,38 +51,32 @@ using StreamValue32Fn = CUresult (*)(void* stream, CUdeviceptr addr, uint32_t va
 constexpr unsigned int kWaitValueGeq = 0x0;       // CU_STREAM_WAIT_VALUE_GEQ
 constexpr unsigned int kWriteValueDefault = 0x0;  // CU_STREAM_WRITE_VALUE_DEFAULT
 
-Status CudaStatus(const char* what, cudaError_t err) {
-  return Status::Internal(std::string(what) + ": " + cudaGetErrorName(err) + " (" +
-                          cudaGetErrorString(err) + ")");
-}
+using cuda::CheckCuda;
+using cuda::DeviceBuffer;
+using cuda::Event;
+using cuda::PinnedBuffer;
+using cuda::Stream;
 
-#define CP_CUDA(call)                                    \
-  do {                                                   \
-    cudaError_t _e = (call);                             \
-    if (_e != cudaSuccess) return CudaStatus(#call, _e); \
-  } while (0)
-
-// CP_CUDA for a call where tests may inject a fault (TransferEngineOptions::cuda_fault).
-#define CP_CUDA_AT(site, call)                           \
-  do {                                                   \
-    cudaError_t _e = InjectedFault(site);                \
-    if (_e == cudaSuccess) _e = (call);                  \
-    if (_e != cudaSuccess) return CudaStatus(#call, _e); \
+// CACHEPAWL_CUDA_RETURN_IF_ERROR for a call where tests may inject a fault
+// (TransferEngineOptions::cuda_fault): the injected error stands for the call's.
+#define CP_CUDA_AT(site, call)                                         \
+  do {                                                                 \
+    cudaError_t _e = InjectedFault(site);                              \
+    if (_e == cudaSuccess) _e = (call);                                \
+    CACHEPAWL_RETURN_IF_ERROR(CheckCuda(static_cast<int>(_e), #call)); \
   } while (0)
 
 // The per-direction completion counters; shared with every fence's stream waiter so the pinned
 // memory outlives the engine while a fence may still be waited on.
 struct Signal {
-  volatile uint32_t* host = nullptr;  // [2], one per direction
+  PinnedBuffer memory;                // mapped: the GPU writes the counters
+  volatile uint32_t* host = nullptr;  // [2], one per direction, in `memory`
   CUdeviceptr device = 0;
   StreamValue32Fn write = nullptr;
   StreamValue32Fn wait = nullptr;
   std::mutex mu;
   std::condition_variable cv;       // signalled on dispatch and on CPU writes of the counter
   uint64_t dispatched[2] = {0, 0};  // guarded by mu: the last seq enqueued per direction
-  ~Signal() {
-    if (host != nullptr) (void)cudaFreeHost(const_cast<uint32_t*>(host));
-  }
   bool gpu_side() const { return write != nullptr && wait != nullptr; }
   void Dispatched(int direction, uint64_t seq) {
     {
@@ -101,41 +97,35 @@ struct Signal {
 
 class EventPool {
  public:
-  ~EventPool() {
-    for (cudaEvent_t e : free_) (void)cudaEventDestroy(e);
-  }
-  StatusOr<cudaEvent_t> Get() {
+  StatusOr<Event> Get() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!free_.empty()) {
-        cudaEvent_t e = free_.back();
+        Event e = std::move(free_.back());
         free_.pop_back();
         return e;
       }
     }
-    cudaEvent_t e;
-    cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync);
-    if (err != cudaSuccess) return CudaStatus("cudaEventCreateWithFlags", err);
-    return e;
+    return Event::Create(Event::kBlockingSync);
   }
-  void Put(cudaEvent_t e) {
+  void Put(Event e) {
     std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(e);
+    free_.push_back(std::move(e));
   }
 
  private:
   std::mutex mu_;
-  std::vector<cudaEvent_t> free_;  // guarded by mu_
+  std::vector<Event> free_;  // guarded by mu_
 };
 
 struct Pending {
   std::unique_ptr<PlannedOperation> op;
   Status status;
-  cudaEvent_t done = nullptr;
-  std::vector<cudaEvent_t> layer_events;  // LoadBack per-layer fences
-  std::vector<cudaEvent_t> extra_events;  // returned to the pool after completion
-  bool cpu_release = false;               // the counter must be written by the CPU
-  uint64_t enqueued_at = 0;               // profile::Now() when its GPU work was enqueued
+  Event done;
+  std::vector<Event> layer_events;  // LoadBack per-layer fences
+  std::vector<Event> extra_events;  // returned to the pool after completion
+  bool cpu_release = false;         // the counter must be written by the CPU
+  uint64_t enqueued_at = 0;         // profile::Now() when its GPU work was enqueued
 };
 
 class CudaBackend final : public TransferBackend {
@@ -161,56 +151,47 @@ class CudaBackend final : public TransferBackend {
       d.cv.notify_all();
       if (d.completer.joinable()) d.completer.join();
     }
-    (void)cudaSetDevice(device_);
-    for (auto& d : dirs_) {
-      for (const auto* events : {&d.produced, &d.consumed}) {
-        for (cudaEvent_t e : *events) {
-          if (e) (void)cudaEventDestroy(e);
-        }
-      }
-      if (d.copy) (void)cudaStreamDestroy(d.copy);
-      if (d.kernel) (void)cudaStreamDestroy(d.kernel);
-      if (d.staging) (void)cudaFree(d.staging);
-    }
-    for (void* p : tables_memory_) (void)cudaFree(p);
+    (void)cudaSetDevice(device_);  // the members' CUDA resources are released on it
   }
 
   Status Init() {
-    CP_CUDA(cudaSetDevice(device_));
+    CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     int lo = 0, hi = 0;  // lo = least priority (numerically greatest)
-    CP_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&lo, &hi));
     int sms = 0;
-    CP_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
+    CACHEPAWL_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
     ctas_ = options_.kernel_ctas != 0 ? options_.kernel_ctas : static_cast<uint32_t>(sms);
-    CP_CUDA(cudaDeviceGetAttribute(&max_pitch_, cudaDevAttrMaxPitch, device_));
+    CACHEPAWL_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&max_pitch_, cudaDevAttrMaxPitch, device_));
     for (int d = 0; d < 2; ++d) {
       Dir& dir = dirs_[d];
       dir.index = d;
       int prio = d == 0 ? options_.writeback_priority : options_.loadback_priority;
       prio = std::clamp(prio, hi, lo);
-      CP_CUDA(cudaStreamCreateWithPriority(&dir.copy, cudaStreamNonBlocking, prio));
-      CP_CUDA(cudaStreamCreateWithPriority(&dir.kernel, cudaStreamNonBlocking, prio));
-      void* p = nullptr;
-      CP_CUDA_AT(CudaFaultSite::kStagingAlloc, cudaMalloc(&p, chunk_bytes_ * chunks_));
-      dir.staging = static_cast<std::byte*>(p);
-      dir.produced.assign(chunks_, nullptr);
-      dir.consumed.assign(chunks_, nullptr);
+      CACHEPAWL_ASSIGN_OR_RETURN(dir.copy, Stream::Create(prio));
+      CACHEPAWL_ASSIGN_OR_RETURN(dir.kernel, Stream::Create(prio));
+      CACHEPAWL_RETURN_IF_ERROR(
+          CheckCuda(InjectedFault(CudaFaultSite::kStagingAlloc), "cudaMalloc (staging ring)"));
+      CACHEPAWL_ASSIGN_OR_RETURN(dir.staging,
+                                 DeviceBuffer::Allocate(device_, chunk_bytes_ * chunks_));
       dir.chunk_used.assign(chunks_, false);
       for (uint32_t c = 0; c < chunks_; ++c) {
-        CP_CUDA(cudaEventCreateWithFlags(&dir.produced[c], cudaEventDisableTiming));
-        CP_CUDA(cudaEventCreateWithFlags(&dir.consumed[c], cudaEventDisableTiming));
+        CACHEPAWL_ASSIGN_OR_RETURN(Event produced, Event::Create());
+        CACHEPAWL_ASSIGN_OR_RETURN(Event consumed, Event::Create());
+        dir.produced.push_back(std::move(produced));
+        dir.consumed.push_back(std::move(consumed));
       }
     }
     for (int k = 0; k < kNumKinds; ++k) CACHEPAWL_RETURN_IF_ERROR(UploadTables(k));
     // The completion counters and the stream memory operations.
     signal_ = std::make_shared<Signal>();
-    void* h = nullptr;
-    CP_CUDA(cudaHostAlloc(&h, 64, cudaHostAllocMapped | cudaHostAllocPortable));
-    signal_->host = static_cast<volatile uint32_t*>(h);
+    CACHEPAWL_ASSIGN_OR_RETURN(signal_->memory,
+                               PinnedBuffer::Allocate(64, PinnedBuffer::Mapping::kMapped));
+    signal_->host = reinterpret_cast<volatile uint32_t*>(signal_->memory.data());
     signal_->host[0] = 0;
     signal_->host[1] = 0;
-    void* dptr = nullptr;
-    CP_CUDA(cudaHostGetDevicePointer(&dptr, h, 0));
+    CACHEPAWL_ASSIGN_OR_RETURN(void* dptr, signal_->memory.DevicePointer());
     signal_->device = reinterpret_cast<CUdeviceptr>(dptr);
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q{};
@@ -296,18 +277,18 @@ class CudaBackend final : public TransferBackend {
  private:
   struct Dir {
     int index = 0;
-    cudaStream_t copy = nullptr;
-    cudaStream_t kernel = nullptr;
-    std::byte* staging = nullptr;
+    Stream copy;
+    Stream kernel;
+    DeviceBuffer staging;
     // Per chunk: its bytes are ready for the next stage / free again.
-    std::vector<cudaEvent_t> produced, consumed;
+    std::vector<Event> produced, consumed;
     std::vector<bool> chunk_used;  // dispatcher thread only
     uint32_t next_chunk = 0;       // dispatcher thread only
     // The next chunk of the ring.
     std::pair<uint32_t, std::byte*> TakeChunk(uint64_t chunk_bytes) {
       const uint32_t c = next_chunk;
       next_chunk = (next_chunk + 1) % static_cast<uint32_t>(produced.size());
-      return {c, staging + c * chunk_bytes};
+      return {c, staging.data() + c * chunk_bytes};
     }
     std::mutex mu;
     std::condition_variable cv;
@@ -333,16 +314,18 @@ class CudaBackend final : public TransferBackend {
     for (const auto& t : m.tiles) {
       tiles.push_back({t.segment, static_cast<uint32_t>(t.bytes), t.offset});
     }
-    void* sp = nullptr;
-    void* tp = nullptr;
-    CP_CUDA(cudaMalloc(&sp, segs.size() * sizeof(segs[0])));
-    tables_memory_.push_back(sp);
-    CP_CUDA(cudaMalloc(&tp, tiles.size() * sizeof(tiles[0])));
-    tables_memory_.push_back(tp);
-    CP_CUDA(cudaMemcpy(sp, segs.data(), segs.size() * sizeof(segs[0]), cudaMemcpyHostToDevice));
-    CP_CUDA(cudaMemcpy(tp, tiles.data(), tiles.size() * sizeof(tiles[0]), cudaMemcpyHostToDevice));
-    tables_[k] = {static_cast<const cuda::KernelSegment*>(sp),
-                  static_cast<const cuda::KernelTile*>(tp)};
+    CACHEPAWL_ASSIGN_OR_RETURN(DeviceBuffer sp,
+                               DeviceBuffer::Allocate(device_, segs.size() * sizeof(segs[0])));
+    CACHEPAWL_ASSIGN_OR_RETURN(DeviceBuffer tp,
+                               DeviceBuffer::Allocate(device_, tiles.size() * sizeof(tiles[0])));
+    CACHEPAWL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(sp.data(), segs.data(), sp.size(), cudaMemcpyHostToDevice));
+    CACHEPAWL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(tp.data(), tiles.data(), tp.size(), cudaMemcpyHostToDevice));
+    tables_[k] = {reinterpret_cast<const cuda::KernelSegment*>(sp.data()),
+                  reinterpret_cast<const cuda::KernelTile*>(tp.data())};
+    tables_memory_.push_back(std::move(sp));
+    tables_memory_.push_back(std::move(tp));
     return Status::OK();
   }
 
@@ -361,8 +344,7 @@ class CudaBackend final : public TransferBackend {
         err = cuda::LaunchGatherScatter(tables_[kind], chunk_base, kj.data(),
                                         static_cast<uint32_t>(n), gather, ctas_, stream);
       }
-      if (err != 0)
-        return CudaStatus("gather/scatter kernel launch", static_cast<cudaError_t>(err));
+      CACHEPAWL_RETURN_IF_ERROR(CheckCuda(err, "gather/scatter kernel launch"));
       kernel_launches_.fetch_add(1, std::memory_order_relaxed);
     }
     return Status::OK();
@@ -423,55 +405,56 @@ class CudaBackend final : public TransferBackend {
     const PlannedOperation& op = *p.op;
     for (const StagedChunk& chunk : op.chunks) {
       const auto [h, chunk_base] = d.TakeChunk(chunk_bytes_);
-      if (d.chunk_used[h]) CP_CUDA(cudaStreamWaitEvent(d.kernel, d.consumed[h], 0));
+      if (d.chunk_used[h]) CACHEPAWL_RETURN_IF_ERROR(d.consumed[h].MakeWait(d.kernel.get()));
       for (int k = 0; k < kNumKinds; ++k) {
-        CACHEPAWL_RETURN_IF_ERROR(Launch(k, chunk_base, chunk.jobs[k], true, d.kernel));
+        CACHEPAWL_RETURN_IF_ERROR(Launch(k, chunk_base, chunk.jobs[k], true, d.kernel.get()));
       }
-      CP_CUDA(cudaEventRecord(d.produced[h], d.kernel));
-      CP_CUDA(cudaStreamWaitEvent(d.copy, d.produced[h], 0));
-      CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, chunk_base, true, d.copy));
-      CP_CUDA(cudaEventRecord(d.consumed[h], d.copy));
+      CACHEPAWL_RETURN_IF_ERROR(d.produced[h].Record(d.kernel));
+      CACHEPAWL_RETURN_IF_ERROR(d.produced[h].MakeWait(d.copy.get()));
+      CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, chunk_base, true, d.copy.get()));
+      CACHEPAWL_RETURN_IF_ERROR(d.consumed[h].Record(d.copy));
       d.chunk_used[h] = true;
     }
-    return Copies(op.direct, nullptr, true, d.copy);
+    return Copies(op.direct, nullptr, true, d.copy.get());
   }
 
   Status EnqueueLoadBack(Dir& d, Pending& p) {
     const PlannedOperation& op = *p.op;
-    CACHEPAWL_RETURN_IF_ERROR(Copies(op.direct, nullptr, false, d.copy));
+    CACHEPAWL_RETURN_IF_ERROR(Copies(op.direct, nullptr, false, d.copy.get()));
     if (!op.direct.empty() && !op.chunks.empty()) {
-      CACHEPAWL_ASSIGN_OR_RETURN(cudaEvent_t e, events_.Get());
-      p.extra_events.push_back(e);
-      CP_CUDA(cudaEventRecord(e, d.copy));
-      CP_CUDA(cudaStreamWaitEvent(d.kernel, e, 0));
+      CACHEPAWL_ASSIGN_OR_RETURN(Event e, events_.Get());
+      p.extra_events.push_back(std::move(e));
+      const Event& direct_done = p.extra_events.back();
+      CACHEPAWL_RETURN_IF_ERROR(direct_done.Record(d.copy));
+      CACHEPAWL_RETURN_IF_ERROR(direct_done.MakeWait(d.kernel.get()));
     }
     const RecordMap& kv = *maps_[0];
     for (size_t c = 0; c < op.chunks.size(); ++c) {
       const StagedChunk& chunk = op.chunks[c];
       const bool last = c + 1 == op.chunks.size();
       const auto [h, chunk_base] = d.TakeChunk(chunk_bytes_);
-      if (d.chunk_used[h]) CP_CUDA(cudaStreamWaitEvent(d.copy, d.consumed[h], 0));
-      CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, chunk_base, false, d.copy));
-      CP_CUDA(cudaEventRecord(d.produced[h], d.copy));
-      CP_CUDA(cudaStreamWaitEvent(d.kernel, d.produced[h], 0));
+      if (d.chunk_used[h]) CACHEPAWL_RETURN_IF_ERROR(d.consumed[h].MakeWait(d.copy.get()));
+      CACHEPAWL_RETURN_IF_ERROR(Copies(chunk.copies, chunk_base, false, d.copy.get()));
+      CACHEPAWL_RETURN_IF_ERROR(d.produced[h].Record(d.copy));
+      CACHEPAWL_RETURN_IF_ERROR(d.produced[h].MakeWait(d.kernel.get()));
       // States and windowed KV first; a layer's fence then waits only for its full KV.
-      CACHEPAWL_RETURN_IF_ERROR(Launch(1, chunk_base, chunk.jobs[1], false, d.kernel));
-      CACHEPAWL_RETURN_IF_ERROR(Launch(2, chunk_base, chunk.jobs[2], false, d.kernel));
+      CACHEPAWL_RETURN_IF_ERROR(Launch(1, chunk_base, chunk.jobs[1], false, d.kernel.get()));
+      CACHEPAWL_RETURN_IF_ERROR(Launch(2, chunk_base, chunk.jobs[2], false, d.kernel.get()));
       if (op.per_layer) {
         for (size_t a = 0; a + 1 < kv.layer_tiles.size(); ++a) {
           CACHEPAWL_RETURN_IF_ERROR(Launch(
               0, chunk_base, RestrictJobs(chunk.jobs[0], kv.layer_tiles[a], kv.layer_tiles[a + 1]),
-              false, d.kernel));
+              false, d.kernel.get()));
           if (last) {
-            CACHEPAWL_ASSIGN_OR_RETURN(cudaEvent_t e, events_.Get());
-            p.layer_events.push_back(e);
-            CP_CUDA(cudaEventRecord(e, d.kernel));
+            CACHEPAWL_ASSIGN_OR_RETURN(Event e, events_.Get());
+            p.layer_events.push_back(std::move(e));
+            CACHEPAWL_RETURN_IF_ERROR(p.layer_events.back().Record(d.kernel));
           }
         }
       } else {
-        CACHEPAWL_RETURN_IF_ERROR(Launch(0, chunk_base, chunk.jobs[0], false, d.kernel));
+        CACHEPAWL_RETURN_IF_ERROR(Launch(0, chunk_base, chunk.jobs[0], false, d.kernel.get()));
       }
-      CP_CUDA(cudaEventRecord(d.consumed[h], d.kernel));
+      CACHEPAWL_RETURN_IF_ERROR(d.consumed[h].Record(d.kernel));
       d.chunk_used[h] = true;
     }
     return Status::OK();
@@ -481,12 +464,13 @@ class CudaBackend final : public TransferBackend {
   // last stream. Runs for failed operations too, so the counter never skips a value.
   Status Finalize(Dir& d, Pending& p) {
     const bool wb = d.index == 0;
-    cudaStream_t last = wb ? d.copy : d.kernel;
-    cudaStream_t other = wb ? d.kernel : d.copy;
-    CACHEPAWL_ASSIGN_OR_RETURN(cudaEvent_t join, events_.Get());
-    p.extra_events.push_back(join);
-    CP_CUDA(cudaEventRecord(join, other));
-    CP_CUDA(cudaStreamWaitEvent(last, join, 0));
+    cudaStream_t last = wb ? d.copy.get() : d.kernel.get();
+    cudaStream_t other = wb ? d.kernel.get() : d.copy.get();
+    CACHEPAWL_ASSIGN_OR_RETURN(Event e, events_.Get());
+    p.extra_events.push_back(std::move(e));
+    const Event& join = p.extra_events.back();
+    CACHEPAWL_RETURN_IF_ERROR(join.Record(other));
+    CACHEPAWL_RETURN_IF_ERROR(join.MakeWait(last));
     if (signal_->gpu_side()) {
       CUresult r = signal_->write(last, signal_->device + d.index * sizeof(uint32_t),
                                   static_cast<uint32_t>(p.op->seq), kWriteValueDefault);
@@ -495,7 +479,7 @@ class CudaBackend final : public TransferBackend {
       p.cpu_release = true;
     }
     CACHEPAWL_ASSIGN_OR_RETURN(p.done, events_.Get());
-    CP_CUDA(cudaEventRecord(p.done, last));
+    CACHEPAWL_RETURN_IF_ERROR(p.done.Record(last));
     return Status::OK();
   }
 
@@ -512,14 +496,16 @@ class CudaBackend final : public TransferBackend {
       }
       Status status = p.status;
       for (size_t a = 0; a < p.layer_events.size(); ++a) {
-        cudaError_t err = cudaEventSynchronize(p.layer_events[a]);
-        if (err != cudaSuccess && status.ok()) status = CudaStatus("layer event", err);
+        const Status layer = p.layer_events[a].Synchronize();
+        if (status.ok()) status = layer.WithContext("layer event");
         p.op->completer.CompleteLayer(a, status);
       }
-      if (p.done != nullptr) {
-        cudaError_t err = cudaEventSynchronize(p.done);
-        if (err == cudaSuccess) err = InjectedFault(CudaFaultSite::kCompletion);
-        if (err != cudaSuccess && status.ok()) status = CudaStatus("operation", err);
+      if (p.done) {
+        Status done = p.done.Synchronize();
+        if (done.ok()) {
+          done = CheckCuda(InjectedFault(CudaFaultSite::kCompletion), "cudaEventSynchronize");
+        }
+        if (status.ok()) status = done.WithContext("operation");
       }
       if (!status.ok() && p.status.ok()) {
         execution_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -530,9 +516,9 @@ class CudaBackend final : public TransferBackend {
       const uint64_t finish_start = profile::Now();
       p.op->Finish(status);
       profile::Add(profile::Stage::kEngineFire, finish_start);
-      for (cudaEvent_t e : p.layer_events) events_.Put(e);
-      for (cudaEvent_t e : p.extra_events) events_.Put(e);
-      if (p.done != nullptr) events_.Put(p.done);
+      for (Event& e : p.layer_events) events_.Put(std::move(e));
+      for (Event& e : p.extra_events) events_.Put(std::move(e));
+      if (p.done) events_.Put(std::move(p.done));
       {
         std::lock_guard<std::mutex> lock(d.mu);
         --d.in_flight;
@@ -549,7 +535,7 @@ class CudaBackend final : public TransferBackend {
   uint32_t ctas_ = 16;
   int max_pitch_ = 0;
   cuda::KernelTables tables_[kNumKinds] = {{nullptr, nullptr}, {nullptr, nullptr}};
-  std::vector<void*> tables_memory_;
+  std::vector<DeviceBuffer> tables_memory_;
   std::shared_ptr<Signal> signal_;
   EventPool events_;
   Dir dirs_[2];

@@ -20,27 +20,27 @@ RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescriptio
   const bool attention = kind != Kind::kMamba;
   m.num_slots = attention ? pool.num_pages : pool.num_state_slots;
   if (m.num_slots == 0) return m;
-  auto add = [&](RecordSegment rs, const std::byte* base, uint64_t stride, int layer) {
+  // The layers of this kind only (full-attention or windowed, at their record offsets; the
+  // device side is where the engine's page of all layers keeps them), or the SSM layers.
+  for (const LayerSegment& ls : layout.RecordSegments(kind)) {
     // An empty segment (the SSM state of a shortconv layer) moves nothing: no segment, no tile,
     // no copy, and its (unused) base and stride take no part in the direct-record detection.
-    if (rs.bytes == 0) return;
-    m.segments.push_back({rs.offset, rs.bytes, reinterpret_cast<uintptr_t>(base), stride, layer});
-  };
-  if (attention) {
-    // The layers of this kind only (full-attention or windowed), at their record offsets; the
-    // device side is where the engine's page of all layers keeps them.
-    for (size_t a = 0; a < layout.attention_layers.size(); ++a) {
-      if (layout.AttentionKind(a) != kind) continue;
-      add(layout.KRecordSegment(a), pool.attention[a].k_base, pool.attention[a].k_page_stride,
-          static_cast<int>(a));
-      add(layout.VRecordSegment(a), pool.attention[a].v_base, pool.attention[a].v_page_stride,
-          static_cast<int>(a));
+    if (ls.segment.bytes == 0) continue;
+    const std::byte* base = nullptr;
+    uint64_t stride = 0;
+    int layer = -1;
+    if (attention) {
+      const auto& p = pool.attention[ls.layer];
+      base = ls.second ? p.v_base : p.k_base;
+      stride = ls.second ? p.v_page_stride : p.k_page_stride;
+      layer = static_cast<int>(ls.layer);
+    } else {
+      const auto& p = pool.ssm[ls.layer];
+      base = ls.second ? p.ssm_base : p.conv_base;
+      stride = ls.second ? p.ssm_slot_stride : p.conv_slot_stride;
     }
-  } else {
-    for (size_t s = 0; s < layout.ssm_layers.size(); ++s) {
-      add(layout.ConvSegment(s), pool.ssm[s].conv_base, pool.ssm[s].conv_slot_stride, -1);
-      add(layout.SsmSegment(s), pool.ssm[s].ssm_base, pool.ssm[s].ssm_slot_stride, -1);
-    }
+    m.segments.push_back(
+        {ls.segment.offset, ls.segment.bytes, reinterpret_cast<uintptr_t>(base), stride, layer});
   }
   // layer_tiles has an entry for every attention layer, an empty range for a layer of the
   // other attention kind.

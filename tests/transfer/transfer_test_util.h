@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
 #include "store/model_layout.h"
 #include "tests/common/test_util.h"
@@ -92,15 +93,7 @@ class TestPool {
     desc_ =
         DevicePoolDescription::LayerFirst(layout, device, pages, k, v, inter, states, conv, ssm);
   }
-  ~TestPool() {
-    for (auto& [p, n] : buffers_) {
-      if (device_ >= 0) {
-        cuda::DeviceFree(device_, p);
-      } else {
-        delete[] p;
-      }
-    }
-  }
+  ~TestPool() = default;
   TestPool(const TestPool&) = delete;
   TestPool& operator=(const TestPool&) = delete;
 
@@ -177,9 +170,11 @@ class TestPool {
   std::byte* New(uint64_t bytes) {
     std::byte* p;
     if (device_ >= 0) {
-      p = static_cast<std::byte*>(cuda::DeviceAlloc(device_, bytes).value());
+      device_memory_.push_back(cuda::DeviceBuffer::Allocate(device_, bytes).value());
+      p = device_memory_.back().data();
     } else {
-      p = new std::byte[bytes];
+      host_memory_.push_back(std::unique_ptr<std::byte[]>(new std::byte[bytes]));
+      p = host_memory_.back().get();
     }
     buffers_.push_back({p, bytes});
     return p;
@@ -203,7 +198,9 @@ class TestPool {
 
   int device_;
   DevicePoolDescription desc_;
-  std::vector<std::pair<std::byte*, uint64_t>> buffers_;
+  std::vector<std::pair<std::byte*, uint64_t>> buffers_;   // every buffer, in allocation order
+  std::vector<cuda::DeviceBuffer> device_memory_;          // device_ >= 0
+  std::vector<std::unique_ptr<std::byte[]>> host_memory_;  // device_ == -1
 };
 
 // Picks `n` distinct values in [0, range).
