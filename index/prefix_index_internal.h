@@ -427,6 +427,36 @@ struct Core {
     });
   }
 
+  // The pick loop every kind shares: pops queue qi of tier t until *out holds max_count victims
+  // or the queue is empty. Items of removed or reused entries, and duplicates of this call's
+  // victims, are dropped; an entry `eligible(i)` refuses is left to its other queue; one used
+  // since it was queued is queued again at its new recency. The rest are marked picked, their
+  // entries appended to *picked, and `take(item)` appends the victim.
+  template <typename Eligible, typename Take>
+  void PopVictims(int qi, int t, size_t max_count, std::vector<Victim>* out,
+                  std::vector<uint32_t>* picked, Eligible eligible, Take take) {
+    VictimQueue& q = queues[qi][t];
+    const uint8_t bit = QueuedBit(qi, t);
+    while (out->size() < max_count && !q.empty()) {
+      const VictimItem item = q.top();
+      q.Pop();
+      if (!SameIdentity(item)) continue;  // removed, or its index reused
+      uint8_t* flags = QueuedFlags(qi, item.index);
+      if (flags == nullptr) continue;  // its record is gone
+      *flags &= static_cast<uint8_t>(~bit);
+      if (*flags & kPickedBit) continue;  // a duplicate item of a victim of this call
+      if (!eligible(item.index)) continue;
+      const uint64_t last_use = LastUse(qi, item.index);
+      if (last_use != item.last_use) {  // used since it was queued: queue it where it belongs
+        *flags |= bit;
+        q.Push(ItemFor(item.index, last_use));
+        continue;
+      }
+      *flags |= kPickedBit;
+      picked->push_back(item.index);
+      take(item);
+    }
+  }
   // KV victims of the KV queues in `queues` (in that order), appended to *out up to max_count.
   void PickKv(int t, size_t max_count, std::span<const int> queues, std::vector<Victim>* out);
   // Victims of queue q (kMamba, kWindowQ, kNeededWindowQ) appended to *out up to max_count,

@@ -170,28 +170,13 @@ void Core::PickKv(int t, size_t max_count, std::span<const int> kv_queues,
   // A parent made a leaf by its picked children joins the queue of its class; a needed page's
   // parent is needed too, so it never joins a queue this call is already done with.
   for (const int qi : kv_queues) {
-    VictimQueue& q = queues[qi][t];
-    const uint8_t bit = QueuedBit(qi, t);
     const EvictClass want = qi == kNeededKvQ ? kNeededCopied : kUnneeded;
-    while (out->size() < max_count && !q.empty()) {
-      const VictimItem item = q.top();
-      q.Pop();
-      if (!SameIdentity(item)) continue;  // removed, or its index reused
-      HotEntry& e = hot[item.index];
-      ColdEntry& ec = cold[item.index];
-      ec.flags &= static_cast<uint8_t>(~bit);
-      if (ec.flags & kPickedBit) continue;  // a duplicate item of a victim of this call
-      const auto pc = picked_children.find(item.index);
-      const uint32_t n_picked = pc == picked_children.end() ? 0 : pc->second;
-      if (KvEvictability(item.index, t, n_picked) != want) continue;  // (maybe in the other)
-      const uint64_t last_use = e.last_use.load(std::memory_order_relaxed);
-      if (last_use != item.last_use) {  // used since it was queued: queue it where it belongs
-        ec.flags |= bit;
-        q.Push(ItemFor(item.index, last_use));
-        continue;
-      }
-      ec.flags |= kPickedBit;
-      picked.push_back(item.index);
+    auto eligible = [&](uint32_t i) {  // (maybe in the other queue)
+      const auto pc = picked_children.find(i);
+      return KvEvictability(i, t, pc == picked_children.end() ? 0 : pc->second) == want;
+    };
+    auto take = [&](const VictimItem& item) {
+      const HotEntry& e = hot[item.index];
       out->push_back(
           Victim{e.hash, Kind::kKV, static_cast<Tier>(t), KvSlot(item.index, t), e.depth});
       if (e.parent != kNone) {
@@ -199,7 +184,8 @@ void Core::PickKv(int t, size_t max_count, std::span<const int> kv_queues,
         const EvictClass c = KvEvictability(e.parent, t, n);
         if (c != kNotEvictable) QueueKv(QueueOf(kKv, c == kNeededCopied), e.parent, t, false);
       }
-    }
+    };
+    PopVictims(qi, t, max_count, out, &picked, eligible, take);
   }
   // Victims stay evictable until the caller clears them.
   for (uint32_t i : picked) {
@@ -213,32 +199,18 @@ void Core::PickKv(int t, size_t max_count, std::span<const int> kv_queues,
 
 void Core::PickRecords(int qi, int t, size_t max_count, std::vector<Victim>* out,
                        std::vector<uint32_t>* picked) {
-  VictimQueue& q = queues[qi][t];
-  const uint8_t bit = QueuedBit(qi, t);
   const Kind kind = qi == kMamba ? Kind::kMamba : Kind::kWindowKV;
-  while (out->size() < max_count && !q.empty()) {
-    const VictimItem item = q.top();
-    q.Pop();
-    if (!SameIdentity(item)) continue;
-    State* s = Record(qi, item.index);
-    if (s == nullptr) continue;
-    s->flags &= static_cast<uint8_t>(~bit);
-    if (s->flags & kPickedBit) continue;
-    if (!EvictableIn(qi, item.index, t)) continue;  // (windowed KV: maybe in the other queue)
-    const uint64_t last_use = RecordKey(qi, *s);
-    if (last_use != item.last_use) {
-      s->flags |= bit;
-      q.Push(ItemFor(item.index, last_use));
-      continue;
-    }
-    s->flags |= kPickedBit;
-    picked->push_back(item.index);
+  // (windowed KV: maybe in the other queue)
+  auto eligible = [&](uint32_t i) { return EvictableIn(qi, i, t); };
+  auto take = [&](const VictimItem& item) {
     if (qi == kMamba && hybrid_states()) {
       inflation = std::max(inflation, std::bit_cast<double>(item.last_use));
     }
     const HotEntry& e = hot[item.index];
-    out->push_back(Victim{e.hash, kind, static_cast<Tier>(t), s->slot[t], e.depth});
-  }
+    out->push_back(
+        Victim{e.hash, kind, static_cast<Tier>(t), Record(qi, item.index)->slot[t], e.depth});
+  };
+  PopVictims(qi, t, max_count, out, picked, eligible, take);
 }
 
 // Victims stay evictable until the caller clears them.

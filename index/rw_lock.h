@@ -1,8 +1,8 @@
 // RwLock: a reader-writer lock under which a waiting writer goes before readers that arrive
 // after it. glibc's default rwlock (and so std::shared_mutex on Linux) prefers readers: a steady
 // stream of Match calls from engine threads could hold off InsertKv, SetLocation and the
-// transfer completions that update locations for as long as the stream lasts (a test of 4
-// matching threads and 1 writer took 0.15 to 28 s with it).
+// transfer completions that update locations for as long as the stream lasts (docs/PERFORMANCE.md,
+// Index: a test of matching threads beside one writer, with either lock).
 //
 // Meets the SharedMutex requirements (std::unique_lock, std::shared_lock). Not recursive: a
 // thread holding it shared must not take it shared again (with a writer waiting in between, the

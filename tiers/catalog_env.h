@@ -12,6 +12,8 @@
 // the catalog folder; there is no LOG file. (RocksDB 7.8's file logger aborts the process, in a
 // build with assertions, when it writes again after a write failed: on a full disk.)
 //
+// Internal to tiers/ (only tiers/*.cc include it): RocksDB links privately to cachepawl_tiers.
+//
 // Thread safety: both may be called from any thread; what they return is thread-safe.
 // Ownership: CatalogEnv() is process-wide and never destroyed (RocksDB's background threads,
 // shared with the default Env, may use it until the process exits).

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "tiers/catalog_env.h"
+#include "tiers/disk_catalog_rocks.h"
 #include "tiers/disk_files.h"
 
 namespace cachepawl {
@@ -28,13 +29,6 @@ constexpr uint8_t kChainVersion = 1;
 // Chains are at most PrefixIndex's depth limit long (16,777,215 pages).
 constexpr uint32_t kMaxChain = (1u << 24) - 1;
 constexpr size_t kValueBytes = 1 + 4 + 8 + 8 + 8 + 32 + 32 + 8 + 8;
-
-Status FromRocks(const rocksdb::Status& s, const std::string& context) {
-  if (s.ok()) return Status::OK();
-  if (s.IsCorruption()) return Status::Corruption(context + ": " + s.ToString());
-  if (s.IsNotFound()) return Status::NotFound(context + ": " + s.ToString());
-  return Status::IOError(context + ": " + s.ToString());
-}
 
 class Writer {
  public:
@@ -107,6 +101,19 @@ rocksdb::Options CatalogOptions(const std::string& dir) {
 
 }  // namespace
 
+struct DiskCatalog::Batch {
+  rocksdb::WriteBatch rocks;
+};
+
+Status FromRocks(const rocksdb::Status& s, const std::string& context, MissingCatalogFile missing) {
+  if (s.ok()) return Status::OK();
+  if (s.IsCorruption()) return Status::Corruption(context + ": " + s.ToString());
+  if (s.IsNotFound() || (missing == MissingCatalogFile::kNotFound && s.IsPathNotFound())) {
+    return Status::NotFound(context + ": " + s.ToString());
+  }
+  return Status::IOError(context + ": " + s.ToString());
+}
+
 std::string CatalogRecordKey(const DiskKey& key) {
   std::string raw(1, kRecordPrefix);
   raw += DiskKeyIdentity(key);
@@ -178,12 +185,10 @@ std::optional<std::pair<DiskKey, std::vector<PageHash>>> DecodeCatalogChain(
   return std::make_pair(*key, std::move(chain));
 }
 
-DiskCatalog::DiskCatalog(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync, bool chains)
+DiskCatalog::DiskCatalog(std::string dir, std::unique_ptr<CatalogDb> db, bool sync, bool chains)
     : dir_(std::move(dir)), db_(std::move(db)), sync_(sync), chains_(chains) {}
 
-DiskCatalog::~DiskCatalog() {
-  if (db_) db_->Close().PermitUncheckedError();
-}
+DiskCatalog::~DiskCatalog() = default;  // CatalogDb closes the database
 
 StatusOr<std::unique_ptr<DiskCatalog>> DiskCatalog::Open(const std::string& dir, bool sync,
                                                          bool chains) {
@@ -200,7 +205,7 @@ StatusOr<std::unique_ptr<DiskCatalog>> DiskCatalog::Open(const std::string& dir,
   rocksdb::Status s = rocksdb::DB::Open(CatalogOptions(dir), dir, &raw);
   if (!s.ok()) return FromRocks(s, "catalog '" + dir + "' cannot be opened");
   return std::unique_ptr<DiskCatalog>(
-      new DiskCatalog(dir, std::unique_ptr<rocksdb::DB>(raw), sync, chains));
+      new DiskCatalog(dir, std::make_unique<CatalogDb>(raw), sync, chains));
 }
 
 Status DiskCatalog::Destroy(const std::string& dir) {
@@ -242,7 +247,7 @@ StatusOr<std::optional<CatalogMeta>> ReadCatalogMeta(rocksdb::DB& db,
 StatusOr<std::optional<CatalogMeta>> DiskCatalog::ReadMeta() const {
   std::shared_lock<std::shared_mutex> db_lock(db_mu_);
   if (!db_) return Status::IOError("catalog '" + dir_ + "': reading meta: the catalog is closed");
-  return ReadCatalogMeta(*db_, dir_);
+  return ReadCatalogMeta(*db_->db, dir_);
 }
 
 std::string EncodeCatalogMeta(const CatalogMeta& m) {
@@ -258,8 +263,8 @@ std::string EncodeCatalogMeta(const CatalogMeta& m) {
 }
 
 Status DiskCatalog::WriteMeta(const CatalogMeta& m) {
-  rocksdb::WriteBatch batch;
-  batch.Put(kMetaKey, EncodeCatalogMeta(m));
+  Batch batch;
+  batch.rocks.Put(kMetaKey, EncodeCatalogMeta(m));
   return Write(&batch, /*sync=*/true, "writing meta");
 }
 
@@ -288,20 +293,17 @@ bool DiskCatalog::MayReopenLocked() {
 
 Status DiskCatalog::ReopenLocked() {
   std::unique_lock<std::shared_mutex> db_lock(db_mu_);
-  if (db_) {
-    // Closing a stopped database is safe (its failed log is not written again); its error is
-    // the one already reported.
-    db_->Close().PermitUncheckedError();
-    db_.reset();
-  }
+  // Closing a stopped database is safe (its failed log is not written again); its error is the
+  // one already reported.
+  db_.reset();
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(CatalogOptions(dir_), dir_, &raw);
   if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': reopening after a failed write");
-  db_.reset(raw);
+  db_ = std::make_unique<CatalogDb>(raw);
   return Status::OK();
 }
 
-Status DiskCatalog::Write(rocksdb::WriteBatch* batch, bool sync, const char* what) {
+Status DiskCatalog::Write(Batch* batch, bool sync, const char* what) {
   const std::string context = "catalog '" + dir_ + "': " + what;
   {
     std::lock_guard<std::mutex> lock(stop_mu_);
@@ -330,8 +332,8 @@ Status DiskCatalog::Write(rocksdb::WriteBatch* batch, bool sync, const char* wha
     if (!db_) return Status::IOError(context + ": the catalog is closed");
     rocksdb::WriteOptions wo;
     wo.sync = sync;
-    s = db_->Write(wo, batch);
-    if (!s.ok()) (void)db_->GetIntProperty("rocksdb.cur-size-all-mem-tables", &memtables);
+    s = db_->db->Write(wo, &batch->rocks);
+    if (!s.ok()) (void)db_->db->GetIntProperty("rocksdb.cur-size-all-mem-tables", &memtables);
   }
   if (!s.ok() && !s.IsBusy() && !s.IsTryAgain() && !s.IsIncomplete()) {
     // RocksDB stops the database after a failed write; it is not written again: a later write
@@ -348,14 +350,14 @@ Status DiskCatalog::Write(rocksdb::WriteBatch* batch, bool sync, const char* wha
 
 Status DiskCatalog::Apply(std::span<const CatalogRecord> puts, std::span<const DiskKey> deletes) {
   if (puts.empty() && deletes.empty()) return Status::OK();
-  rocksdb::WriteBatch batch;
+  Batch batch;
   for (const DiskKey& k : deletes) {
-    batch.Delete(CatalogRecordKey(k));
-    if (chains_ && k.kind == Kind::kMamba) batch.Delete(CatalogChainKey(k));
+    batch.rocks.Delete(CatalogRecordKey(k));
+    if (chains_ && k.kind == Kind::kMamba) batch.rocks.Delete(CatalogChainKey(k));
   }
   for (const CatalogRecord& r : puts) {
-    batch.Put(CatalogRecordKey(r.key), EncodeCatalogValue(r));
-    if (!r.chain.empty()) batch.Put(CatalogChainKey(r.key), EncodeCatalogChain(r.chain));
+    batch.rocks.Put(CatalogRecordKey(r.key), EncodeCatalogValue(r));
+    if (!r.chain.empty()) batch.rocks.Put(CatalogChainKey(r.key), EncodeCatalogChain(r.chain));
   }
   return Write(&batch, sync_, "write batch");
 }
@@ -364,7 +366,7 @@ Status DiskCatalog::ForEach(const std::function<void(const CatalogRecord&)>& fn,
                             const std::function<void(const std::string& raw_key)>& bad) const {
   std::shared_lock<std::shared_mutex> db_lock(db_mu_);
   if (!db_) return Status::IOError("catalog '" + dir_ + "': scan: the catalog is closed");
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(db_->db->NewIterator(rocksdb::ReadOptions()));
   CatalogChains chains;  // chain entries first, held until their records come
   const std::string chain_prefix(1, kChainPrefix);
   for (it->Seek(chain_prefix); it->Valid() && it->key().starts_with(chain_prefix); it->Next()) {
@@ -423,8 +425,8 @@ std::vector<std::string> CatalogChains::LeftOver() const {
 
 Status DiskCatalog::DeleteRaw(std::span<const std::string> raw_keys) {
   if (raw_keys.empty()) return Status::OK();
-  rocksdb::WriteBatch batch;
-  for (const std::string& k : raw_keys) batch.Delete(k);
+  Batch batch;
+  for (const std::string& k : raw_keys) batch.rocks.Delete(k);
   return Write(&batch, sync_, "deleting bad entries");
 }
 

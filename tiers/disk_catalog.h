@@ -30,12 +30,9 @@
 #include "tiers/disk_extent_allocator.h"
 #include "tiers/disk_record.h"
 
-namespace rocksdb {
-class DB;
-class WriteBatch;
-}  // namespace rocksdb
-
 namespace cachepawl {
+
+struct CatalogDb;  // tiers/disk_catalog_rocks.h (internal: no RocksDB type leaves tiers/)
 
 // One record as the catalog holds it.
 struct CatalogRecord {
@@ -108,15 +105,16 @@ class DiskCatalog {
   static constexpr uint64_t kReopenMarginBytes = 1 << 20;
 
  private:
-  DiskCatalog(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync, bool chains);
+  struct Batch;  // a RocksDB write batch (disk_catalog.cc)
+  DiskCatalog(std::string dir, std::unique_ptr<CatalogDb> db, bool sync, bool chains);
   // Writes `batch`, reopening first when stopped and allowed; `what` names it in errors.
-  Status Write(rocksdb::WriteBatch* batch, bool sync, const char* what);
+  Status Write(Batch* batch, bool sync, const char* what);
   bool MayReopenLocked();  // stop_mu_ held
   Status ReopenLocked();   // stop_mu_ held; takes db_mu_
 
   const std::string dir_;
   mutable std::shared_mutex db_mu_;  // exclusive only to reopen; order: stop_mu_, then db_mu_
-  std::unique_ptr<rocksdb::DB> db_;  // guarded by db_mu_; null after a failed reopen
+  std::unique_ptr<CatalogDb> db_;    // guarded by db_mu_; null after a failed reopen
   const bool sync_;
   const bool chains_;
   mutable std::mutex stop_mu_;
@@ -128,8 +126,8 @@ class DiskCatalog {
   uint64_t reopens_ = 0;             // guarded by stop_mu_
 };
 
-// Keys and value encodings, exposed for tests and tools (cachepawl dump reads the catalog as a
-// RocksDB secondary instance).
+// Keys and value encodings, exposed for tests, tools and the read-only view
+// (tiers/disk_catalog_reader.h).
 inline constexpr char kCatalogRecordPrefix = 'R';
 inline constexpr char kCatalogChainPrefix = 'C';
 inline constexpr char kCatalogMetaKey[] = "M";
@@ -170,10 +168,5 @@ class CatalogChains {
  private:
   std::unordered_map<std::string, std::vector<PageHash>> by_state_;  // DiskKeyIdentity -> chain
 };
-
-// Reads and decodes the meta entry of the catalog open as `db` (primary or secondary): nullopt
-// when there is none; IOError or Corruption naming `catalog_dir` otherwise.
-StatusOr<std::optional<CatalogMeta>> ReadCatalogMeta(rocksdb::DB& db,
-                                                     const std::string& catalog_dir);
 
 }  // namespace cachepawl

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "tiers/disk_catalog_check.h"
 #include "tiers/host_memory.h"
 
 namespace cachepawl {
@@ -189,17 +190,21 @@ Status DiskTier::Recover(const std::vector<DiskDataFiles::FileReport>& reports) 
   std::vector<std::string> bad_raw;
   const bool chains = !layout_.Stores(Kind::kKV);
   uint64_t bad_chains = 0;
+  // A record may lie in what its file held before this open, within the file's size now.
+  CatalogRecordRules rules;
+  rules.fingerprint = fingerprint_;
+  rules.layout = &layout_;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const uint64_t size =
+        reports[i].created ? 0 : std::min(reports[i].size_found, files_->bytes_per_file());
+    rules.files.push_back({files_->path(i), size});
+  }
   CACHEPAWL_RETURN_IF_ERROR(catalog_->ForEach(
       [&](const CatalogRecord& r) {
-        const int k = static_cast<int>(r.key.kind);
         const bool chain_ok = !chains || r.key.kind != Kind::kMamba ||
                               ChainFitsState(r.key, r.parent, r.chain, layout_.page_size_tokens);
         bad_chains += !chain_ok;
-        const bool ok = r.fingerprint == fingerprint_ && record_bytes_[k] != 0 &&
-                        r.extent.bytes == record_bytes_[k] && r.extent.file < reports.size() &&
-                        !reports[r.extent.file].created &&
-                        r.extent.end() <= reports[r.extent.file].size_found &&
-                        r.extent.end() <= files_->bytes_per_file() && chain_ok &&
+        const bool ok = !CatalogRecordFault(r, rules).has_value() && chain_ok &&
                         allocator_->Reserve(r.extent).ok();
         if (ok) {
           good.push_back(r);

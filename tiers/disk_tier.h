@@ -121,7 +121,9 @@ struct DiskTierStats {
   uint64_t evictions = 0;
   uint64_t removes = 0;
   uint64_t dropped_on_read = 0;  // records dropped because a read failed or did not verify
-  uint64_t dropped_at_open = 0;  // catalog entries dropped by recovery (bad, out of range...)
+  // Catalog entries dropped by recovery: undecodable, breaking tiers/disk_catalog_check.h's
+  // rule, overlapping another record, or a state whose chain does not lead to it.
+  uint64_t dropped_at_open = 0;
 
   // name -> value, in declaration order (for tools and JSON).
   std::vector<std::pair<const char*, uint64_t>> Fields() const;

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "tiers/disk_catalog_check.h"
 #include "tiers/disk_files.h"
 #include "tiers/disk_record.h"
 #include "tiers/host_memory.h"
@@ -39,7 +40,7 @@ std::string HashKey(const PageHash& h) {
 }
 
 std::string ExtentText(const DataFileInfo& f, const DiskExtent& e) {
-  return f.path + " @" + std::to_string(e.offset) + " +" + std::to_string(e.bytes);
+  return CatalogExtentText(f.path, e);
 }
 
 // The pid of another process holding a POSIX lock on `lock_file` (RocksDB's LOCK), if any.
@@ -101,7 +102,7 @@ StatusOr<std::unique_ptr<StoreView>> StoreView::Open(const std::string& dir,
   std::unique_ptr<StoreView> v(new StoreView());
   v->dir_ = dir;
   v->holder_pid_ = LockHolder((fs::path(catalog_dir) / "LOCK").string());
-  CACHEPAWL_ASSIGN_OR_RETURN(v->catalog_, CatalogReader::Open(catalog_dir));
+  CACHEPAWL_ASSIGN_OR_RETURN(v->catalog_, DiskCatalogReader::Open(catalog_dir));
   CACHEPAWL_ASSIGN_OR_RETURN(std::optional<CatalogMeta> meta, v->catalog_->ReadMeta());
   if (!meta.has_value()) {
     return Status::InvalidArgument("'" + dir + "' is not a Cachepawl store: its catalog (" +
@@ -117,7 +118,7 @@ StatusOr<std::unique_ptr<StoreView>> StoreView::Open(const std::string& dir,
     return Status::Corruption("catalog '" + catalog_dir + "': format version 0");
   }
   v->meta_ = std::move(*meta);
-  CACHEPAWL_ASSIGN_OR_RETURN(CatalogReader::Scan scan, v->catalog_->ReadAll());
+  CACHEPAWL_ASSIGN_OR_RETURN(DiskCatalogReader::Scan scan, v->catalog_->ReadAll());
   v->records_ = std::move(scan.records);
   v->bad_keys_ = std::move(scan.bad_keys);
   v->unknown_keys_ = std::move(scan.unknown_keys);
@@ -413,35 +414,21 @@ StoreView::Verification StoreView::Verify(bool scan_free_space) {
     add("catalog", Hex(k), "record entry cannot be decoded");
   }
 
-  // Catalog-level checks of each extent; the records that pass them are read.
+  // Catalog-level checks of each extent (the disk tier's rule); the records that pass them are
+  // read.
+  CatalogRecordRules rules;
+  rules.fingerprint = meta_.fingerprint;
+  for (const DataFileInfo& f : files_) {
+    rules.files.push_back(
+        {f.path, f.error.empty() ? std::optional<uint64_t>(f.size) : std::nullopt});
+  }
+  rules.layout = layout_.has_value() ? &*layout_ : nullptr;
   std::vector<const CatalogRecord*> readable;
   std::vector<const CatalogRecord*> by_position;
   for (const CatalogRecord& r : records_) {
-    std::string bad;
-    if (r.fingerprint != meta_.fingerprint) {
-      bad = "layout fingerprint differs from the catalog's";
-    } else if (r.extent.file >= files_.size()) {
-      bad = "extent in file " + std::to_string(r.extent.file) + " of " +
-            std::to_string(files_.size());
-    } else if (r.extent.offset % kBlock != 0 || r.extent.bytes % kBlock != 0 ||
-               r.extent.bytes < kRecordHeaderBytes) {
-      bad = "extent " + ExtentText(files_[r.extent.file], r.extent) + " is not 4 KiB-aligned";
-    } else if (files_[r.extent.file].error.empty() && r.extent.end() > files_[r.extent.file].size) {
-      bad = "extent " + ExtentText(files_[r.extent.file], r.extent) + " ends past the file's " +
-            std::to_string(files_[r.extent.file].size) + " bytes";
-    } else if (layout_.has_value() && !layout_->Stores(r.key.kind)) {
-      bad = "a " + std::string(KindName(r.key.kind)) + " record in the store of a layout without " +
-            (r.key.kind == Kind::kWindowKV ? "sliding-window layers"
-             : r.key.kind == Kind::kMamba  ? "SSM layers"
-                                           : "full-attention layers");
-    } else if (layout_.has_value() && r.extent.bytes != RecordSlotBytes(*layout_, r.key.kind)) {
-      bad = "extent of " + std::to_string(r.extent.bytes) + " bytes (a " +
-            std::string(KindName(r.key.kind)) + " record of this layout takes " +
-            std::to_string(RecordSlotBytes(*layout_, r.key.kind)) + ")";
-    }
-    if (!bad.empty()) {
+    if (auto bad = CatalogRecordFault(r, rules)) {
       ++v.catalog_problems;
-      add("catalog", r.key.ToString(), bad);
+      add("catalog", r.key.ToString(), *bad);
       continue;
     }
     by_position.push_back(&r);

@@ -1,5 +1,5 @@
 // StoreView: what `cachepawl dump` reads of a store's disk tier, without writing anything: the
-// catalog (through a read-only CatalogReader, so an engine may have the store open), the data
+// catalog (through a read-only DiskCatalogReader, so an engine may have the store open), the data
 // files (opened O_RDONLY), and what follows from them: per-file extents, the prefix-tree shape,
 // and a verification of every record.
 //
@@ -30,7 +30,7 @@
 #include "store/model_layout.h"
 #include "store/status.h"
 #include "tiers/disk_catalog.h"
-#include "tools/dump_catalog_reader.h"
+#include "tiers/disk_catalog_reader.h"
 
 namespace cachepawl::tools {
 
@@ -151,7 +151,7 @@ class StoreView {
   void ScanFreeSpace(Verification* v);
 
   std::string dir_;
-  std::unique_ptr<CatalogReader> catalog_;
+  std::unique_ptr<DiskCatalogReader> catalog_;
   CatalogMeta meta_;
   std::optional<ModelLayout> layout_;
   std::string layout_name_;

@@ -3,7 +3,7 @@
 // Requests are taken in order. A block, page or state is "cached" once an earlier request had
 // it; identity is by prefix (the chain of block ids up to it), as the store's page hashes are.
 //   blocks   per request, the leading blocks whose prefix was seen before, over all blocks
-//            (traces/README.md: 64.0% for the Mooncake synthetic trace)
+//            (docs/PERFORMANCE.md gives it for the Mooncake synthetic trace)
 //   kv       per request, the leading full pages seen before (an attention-only model)
 //   hybrid   per request, the longest prefix of n seen pages that also has a Mamba state at
 //            depth n, where states exist only where the replay engine saves them: at every

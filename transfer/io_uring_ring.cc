@@ -1,5 +1,6 @@
 #include "transfer/io_uring_ring.h"
 
+#include <liburing.h>
 #include <spdlog/spdlog.h>
 #include <sys/uio.h>
 
@@ -24,7 +25,12 @@ Status IoUringOptions::Validate() const {
   return Status::OK();
 }
 
-IoUringRing::IoUringRing(IoUringOptions options) : options_(options) {}
+struct IoUringRing::Ring {
+  io_uring ring{};
+};
+
+IoUringRing::IoUringRing(IoUringOptions options)
+    : options_(options), ring_(std::make_unique<Ring>()) {}
 
 StatusOr<std::unique_ptr<IoUringRing>> IoUringRing::Open(const IoUringOptions& options) {
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
@@ -33,7 +39,7 @@ StatusOr<std::unique_ptr<IoUringRing>> IoUringRing::Open(const IoUringOptions& o
   std::memset(&params, 0, sizeof(params));
   params.flags = IORING_SETUP_CQSIZE;
   params.cq_entries = 2 * options.queue_depth + 2;  // room for every request and the stop NOP
-  const int rc = io_uring_queue_init_params(options.queue_depth + 1, &ring->ring_, &params);
+  const int rc = io_uring_queue_init_params(options.queue_depth + 1, &ring->ring_->ring, &params);
   if (rc < 0) {
     return Status::Unavailable("io_uring_queue_init(" + std::to_string(options.queue_depth) +
                                "): " + std::strerror(-rc) +
@@ -46,7 +52,7 @@ StatusOr<std::unique_ptr<IoUringRing>> IoUringRing::Open(const IoUringOptions& o
 
 IoUringRing::~IoUringRing() {
   Shutdown();
-  io_uring_queue_exit(&ring_);
+  io_uring_queue_exit(&ring_->ring);
 }
 
 void IoUringRing::SetCompletionHandler(CompletionHandler handler) {
@@ -68,7 +74,8 @@ Status IoUringRing::RegisterBuffers(std::span<const std::span<std::byte>> region
     }
   }
   if (iovs.empty()) return Status::OK();
-  const int rc = io_uring_register_buffers(&ring_, iovs.data(), static_cast<unsigned>(iovs.size()));
+  const int rc =
+      io_uring_register_buffers(&ring_->ring, iovs.data(), static_cast<unsigned>(iovs.size()));
   if (rc < 0) {
     return Status::FromErrno(
         "io_uring_register_buffers(" + std::to_string(iovs.size()) + " buffers)", -rc);
@@ -109,7 +116,7 @@ void IoUringRing::Submit(std::span<const BlockIoRequest> requests) {
 void IoUringRing::FillAndSubmitLocked() {
   unsigned prepared = 0;
   while (in_flight_ < options_.queue_depth && !queued_.empty()) {
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
     if (sqe == nullptr) break;
     const BlockIoRequest r = queued_.front();
     queued_.pop_front();
@@ -134,7 +141,7 @@ void IoUringRing::FillAndSubmitLocked() {
   }
   if (prepared == 0) return;
   for (int attempt = 0;; ++attempt) {
-    const int rc = io_uring_submit(&ring_);
+    const int rc = io_uring_submit(&ring_->ring);
     if (rc >= 0) return;
     if ((rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) && attempt < 1000) {
       std::this_thread::yield();
@@ -157,7 +164,7 @@ void IoUringRing::CompletionLoop() {
   bool stop = false;
   while (!stop) {
     io_uring_cqe* first = nullptr;
-    const int rc = io_uring_wait_cqe(&ring_, &first);
+    const int rc = io_uring_wait_cqe(&ring_->ring, &first);
     if (rc < 0) {
       if (rc == -EINTR || rc == -EAGAIN) continue;
       spdlog::error("io_uring_wait_cqe: {}", std::strerror(-rc));
@@ -165,7 +172,7 @@ void IoUringRing::CompletionLoop() {
       continue;
     }
     batch.clear();
-    const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, kCqeBatch);
+    const unsigned n = io_uring_peek_batch_cqe(&ring_->ring, cqes, kCqeBatch);
     for (unsigned i = 0; i < n; ++i) {
       const uint64_t tag = io_uring_cqe_get_data64(cqes[i]);
       if (tag == kStopTag) {
@@ -174,7 +181,7 @@ void IoUringRing::CompletionLoop() {
         batch.push_back({tag, cqes[i]->res});
       }
     }
-    io_uring_cq_advance(&ring_, n);
+    io_uring_cq_advance(&ring_->ring, n);
     CompletionHandler handler;
     {
       // Refill the queue before running the handler (which may verify checksums), so the
@@ -198,14 +205,14 @@ void IoUringRing::Shutdown() {
   shutting_down_ = true;
   drained_.wait(lock, [&] { return in_flight_ == 0 && queued_.empty() && in_handler_ == 0; });
   stopped_ = true;
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
   while (sqe == nullptr) {
-    io_uring_submit(&ring_);
-    sqe = io_uring_get_sqe(&ring_);
+    io_uring_submit(&ring_->ring);
+    sqe = io_uring_get_sqe(&ring_->ring);
   }
   io_uring_prep_nop(sqe);
   io_uring_sqe_set_data64(sqe, kStopTag);
-  io_uring_submit(&ring_);
+  io_uring_submit(&ring_->ring);
   lock.unlock();
   if (thread_.joinable()) thread_.join();
 }

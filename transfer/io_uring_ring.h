@@ -7,8 +7,6 @@
 // handler. Shutdown must not be called from the completion handler.
 #pragma once
 
-#include <liburing.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -58,8 +56,9 @@ class IoUringRing final : public BlockIo {
   void CompletionLoop();
   int FixedBufferIndex(const std::byte* buf, uint32_t len) const;
 
+  struct Ring;  // liburing's ring (io_uring_ring.cc): no liburing type leaves transfer/
   const IoUringOptions options_;
-  io_uring ring_{};
+  const std::unique_ptr<Ring> ring_;
   CompletionHandler handler_;  // set before the first Submit
   std::thread thread_;
 

@@ -14,11 +14,9 @@
 // double buffering), so the kernel of one chunk overlaps the copies of another and operations of
 // any size stream through it. While the model runs long kernels (a persistent matrix product
 // holds every SM until it ends), a gather or scatter launch gets SMs only at a kernel boundary
-// and covers one chunk, so the chunk size sets the rate moved meanwhile: 128 MiB chunks kept the
-// link at 0.87-0.90 of its two-way limit beside 1.5 ms products on an H100, 32 MiB chunks at
-// 0.45 (docs/PERFORMANCE.md). Pools whose
-// records are contiguous on the device (block-contiguous, DevicePoolArena) skip staging: copy
-// engines move whole records. Each direction has its own two non-blocking streams (copy, kernel) at
+// and covers one chunk, so the chunk size sets the rate moved meanwhile (docs/PERFORMANCE.md,
+// Transfer, has the rates per chunk size). Pools whose records are contiguous on the device
+// (block-contiguous, DevicePoolArena) skip staging: copy engines move whole records. Each direction has its own two non-blocking streams (copy, kernel) at
 // options' priority; operations of one direction run in submission order; the two directions
 // overlap.
 //

@@ -15,18 +15,8 @@ namespace cachepawl {
 namespace {
 
 using testing::TempDir;
+using testing::TestCatalogRecord;
 using testing::TestKey;
-
-CatalogRecord MakeRecord(Kind kind, uint64_t n) {
-  CatalogRecord r;
-  r.key = TestKey(kind, n);
-  r.parent = TestKey(kind, n + 100).hash;
-  r.extent = {static_cast<uint32_t>(n % 3), n * 8192, 8192};
-  r.checksum = 0x1234567890abcdefull ^ n;
-  r.fingerprint.fill(static_cast<uint8_t>(n));
-  r.stamp = 1000 + n;
-  return r;
-}
 
 void ExpectSame(const CatalogRecord& a, const CatalogRecord& b) {
   EXPECT_EQ(a.key.kind, b.key.kind);
@@ -41,7 +31,7 @@ void ExpectSame(const CatalogRecord& a, const CatalogRecord& b) {
 
 TEST(DiskCatalogTest, ValueEncodingRoundTripsAndRejectsDamage) {
   for (Kind kind : {Kind::kKV, Kind::kMamba}) {
-    const CatalogRecord r = MakeRecord(kind, 5);
+    const CatalogRecord r = TestCatalogRecord(kind, 5);
     const std::string key = CatalogRecordKey(r.key);
     const std::string value = EncodeCatalogValue(r);
     auto back = DecodeCatalogRecord(key, value);
@@ -95,7 +85,7 @@ TEST(DiskCatalogTest, ApplyIsOneBatchAndSurvivesReopen) {
     ASSERT_TRUE((*cat)->WriteMeta(m).ok());
     std::vector<CatalogRecord> puts;
     for (uint64_t i = 0; i < 20; ++i)
-      puts.push_back(MakeRecord(i % 2 ? Kind::kMamba : Kind::kKV, i));
+      puts.push_back(TestCatalogRecord(i % 2 ? Kind::kMamba : Kind::kKV, i));
     ASSERT_TRUE((*cat)->Apply(puts, {}).ok());
     // Delete two and re-put one with a new extent in the same batch.
     std::vector<DiskKey> dels = {puts[3].key, puts[4].key};
@@ -156,7 +146,7 @@ TEST(DiskCatalogTest, ChainsArePutAndDeletedInTheBatchesOfTheirStates) {
   const std::string path = (dir.path() / "cat").string();
   auto cat = DiskCatalog::Open(path, /*sync=*/false, /*chains=*/true);
   ASSERT_TRUE(cat.ok()) << cat.status().ToString();
-  CatalogRecord a = MakeRecord(Kind::kMamba, 1), b = MakeRecord(Kind::kMamba, 2);
+  CatalogRecord a = TestCatalogRecord(Kind::kMamba, 1), b = TestCatalogRecord(Kind::kMamba, 2);
   a.chain = {TestKey(Kind::kKV, 10).hash};
   b.chain = {TestKey(Kind::kKV, 10).hash, TestKey(Kind::kKV, 11).hash};
   ASSERT_TRUE((*cat)->Apply(std::vector<CatalogRecord>{a, b}, {}).ok());

@@ -14,6 +14,7 @@
 #include "index/page_hash.h"
 #include "store/model_layout.h"
 #include "tests/common/test_util.h"
+#include "tiers/disk_catalog.h"
 #include "tiers/disk_record.h"
 #include "tiers/host_memory.h"
 
@@ -109,6 +110,18 @@ inline bool PayloadMatchesKey(const DiskKey& key, std::span<const std::byte> pay
   std::vector<std::byte> want(payload.size());
   FillPayloadForKey(key, want);
   return std::memcmp(want.data(), payload.data(), payload.size()) == 0;
+}
+
+// A catalog record of TestKey(kind, n), its fields derived from n (extent in file n % 3).
+inline CatalogRecord TestCatalogRecord(Kind kind, uint64_t n) {
+  CatalogRecord r;
+  r.key = TestKey(kind, n);
+  r.parent = TestKey(kind, n + 100).hash;
+  r.extent = {static_cast<uint32_t>(n % 3), n * 8192, 8192};
+  r.checksum = 0x1234567890abcdefull ^ n;
+  r.fingerprint.fill(static_cast<uint8_t>(n));
+  r.stamp = 1000 + n;
+  return r;
 }
 
 }  // namespace cachepawl::testing

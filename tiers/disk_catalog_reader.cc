@@ -1,40 +1,37 @@
-#include "tools/dump_catalog_reader.h"
+#include "tiers/disk_catalog_reader.h"
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <stdlib.h>
 
 #include <cerrno>
-#include <cstring>
+#include <cstdlib>
 #include <filesystem>
 
-namespace cachepawl::tools {
+#include "tiers/disk_catalog_rocks.h"
+
+namespace cachepawl {
 namespace {
 
-constexpr char kRecordPrefix = kCatalogRecordPrefix;
-constexpr const char* kMetaKey = kCatalogMetaKey;
-
-Status FromRocks(const rocksdb::Status& s, const std::string& context) {
-  if (s.ok()) return Status::OK();
-  if (s.IsCorruption()) return Status::Corruption(context + ": " + s.ToString());
-  if (s.IsNotFound() || s.IsPathNotFound()) return Status::NotFound(context + ": " + s.ToString());
-  return Status::IOError(context + ": " + s.ToString());
+// A missing file is nothing to read (see MissingCatalogFile).
+Status ReaderStatus(const rocksdb::Status& s, const std::string& context) {
+  return FromRocks(s, context, MissingCatalogFile::kNotFound);
 }
 
 }  // namespace
 
-CatalogReader::CatalogReader(std::string dir, std::string secondary_dir,
-                             std::unique_ptr<rocksdb::DB> db)
+DiskCatalogReader::DiskCatalogReader(std::string dir, std::string secondary_dir,
+                                     std::unique_ptr<CatalogDb> db)
     : dir_(std::move(dir)), secondary_dir_(std::move(secondary_dir)), db_(std::move(db)) {}
 
-CatalogReader::~CatalogReader() {
-  if (db_) db_->Close().PermitUncheckedError();
-  db_.reset();
+DiskCatalogReader::~DiskCatalogReader() {
+  db_.reset();  // closes the secondary before its folder goes
   std::error_code ec;
   std::filesystem::remove_all(secondary_dir_, ec);
 }
 
-StatusOr<std::unique_ptr<CatalogReader>> CatalogReader::Open(const std::string& catalog_dir) {
+StatusOr<std::unique_ptr<DiskCatalogReader>> DiskCatalogReader::Open(
+    const std::string& catalog_dir) {
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::path(catalog_dir) / "CURRENT", ec)) {
     return Status::NotFound("catalog '" + catalog_dir + "': no RocksDB database there");
@@ -54,35 +51,35 @@ StatusOr<std::unique_ptr<CatalogReader>> CatalogReader::Open(const std::string& 
   rocksdb::Status s = rocksdb::DB::OpenAsSecondary(o, catalog_dir, secondary, &raw);
   if (!s.ok()) {
     std::filesystem::remove_all(secondary, ec);
-    return FromRocks(s, "catalog '" + catalog_dir + "' cannot be opened");
+    return ReaderStatus(s, "catalog '" + catalog_dir + "' cannot be opened");
   }
-  std::unique_ptr<CatalogReader> reader(
-      new CatalogReader(catalog_dir, secondary, std::unique_ptr<rocksdb::DB>(raw)));
+  std::unique_ptr<DiskCatalogReader> reader(
+      new DiskCatalogReader(catalog_dir, secondary, std::make_unique<CatalogDb>(raw)));
   CACHEPAWL_RETURN_IF_ERROR(reader->CatchUp());
   return reader;
 }
 
-Status CatalogReader::CatchUp() {
-  return FromRocks(db_->TryCatchUpWithPrimary(), "catalog '" + dir_ + "': catching up");
+Status DiskCatalogReader::CatchUp() {
+  return ReaderStatus(db_->db->TryCatchUpWithPrimary(), "catalog '" + dir_ + "': catching up");
 }
 
-StatusOr<std::optional<CatalogMeta>> CatalogReader::ReadMeta() const {
-  return ReadCatalogMeta(*db_, dir_);
+StatusOr<std::optional<CatalogMeta>> DiskCatalogReader::ReadMeta() const {
+  return ReadCatalogMeta(*db_->db, dir_);
 }
 
-StatusOr<CatalogReader::Scan> CatalogReader::ReadAll() const {
+StatusOr<DiskCatalogReader::Scan> DiskCatalogReader::ReadAll() const {
   Scan scan;
   CatalogChains chains;  // key order: every chain entry comes before the records
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(db_->db->NewIterator(rocksdb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const std::string_view k(it->key().data(), it->key().size());
     const std::string_view v(it->value().data(), it->value().size());
-    if (k == kMetaKey) continue;
+    if (k == kCatalogMetaKey) continue;
     if (!k.empty() && k[0] == kCatalogChainPrefix) {
       if (!chains.Add(k, v)) scan.bad_keys.emplace_back(k);
       continue;
     }
-    if (k.empty() || k[0] != kRecordPrefix) {
+    if (k.empty() || k[0] != kCatalogRecordPrefix) {
       scan.unknown_keys.emplace_back(k);
       continue;
     }
@@ -93,20 +90,20 @@ StatusOr<CatalogReader::Scan> CatalogReader::ReadAll() const {
       scan.bad_keys.emplace_back(k);
     }
   }
-  CACHEPAWL_RETURN_IF_ERROR(FromRocks(it->status(), "catalog '" + dir_ + "': scan"));
+  CACHEPAWL_RETURN_IF_ERROR(ReaderStatus(it->status(), "catalog '" + dir_ + "': scan"));
   scan.orphan_chains = chains.LeftOver();
   return scan;
 }
 
-StatusOr<std::optional<CatalogRecord>> CatalogReader::Get(const DiskKey& key) const {
+StatusOr<std::optional<CatalogRecord>> DiskCatalogReader::Get(const DiskKey& key) const {
   const std::string raw = CatalogRecordKey(key);
   std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), raw, &value);
+  rocksdb::Status s = db_->db->Get(rocksdb::ReadOptions(), raw, &value);
   if (s.IsNotFound()) return std::optional<CatalogRecord>();
-  if (!s.ok()) return FromRocks(s, "catalog '" + dir_ + "': get");
+  if (!s.ok()) return ReaderStatus(s, "catalog '" + dir_ + "': get");
   auto rec = DecodeCatalogRecord(raw, value);
   if (!rec) return Status::Corruption("catalog '" + dir_ + "': entry of " + key.ToString());
   return std::optional<CatalogRecord>(*rec);
 }
 
-}  // namespace cachepawl::tools
+}  // namespace cachepawl

@@ -1,0 +1,66 @@
+// DiskCatalogReader: a read-only view of a disk tier's catalog (tiers/disk_catalog.h), safe while
+// a store has the catalog open (`cachepawl dump` reads through it).
+//
+// It opens the RocksDB database as a *secondary* instance (RocksDB's supported way to read a
+// database another process is writing; the secondary keeps its own log files in a temporary
+// folder removed on destruction) and never writes to the catalog's folder. Records, chains and
+// the meta entry are decoded as DiskCatalog decodes them (DecodeCatalogRecord, CatalogChains,
+// DecodeCatalogMeta).
+//
+// Errors name the folder: NotFound (no catalog there, or a file of it is missing), Corruption
+// (RocksDB reports damaged files, or the meta entry cannot be decoded), IOError (anything else
+// RocksDB says).
+//
+// Thread safety: one thread at a time. Ownership: the reader owns its secondary instance and
+// its temporary folder.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/status.h"
+#include "tiers/disk_catalog.h"
+
+namespace cachepawl {
+
+struct CatalogDb;  // tiers/disk_catalog_rocks.h (internal)
+
+class DiskCatalogReader {
+ public:
+  // `catalog_dir` is the RocksDB folder (<store dir>/catalog). The secondary's temporary folder
+  // is made under $TMPDIR (else /tmp).
+  static StatusOr<std::unique_ptr<DiskCatalogReader>> Open(const std::string& catalog_dir);
+  ~DiskCatalogReader();
+  DiskCatalogReader(const DiskCatalogReader&) = delete;
+  DiskCatalogReader& operator=(const DiskCatalogReader&) = delete;
+
+  // Brings the view up to date with the primary's latest writes (a no-op when none runs).
+  Status CatchUp();
+
+  // nullopt when the catalog has no meta entry (not a store's catalog, or never finished).
+  StatusOr<std::optional<CatalogMeta>> ReadMeta() const;
+
+  struct Scan {
+    std::vector<CatalogRecord> records;      // states of chained layouts with their chains
+    std::vector<std::string> bad_keys;       // record or chain entries that cannot be decoded
+    std::vector<std::string> unknown_keys;   // entries that are neither records, chains nor meta
+    std::vector<std::string> orphan_chains;  // chain entries without their state's record
+  };
+  // Every entry, in key order.
+  StatusOr<Scan> ReadAll() const;
+
+  // The record stored for `key` now (after CatchUp), or nullopt.
+  StatusOr<std::optional<CatalogRecord>> Get(const DiskKey& key) const;
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  DiskCatalogReader(std::string dir, std::string secondary_dir, std::unique_ptr<CatalogDb> db);
+  std::string dir_;
+  std::string secondary_dir_;
+  std::unique_ptr<CatalogDb> db_;
+};
+
+}  // namespace cachepawl
