@@ -69,9 +69,8 @@ Status FillSync(void* dst, int byte_value, size_t bytes);
 
 // Synchronous copy between pageable host memory and device memory (either direction), staged
 // through pinned bounce buffers on the calling thread's per-thread stream, so that copies from
-// several threads run side by side. (With pageable cudaMemcpy instead, the 16-thread trace
-// replay on an H200 stayed near 10 requests/s at 8, 16 and 32 threads; with this, 12.3:
-// docs/PERFORMANCE.md, "Requests in flight".) The bounce buffers (8 MiB each; two per
+// several threads run side by side (pageable cudaMemcpy serialized them: docs/PERFORMANCE.md,
+// "Requests in flight", has the figures). The bounce buffers (8 MiB each; two per
 // host->device call of more than 8 MiB, else one) come from a process-wide pool that grows to
 // the number of concurrent callers and lives until the process exits. A failed copy may have
 // written any part of `dst`.
