@@ -1,9 +1,13 @@
 // PrefixIndex's internals (index/prefix_index.h), shared by its implementation files:
-//   prefix_index.cc          construction, Match, inserting and removing, locations
-//   prefix_index_locks.cc    locks, transfer pins, eviction
-//   prefix_index_window.cc   windowed KV: its locations, anchors and eviction
-//   prefix_index_inspect.cc  Lookup, Ancestors, DumpEntries, Stats, CheckInvariants
-// Nothing outside index/ includes it.
+//   prefix_index.cc             construction, Match (its walk of a query's chain)
+//   chain_finder.h              ChainFinder: Match's pipeline that finds the chain's entries
+//   prefix_index_mutation.cc    inserting and removing pages, setting and clearing locations
+//   prefix_index_locks.cc       engine locks, transfer pins
+//   prefix_index_eviction.cc    picking victims, hybrid eviction's scores and subtree counts
+//   prefix_index_window.cc      windowed KV: its locations, anchors and eviction
+//   prefix_index_inspect.cc     Lookup, Ancestors, DumpEntries, Stats
+//   prefix_index_invariants.cc  CheckInvariants
+// Nothing outside index/ includes it, except the index's unit tests (tests/index/).
 //
 // Layout. Entries are named by 32-bit indices and live in two ChunkedArrays (never moved): a
 // 64-byte aligned hot part with everything Match reads (one cache line per page) and a 32-byte
@@ -11,7 +15,7 @@
 // indices so that a chain grown page by page, even interleaved with other chains (pages inserted as
 // requests decode), has consecutive indices inside aligned blocks of 16: Match then predicts
 // most pages' entries from the previous page's and reads the table about once per block (see
-// ChainFinder). A KV location is kept inline as a 32-bit slot;
+// index/chain_finder.h). A KV location is kept inline as a 32-bit slot;
 // slots that do not fit (>= 0xFFFFFFFF) go to a side map keyed by (index, tier). Mamba states
 // are few and large, so they live in their own slab with full 64-bit slots, named by the
 // entry's `state` index. Windowed KV (Kind::kWindowKV, only when IndexOptions::window_pages W
@@ -457,6 +461,7 @@ struct Core {
       take(item);
     }
   }
+  // (Picking: prefix_index_eviction.cc; PickWindows: prefix_index_window.cc.)
   // KV victims of the KV queues in `queues` (in that order), appended to *out up to max_count.
   void PickKv(int t, size_t max_count, std::span<const int> queues, std::vector<Victim>* out);
   // Victims of queue q (kMamba, kWindowQ, kNeededWindowQ) appended to *out up to max_count,
@@ -468,7 +473,7 @@ struct Core {
   std::vector<Victim> PickWindows(int t, size_t max_count, VictimClass cls);
   std::vector<Victim> Pick(Kind kind, int t, size_t max_count, VictimClass cls);
 
-  // ----- hybrid eviction of states (prefix_index_locks.cc) ------------------------------------
+  // ----- hybrid eviction of states (prefix_index_eviction.cc) ---------------------------------
   // value(d) / bytes(d) of a state at depth d (IndexOptions::state_value_per_page).
   double StateValuePerByte(uint32_t depth) const;
   // The score of a state at depth d with `hits` hits: inflation + min(hits + 1, kMaxScoredHits)
@@ -548,7 +553,7 @@ struct Core {
   template <bool kWindowed>
   void MatchChain(std::span<const PageHash> hashes, MatchResult* out);
 
-  // ----- mutations (mu held exclusively) -----------------------------------------------------
+  // ----- mutations (mu held exclusively; prefix_index_mutation.cc) --------------------------
   // A new record (a state or windowed KV) of entry i in `slab`, held by no tier yet, its
   // recency the clock.
   uint32_t NewRecord(ChunkedArray<State, 10>* slab, IndexAllocator* ids, uint32_t entry) {
@@ -575,10 +580,10 @@ struct Core {
                    uint64_t parent_mixed, const PageHash& hash, uint64_t mixed, uint32_t* index,
                    bool* added);
   void RemoveUnlinked(uint32_t i);
-  Status PinOne(const PageHash& hash, int k, int t, bool pin);
+  Status PinOne(const PageHash& hash, int k, int t, bool pin);  // (prefix_index_locks.cc)
 
-  EntryInfo Info(uint32_t i) const;
-  Status CheckWindowCounts(const std::vector<uint32_t>& live) const;
+  EntryInfo Info(uint32_t i) const;                                   // (prefix_index_inspect.cc)
+  Status CheckWindowCounts(const std::vector<uint32_t>& live) const;  // (..._invariants.cc)
 
   // Holds mu exclusively and advances the clock: mutations stamp `clock`, Matches until the
   // next mutation stamp clock + 1, so a Match is strictly between the mutations around it.
