@@ -294,6 +294,15 @@ Status StoreImpl::Unlock(PrefixLock& lock) {
 // Device pools
 // ------------------------------------------------------------------------------------------
 
+StatusOr<std::shared_ptr<TransferEngine>> StoreImpl::UsableEngineLocked() const {
+  if (closed_) return Status::FailedPrecondition("store is closed");
+  if (!engine_ready_) {
+    return Status::FailedPrecondition(
+        "no device pool: open the store with device_pool_bytes or call RegisterDevicePool");
+  }
+  return engine_;
+}
+
 Status StoreImpl::RegisterDevicePool(const DevicePoolDescription& pool) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -140,6 +140,9 @@ class StoreImpl final : public Store {
   Status CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) const;
   Status OpenTiers();
   Status CreateEngine(const DevicePoolDescription& pool);
+  // The transfer engine a Load or Save uses (a copy: it outlives UnregisterDevicePool):
+  // FailedPrecondition when the store is closed or has no device pool. Requires mu_.
+  StatusOr<std::shared_ptr<TransferEngine>> UsableEngineLocked() const;
   // Post `fn(status)` to the completion worker when `fence` fires. With a profile (see
   // store/stage_profile.h; submitted_at != 0): `copy` gets submitted_at -> fired, `hop` fired ->
   // fn runs, `finish` fn's own time.

@@ -69,12 +69,9 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
   {
     const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
-    if (closed_) return Status::FailedPrecondition("store is closed");
-    if (!engine_ready_) {
-      return Status::FailedPrecondition(
-          "no device pool: open the store with device_pool_bytes or call RegisterDevicePool");
-    }
-    engine = engine_;
+    auto usable = UsableEngineLocked();
+    if (!usable.ok()) return usable.status();
+    engine = std::move(usable).value();
     std::vector<bool> has_slot;  // per fill: its host slot is allocated
     auto rollback = [&](const Status& why) {
       for (const HostSource& s : sources) (void)index_->Unpin(s.key.hash, s.key.kind, Tier::kHost);

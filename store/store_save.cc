@@ -91,12 +91,9 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   {
     const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
-    if (closed_) return Status::FailedPrecondition("store is closed");
-    if (!engine_ready_) {
-      return Status::FailedPrecondition(
-          "no device pool: open the store with device_pool_bytes or call RegisterDevicePool");
-    }
-    engine = engine_;
+    auto usable = UsableEngineLocked();
+    if (!usable.ok()) return usable.status();
+    engine = std::move(usable).value();
     if (chain == 0) return Fence::Completed(Status::OK());
     CACHEPAWL_RETURN_IF_ERROR(
         index_->InsertChain(std::nullopt, hashes.first(chain)).WithContext("SaveRequest"));
