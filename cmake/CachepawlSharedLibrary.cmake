@@ -14,21 +14,15 @@
 # ${PROJECT_BINARY_DIR}/include/cachepawl serves add_subdirectory() users the same way as an
 # install does.
 
-# The public C++ headers: the include closure of store/store.h, tiers/device_pool.h and
-# store/layout_from_hf.h (tests/install/check_install.sh compiles each one alone against the
-# installed tree). Nothing here may include RocksDB, liburing, spdlog, fmt, xxHash, OpenSSL,
-# nlohmann or CUDA headers.
-set(CACHEPAWL_PUBLIC_HEADERS
-  store/store.h
-  store/layout_from_hf.h
-  store/status.h
-  store/store_options.h
-  store/store_stats.h
-  store/model_layout.h
-  store/types.h
-  index/page_hash.h
-  transfer/fence.h
-  tiers/device_pool.h)
+# The public C++ headers, the whole C++ API: store/store.h and every header directly in
+# store/vocab/ (store/vocab/internal/ is the vocabulary's own plumbing and is not installed).
+# tests/install/check_install.sh compiles each one alone against the installed tree and fails
+# when any installed header includes one that is not installed. Nothing here may include
+# RocksDB, liburing, spdlog, fmt, xxHash, OpenSSL, nlohmann or CUDA headers.
+file(GLOB CACHEPAWL_VOCAB_HEADERS CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}"
+  "${PROJECT_SOURCE_DIR}/store/vocab/*.h")
+list(SORT CACHEPAWL_VOCAB_HEADERS)
+set(CACHEPAWL_PUBLIC_HEADERS store/store.h ${CACHEPAWL_VOCAB_HEADERS})
 # The C API's header, once it exists, installed as <cachepawl/cachepawl.h>.
 set(CACHEPAWL_C_HEADER "${PROJECT_SOURCE_DIR}/store/cachepawl.h")
 

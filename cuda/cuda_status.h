@@ -9,7 +9,7 @@
 
 #include <string_view>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 
 namespace cachepawl::cuda {
 

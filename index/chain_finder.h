@@ -24,9 +24,9 @@
 #include <span>
 
 #include "index/chunked_slab.h"
-#include "index/page_hash.h"
 #include "index/page_table.h"
 #include "index/prefix_index_internal.h"
+#include "store/vocab/page_hash.h"
 
 namespace cachepawl::prefix_index_internal {
 

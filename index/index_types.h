@@ -9,9 +9,9 @@
 #include <optional>
 #include <vector>
 
-#include "index/page_hash.h"
-#include "store/status.h"
-#include "store/types.h"
+#include "store/vocab/page_hash.h"
+#include "store/vocab/status.h"
+#include "store/vocab/types.h"
 
 namespace cachepawl {
 

@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "index/page_hash.h"
-#include "store/status.h"
+#include "store/vocab/page_hash.h"
+#include "store/vocab/status.h"
 
 namespace cachepawl {
 

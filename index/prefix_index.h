@@ -101,9 +101,9 @@
 #include <vector>
 
 #include "index/index_types.h"
-#include "index/page_hash.h"
-#include "store/status.h"
-#include "store/types.h"
+#include "store/vocab/page_hash.h"
+#include "store/vocab/status.h"
+#include "store/vocab/types.h"
 
 namespace cachepawl {
 

@@ -69,13 +69,13 @@
 
 #include "index/chunked_slab.h"
 #include "index/index_types.h"
-#include "index/page_hash.h"
 #include "index/page_table.h"
 #include "index/prefix_index.h"
 #include "index/rw_lock.h"
 #include "index/victim_queue.h"
-#include "store/status.h"
-#include "store/types.h"
+#include "store/vocab/page_hash.h"
+#include "store/vocab/status.h"
+#include "store/vocab/types.h"
 
 namespace cachepawl {
 namespace prefix_index_internal {

@@ -7,7 +7,7 @@
  * Conventions (they hold for every function unless its comment says otherwise):
  *
  *  - Status: every function returns a cachepawl_status (0 = CACHEPAWL_OK). The codes mirror
- *    cachepawl::Status::Code (store/status.h) value for value, plus CACHEPAWL_OUT_OF_MEMORY.
+ *    cachepawl::Status::Code (store/vocab/status.h) value for value, plus CACHEPAWL_OUT_OF_MEMORY.
  *    The only exceptions are the functions that cannot fail: the *_free functions (void),
  *    cachepawl_version*, cachepawl_abi_version, cachepawl_status_name, cachepawl_last_error
  *    and cachepawl_store_last_error.
@@ -112,7 +112,7 @@ enum {
   CACHEPAWL_TIER_REMOTE = 3 /* a Redis Cluster shared by several stores (options_set_remote_*) */
 };
 
-/* When entries saved to host memory also go to disk (store/store_options.h WritePolicy). */
+/* When entries saved to host memory also go to disk (store/vocab/store_options.h WritePolicy). */
 typedef int32_t cachepawl_write_policy;
 enum {
   CACHEPAWL_WRITE_THROUGH = 0,           /* once, right after it reaches host memory */
@@ -120,7 +120,7 @@ enum {
   CACHEPAWL_WRITE_BACK = 2               /* only when evicted from host memory */
 };
 
-/* Which saved entries this store also writes to the remote tier (store/store_options.h
+/* Which saved entries this store also writes to the remote tier (store/vocab/store_options.h
  * RemoteWritePolicy); cachepawl_options_set_remote_write_policy. */
 typedef int32_t cachepawl_remote_write_policy;
 enum {
@@ -130,14 +130,14 @@ enum {
   CACHEPAWL_REMOTE_WRITE_ON_EVICT = 3   /* when it leaves the last local tier (host or disk) */
 };
 
-/* Which entries leave a full tier first (store/store_options.h EvictionPolicy). */
+/* Which entries leave a full tier first (store/vocab/store_options.h EvictionPolicy). */
 typedef int32_t cachepawl_eviction_policy;
 enum {
   CACHEPAWL_EVICTION_LRU = 0,   /* per kind, least recently used first (kept for comparison) */
   CACHEPAWL_EVICTION_HYBRID = 1 /* prefix units and state value per byte (the default) */
 };
 
-/* Bytes of one page hash (SHA-256 chain, index/page_hash.h). */
+/* Bytes of one page hash (SHA-256 chain, store/vocab/page_hash.h). */
 #define CACHEPAWL_HASH_BYTES 32
 /* "No state slot" for the device_state_slot arguments. */
 #define CACHEPAWL_NO_SLOT UINT64_MAX
@@ -178,7 +178,7 @@ CACHEPAWL_API char* cachepawl_store_last_error(const cachepawl_store* store);
 CACHEPAWL_API void cachepawl_string_free(char* s);
 
 /* ------------------------------------------------------------------------------------------
- * Layouts (store/model_layout.h). A layout handle is immutable: thread-safe.
+ * Layouts (store/vocab/model_layout.h). A layout handle is immutable: thread-safe.
  * ---------------------------------------------------------------------------------------- */
 
 /* Built-in preset names, one per line, sorted (new string). */
@@ -193,7 +193,7 @@ CACHEPAWL_API cachepawl_status cachepawl_layout_from_json_file(const char* path,
 /* JSON layout text of `len` bytes; errors name the key path or the line and column. */
 CACHEPAWL_API cachepawl_status cachepawl_layout_from_json_string(const char* json, size_t len,
                                                                  cachepawl_layout** out);
-/* The layout transformers 5.17 keeps for a Hugging Face config.json (store/layout_from_hf.h;
+/* The layout transformers 5.17 keeps for a Hugging Face config.json (store/vocab/layout_from_hf.h;
  * docs/MODELS.md, "Layouts from a Hugging Face config"): config text of `len` bytes.
  * cache_dtype: K/V and conv state dtype, state_dtype: recurrent state dtype (names as in layout
  * files: "bf16", "fp32", "float16", ...; NULL: "bf16" / "fp32"). convention: "transformers"
@@ -252,7 +252,7 @@ CACHEPAWL_API cachepawl_status cachepawl_layout_fingerprint(const cachepawl_layo
                                                             uint8_t* out, size_t capacity);
 
 /* ------------------------------------------------------------------------------------------
- * Options (store/store_options.h). One thread at a time per handle. Each setter checks its
+ * Options (store/vocab/store_options.h). One thread at a time per handle. Each setter checks its
  * value at once (INVALID_ARGUMENT naming the field and value); cachepawl_store_open checks
  * the combination. Defaults are StoreOptions' (host 1 GiB, no disk, CPU/GPU auto, ...).
  * ---------------------------------------------------------------------------------------- */
@@ -325,9 +325,9 @@ CACHEPAWL_API cachepawl_status cachepawl_options_set_staging_bytes(cachepawl_opt
 /* Checkpoint hints are rounded down to this many pages (0, the default: one page). */
 CACHEPAWL_API cachepawl_status
 cachepawl_options_set_track_interval_pages(cachepawl_options* options, uint32_t pages);
-/* Remote tier (store/store_options.h RemoteOptions; docs/EMBEDDING.md, "Sharing prefixes across
- * replicas: the remote tier"): a Redis Cluster (or one Redis server) several stores share, below
- * disk. Lookups report its pages as CACHEPAWL_TIER_REMOTE; load and prefetch fetch them.
+/* Remote tier (store/vocab/store_options.h RemoteOptions; docs/EMBEDDING.md, "Sharing prefixes
+ * across replicas: the remote tier"): a Redis Cluster (or one Redis server) several stores share,
+ * below disk. Lookups report its pages as CACHEPAWL_TIER_REMOTE; load and prefetch fetch them.
  * Seeds "redis://host:port[,host:port...]"; "" (the default): no remote tier. Checked for
  * syntax here; cachepawl_store_open connects and fails with UNAVAILABLE naming the seeds when
  * no seed answers. */
@@ -391,7 +391,7 @@ CACHEPAWL_API cachepawl_status cachepawl_store_layout(const cachepawl_store* sto
 CACHEPAWL_API cachepawl_status cachepawl_store_gpu_mode(const cachepawl_store* store, int32_t* out);
 /* Counters and latency percentiles (new strings): one JSON object, or Prometheus text
  * exposition format (metric prefix cachepawl_). The JSON's "remote" object holds the remote
- * tier's counters (store/store_stats.h RemoteStats: "enabled", writes_queued, writes,
+ * tier's counters (store/vocab/store_stats.h RemoteStats: "enabled", writes_queued, writes,
  * write_failures, writes_dropped, lookup_pages, loaded, load_failures, checksum_failures,
  * transport_errors, deleted_bad, ...). */
 CACHEPAWL_API cachepawl_status cachepawl_store_stats_json(const cachepawl_store* store, char** out);
@@ -399,7 +399,7 @@ CACHEPAWL_API cachepawl_status cachepawl_store_stats_prometheus(const cachepawl_
                                                                 char** out);
 
 /* ------------------------------------------------------------------------------------------
- * Device pools (tiers/device_pool.h). Either the store owns one (options' device_pool_bytes)
+ * Device pools (store/vocab/device_pool.h). Either the store owns one (options' device_pool_bytes)
  * and hands out slots, or the engine describes its own tensors with a pool handle and
  * registers it once, before any load or save. Addresses are device pointers (host pointers
  * in CPU mode, device -1); the store never frees them.
@@ -594,7 +594,7 @@ CACHEPAWL_API cachepawl_status cachepawl_prefetch_cancel(cachepawl_prefetch* pre
 CACHEPAWL_API void cachepawl_prefetch_free(cachepawl_prefetch* prefetch);
 
 /* ------------------------------------------------------------------------------------------
- * Fences (transfer/fence.h). Thread-safe; freeing a fence does not cancel its operation.
+ * Fences (store/vocab/fence.h). Thread-safe; freeing a fence does not cancel its operation.
  * ---------------------------------------------------------------------------------------- */
 
 /* *out = 1 once the operation finished (with success or an error). */

@@ -8,7 +8,7 @@
 //
 // Lifetime: a store handle and its lock handles share a StoreState; freeing the store closes
 // and destroys the C++ Store at once (under the state's write lock), and later lock calls see
-// it gone. Fence and prefetch handles hold only self-contained objects (transfer/fence.h, the
+// it gone. Fence and prefetch handles hold only self-contained objects (store/vocab/fence.h, the
 // prefetch's fence and flag) and outlive the store without it.
 #pragma once
 
@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "store/cachepawl.h"
-#include "store/model_layout.h"
-#include "store/status.h"
 #include "store/store.h"
-#include "store/store_options.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
+#include "store/vocab/store_options.h"
 
 namespace cachepawl::capi {
 

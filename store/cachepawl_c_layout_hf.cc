@@ -1,11 +1,11 @@
 // The C ABI (store/cachepawl.h): layouts from Hugging Face config.json files
-// (store/layout_from_hf.h). The string arguments name dtypes and the conv convention; each bad
-// one is InvalidArgument naming the argument and the value.
+// (store/vocab/layout_from_hf.h). The string arguments name dtypes and the conv convention; each
+// bad one is InvalidArgument naming the argument and the value.
 #include <string>
 
 #include "store/cachepawl.h"
 #include "store/cachepawl_c_internal.h"
-#include "store/layout_from_hf.h"
+#include "store/vocab/layout_from_hf.h"
 
 namespace cachepawl::capi {
 namespace {

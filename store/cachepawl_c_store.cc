@@ -5,7 +5,7 @@
 
 #include "store/cachepawl.h"
 #include "store/cachepawl_c_internal.h"
-#include "tiers/device_pool.h"
+#include "store/vocab/device_pool.h"
 
 namespace cachepawl::capi {
 namespace {

@@ -13,7 +13,7 @@
 #include <functional>
 #include <mutex>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 
 namespace cachepawl {
 

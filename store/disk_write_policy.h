@@ -21,7 +21,7 @@
 #include <unordered_map>
 
 #include "store/entry_key.h"
-#include "store/store_options.h"
+#include "store/vocab/store_options.h"
 
 namespace cachepawl {
 

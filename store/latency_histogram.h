@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "store/store_stats.h"
+#include "store/vocab/store_stats.h"
 
 namespace cachepawl {
 

@@ -31,15 +31,15 @@
 #include <string_view>
 #include <vector>
 
-#include "index/page_hash.h"
-#include "store/status.h"
-#include "store/store_options.h"
-#include "store/store_stats.h"
-#include "transfer/fence.h"
+#include "store/vocab/fence.h"
+#include "store/vocab/page_hash.h"
+#include "store/vocab/status.h"
+#include "store/vocab/store_options.h"
+#include "store/vocab/store_stats.h"
 
 namespace cachepawl {
 
-struct DevicePoolDescription;  // tiers/device_pool.h
+struct DevicePoolDescription;  // store/vocab/device_pool.h
 
 // The answer to a Lookup. Valid until the entries it names are evicted: Lock() it, or Load()
 // it at once (Load re-checks and fails with NotFound when something has gone meanwhile).
@@ -167,7 +167,7 @@ class Store {
   virtual StatusOr<Fence> Save(const SaveRequest& request) = 0;
 
   // The engine's own device pool (its paged KV tensors and Mamba state tensors), described by
-  // base pointers and strides (tiers/device_pool.h). Call before Load or Save when the store
+  // base pointers and strides (store/vocab/device_pool.h). Call before Load or Save when the store
   // was opened without a store-owned pool. InvalidArgument when the description does not fit
   // the layout; FailedPrecondition when a pool is already registered (UnregisterDevicePool
   // first to replace it).

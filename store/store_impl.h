@@ -51,10 +51,10 @@
 #include "store/disk_write_policy.h"
 #include "store/entry_key.h"
 #include "store/latency_histogram.h"
-#include "store/stage_profile.h"
 #include "store/store.h"
 #include "store/store_faults.h"
-#include "tiers/device_pool.h"
+#include "store/vocab/device_pool.h"
+#include "store/vocab/internal/stage_profile.h"
 #include "tiers/device_pool_arena.h"
 #include "tiers/disk_record_copy.h"
 #include "tiers/host_arena.h"
@@ -144,8 +144,8 @@ class StoreImpl final : public Store {
   // FailedPrecondition when the store is closed or has no device pool. Requires mu_.
   StatusOr<std::shared_ptr<TransferEngine>> UsableEngineLocked() const;
   // Post `fn(status)` to the completion worker when `fence` fires. With a profile (see
-  // store/stage_profile.h; submitted_at != 0): `copy` gets submitted_at -> fired, `hop` fired ->
-  // fn runs, `finish` fn's own time.
+  // store/vocab/internal/stage_profile.h; submitted_at != 0): `copy` gets submitted_at -> fired,
+  // `hop` fired -> fn runs, `finish` fn's own time.
   struct WhenDoneProfile {
     profile::Stage copy, hop, finish;
     uint64_t submitted_at = 0;

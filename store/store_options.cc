@@ -1,4 +1,4 @@
-#include "store/store_options.h"
+#include "store/vocab/store_options.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "tiers/device_pool.h"
+#include "store/vocab/device_pool.h"
 
 #include <string>
 

@@ -24,10 +24,10 @@
 
 #include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
-#include "store/model_layout.h"
-#include "store/status.h"
-#include "store/types.h"
-#include "tiers/device_pool.h"
+#include "store/vocab/device_pool.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
+#include "store/vocab/types.h"
 
 namespace cachepawl {
 

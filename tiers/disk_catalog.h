@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "index/page_hash.h"
-#include "store/status.h"
+#include "store/vocab/page_hash.h"
+#include "store/vocab/status.h"
 #include "tiers/disk_extent_allocator.h"
 #include "tiers/disk_record.h"
 

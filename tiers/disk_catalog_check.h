@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "store/model_layout.h"
+#include "store/vocab/model_layout.h"
 #include "tiers/disk_catalog.h"
 
 namespace cachepawl {

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 #include "tiers/disk_catalog.h"
 
 namespace cachepawl {

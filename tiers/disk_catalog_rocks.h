@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 #include "tiers/disk_catalog.h"
 
 namespace cachepawl {

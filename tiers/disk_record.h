@@ -33,9 +33,9 @@
 #include <string>
 #include <string_view>
 
-#include "index/page_hash.h"
-#include "store/status.h"
-#include "store/types.h"
+#include "store/vocab/page_hash.h"
+#include "store/vocab/status.h"
+#include "store/vocab/types.h"
 
 namespace cachepawl {
 

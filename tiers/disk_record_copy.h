@@ -13,7 +13,7 @@
 #include <memory>
 #include <span>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 #include "tiers/disk_tier.h"
 
 namespace cachepawl {

@@ -41,9 +41,9 @@
 #include <utility>
 #include <vector>
 
-#include "index/page_hash.h"
-#include "store/model_layout.h"
-#include "store/status.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/page_hash.h"
+#include "store/vocab/status.h"
 #include "tiers/disk_catalog.h"
 #include "tiers/disk_extent_allocator.h"
 #include "tiers/disk_files.h"

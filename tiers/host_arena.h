@@ -38,9 +38,9 @@
 #include <vector>
 
 #include "cuda/gpu_runtime.h"
-#include "store/model_layout.h"
-#include "store/status.h"
-#include "store/types.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
+#include "store/vocab/types.h"
 #include "tiers/host_memory.h"
 
 namespace cachepawl {

@@ -15,8 +15,8 @@
 #include <span>
 #include <vector>
 
-#include "store/model_layout.h"
-#include "store/types.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/types.h"
 
 namespace cachepawl {
 

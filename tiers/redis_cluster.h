@@ -48,7 +48,7 @@
 #include <utility>
 #include <vector>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 
 namespace cachepawl {
 

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 #include "tiers/redis_cluster.h"
 
 struct redisContext;

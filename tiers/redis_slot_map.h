@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 #include "tiers/redis_cluster.h"
 
 namespace cachepawl {

@@ -44,9 +44,9 @@
 #include <string_view>
 #include <vector>
 
-#include "store/model_layout.h"
-#include "store/status.h"
-#include "store/store_options.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
+#include "store/vocab/store_options.h"
 #include "tiers/disk_record.h"
 #include "tiers/redis_cluster.h"
 

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "store/model_layout.h"
+#include "store/vocab/model_layout.h"
 
 namespace cachepawl {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 #include "tiers/redis_cluster.h"
 
 namespace cachepawl::tools {

@@ -26,13 +26,13 @@
 #include <vector>
 
 #include "cuda/cuda_resources.h"
-#include "store/model_layout.h"
-#include "store/stage_profile.h"
-#include "store/status.h"
-#include "store/types.h"
-#include "tiers/device_pool.h"
+#include "store/vocab/device_pool.h"
+#include "store/vocab/fence.h"
+#include "store/vocab/internal/stage_profile.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
+#include "store/vocab/types.h"
 #include "tiers/host_arena.h"
-#include "transfer/fence.h"
 #include "transfer/transfer_engine.h"
 #include "transfer/transfer_unit.h"
 
@@ -66,7 +66,8 @@ struct Config {
   std::string dir;
   bool gpu = false;  // decided once at start: a GPU is usable and --cpu was not given
   bool json = false, quick = false, dry_run = false;
-  bool profile_stages = false;  // per-stage time per operation (store/stage_profile.h) in rows
+  bool profile_stages =
+      false;  // per-stage time per operation (store/vocab/internal/stage_profile.h) in rows
   uint64_t seed = 1;
   // Cases not started once this many seconds have passed since `started` are skipped (0: no
   // limit): a run that must end within a window still reports what it measured.
@@ -312,9 +313,9 @@ struct Samples {
 };
 double Percentile(std::vector<double> v, double p);
 
-// Stage profile (store/stage_profile.h) of some rounds, divided by the operations they ran:
-// microseconds per stage and counts per counter, in the profile's order; stages that did not
-// occur are left out.
+// Stage profile (store/vocab/internal/stage_profile.h) of some rounds, divided by the operations
+// they ran: microseconds per stage and counts per counter, in the profile's order; stages that did
+// not occur are left out.
 struct StagesPerOp {
   uint64_t ops = 0;
   std::vector<std::pair<std::string, double>> us;

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "store/stage_profile.h"
+#include "store/vocab/internal/stage_profile.h"
 #include "tiers/disk_files.h"
 #include "tools/bench_store_run.h"
 

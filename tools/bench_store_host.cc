@@ -2,7 +2,7 @@
 // (tools/bench_store_run.h).
 #include <algorithm>
 
-#include "store/stage_profile.h"
+#include "store/vocab/internal/stage_profile.h"
 #include "tools/bench_store_run.h"
 
 namespace cachepawl::tools::bench_store {

@@ -7,7 +7,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "store/stage_profile.h"
+#include "store/vocab/internal/stage_profile.h"
 #include "tools/human_bytes.h"
 
 namespace cachepawl::tools::bench_store {

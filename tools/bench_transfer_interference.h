@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "cuda/cuda_resources.h"
-#include "store/status.h"
+#include "store/vocab/status.h"
 
 namespace cachepawl::tools {
 

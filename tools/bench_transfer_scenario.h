@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "cuda/cuda_resources.h"
-#include "store/model_layout.h"
-#include "store/status.h"
-#include "tiers/device_pool.h"
+#include "store/vocab/device_pool.h"
+#include "store/vocab/fence.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
 #include "tiers/host_arena.h"
-#include "transfer/fence.h"
 #include "transfer/transfer_engine.h"
 
 namespace cachepawl::tools {

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 
 namespace cachepawl::tools {
 

@@ -36,8 +36,8 @@
 #include <string>
 #include <vector>
 
-#include "store/model_layout.h"
-#include "store/stage_profile.h"
+#include "store/vocab/internal/stage_profile.h"
+#include "store/vocab/model_layout.h"
 #include "tiers/host_arena.h"
 #include "tools/cli_args.h"
 #include "tools/command.h"
@@ -260,7 +260,8 @@ struct Row {
   size_t records = 0;
   std::vector<double> raw_mb_s, ours_mb_s, ratios;  // one per repetition (a pair)
   std::vector<double> raw_cpu_us, ours_cpu_us;      // process CPU time per record
-  // --profile-stages: ours' stages (store/stage_profile.h), summed over the repetitions.
+  // --profile-stages: ours' stages (store/vocab/internal/stage_profile.h), summed over the
+  // repetitions.
   profile::Totals stages;
   uint64_t profiled_records = 0;
   uint64_t raw_wait_ns = 0, raw_waits = 0;  // raw at queue depth 1: submit -> handler
@@ -296,7 +297,8 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
   app.add_flag("--json", json, "print one JSON object instead of the table");
   bool profile_stages = false;
   app.add_flag("--profile-stages", profile_stages,
-               "time the disk engine's read stages (store/stage_profile.h) and print them per "
+               "time the disk engine's read stages (store/vocab/internal/stage_profile.h) and "
+               "print them per "
                "record for every row");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
   if (profile_stages) profile::SetEnabled(true);

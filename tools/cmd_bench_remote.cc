@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/model_layout.h"
+#include "store/vocab/model_layout.h"
 #include "tiers/host_memory.h"
 #include "tiers/remote_tier.h"
 #include "tools/bench_remote_raw.h"

@@ -26,7 +26,7 @@
 #include <sstream>
 
 #include "cuda/gpu_runtime.h"
-#include "store/stage_profile.h"
+#include "store/vocab/internal/stage_profile.h"
 #include "tools/bench_store.h"
 #include "tools/bench_store_report.h"
 #include "tools/cli_args.h"
@@ -137,7 +137,8 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   app.add_flag("--json", json, "print one JSON object instead of the tables");
   bool profile_stages = false;
   app.add_flag("--profile-stages", profile_stages,
-               "time the store's stages (store/stage_profile.h) in every host-phase case and add "
+               "time the store's stages (store/vocab/internal/stage_profile.h) in every host-phase "
+               "case and add "
                "them, per operation, to its rows (store and engine peer)");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
   auto usage = [&](const std::string& what) {

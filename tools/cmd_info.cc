@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cuda/gpu_runtime.h"
-#include "store/model_layout.h"
+#include "store/vocab/model_layout.h"
 #include "tiers/machine_probe.h"
 #include "tiers/tier_capacity.h"
 #include "tools/cli_args.h"

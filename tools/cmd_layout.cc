@@ -4,7 +4,7 @@
 //                  [--json|--sizes]
 // cachepawl layout --list
 // Prints a layout (a built-in preset, a JSON layout file, or the layout transformers keeps for a
-// Hugging Face config.json: store/layout_from_hf.h): its layers, the bytes of one KV page and
+// Hugging Face config.json: store/vocab/layout_from_hf.h): its layers, the bytes of one KV page and
 // one Mamba slot, and its fingerprint; or, with --json, the layout as a JSON layout file (which
 // `cachepawl layout FILE` reads back, so it has no derived sizes); or, with --sizes, the derived
 // sizes as JSON (KV page, full-attention and window records, window, state, fingerprint).
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "store/layout_from_hf.h"
-#include "store/model_layout.h"
+#include "store/vocab/layout_from_hf.h"
+#include "store/vocab/model_layout.h"
 #include "tools/cli_args.h"
 #include "tools/command.h"
 

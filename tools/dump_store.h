@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "store/model_layout.h"
-#include "store/status.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
 #include "tiers/disk_catalog.h"
 #include "tiers/disk_catalog_reader.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 
 namespace cachepawl::tools {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "store/store_options.h"
+#include "store/vocab/store_options.h"
 
 namespace cachepawl::tools {
 

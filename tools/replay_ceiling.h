@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <span>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 #include "tools/replay_trace.h"
 
 namespace cachepawl::tools {

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "index/page_hash.h"
+#include "store/vocab/page_hash.h"
 #include "tools/replay_trace.h"
 
 namespace cachepawl::tools {

@@ -41,8 +41,8 @@
 #include <memory>
 #include <string>
 
-#include "store/status.h"
 #include "store/store.h"
+#include "store/vocab/status.h"
 #include "tools/replay_l1.h"
 #include "tools/replay_report.h"
 #include "tools/replay_trace.h"

@@ -37,8 +37,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "store/status.h"
 #include "store/store.h"
+#include "store/vocab/status.h"
 #include "tools/replay_report.h"
 
 namespace cachepawl::tools {

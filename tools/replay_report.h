@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "store/store_stats.h"
-#include "store/types.h"
+#include "store/vocab/store_stats.h"
+#include "store/vocab/types.h"
 #include "tools/replay_ceiling.h"
 
 namespace cachepawl::tools {

@@ -33,8 +33,8 @@
 #include <string_view>
 #include <vector>
 
-#include "store/status.h"
 #include "store/store.h"
+#include "store/vocab/status.h"
 #include "tools/replay_engine.h"
 #include "tools/replay_report.h"
 

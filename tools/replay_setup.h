@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <string>
 
-#include "store/model_layout.h"
-#include "store/status.h"
-#include "store/store_options.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
+#include "store/vocab/store_options.h"
 #include "tools/replay_ceiling.h"
 #include "tools/replay_engine.h"
 #include "tools/replay_report.h"

@@ -24,9 +24,9 @@
 #include <string_view>
 #include <vector>
 
-#include "store/model_layout.h"
-#include "store/status.h"
-#include "store/store_options.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
+#include "store/vocab/store_options.h"
 #include "tools/cli_values.h"  // ParseSweepFractions, kDefaultSweepFractions
 #include "tools/replay_ceiling.h"
 #include "tools/replay_report.h"

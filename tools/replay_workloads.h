@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 #include "tools/replay_trace.h"
 
 namespace cachepawl::tools {

@@ -36,10 +36,10 @@
 #include <string>
 #include <vector>
 
-#include "store/model_layout.h"
-#include "store/status.h"
-#include "store/store_options.h"
-#include "store/store_stats.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
+#include "store/vocab/store_options.h"
+#include "store/vocab/store_stats.h"
 
 namespace cachepawl::tools {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "index/page_hash.h"
 #include "store/store.h"
+#include "store/vocab/page_hash.h"
 #include "tools/replay_rng.h"
 
 namespace cachepawl::tools {

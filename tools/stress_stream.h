@@ -9,8 +9,8 @@
 #pragma once
 
 #include "cuda/cuda_resources.h"
-#include "store/status.h"
-#include "transfer/fence.h"
+#include "store/vocab/fence.h"
+#include "store/vocab/status.h"
 
 namespace cachepawl::tools {
 

@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 
 namespace cachepawl {
 

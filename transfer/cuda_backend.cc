@@ -37,7 +37,7 @@
 #include "cuda/cuda_resources.h"
 #include "cuda/cuda_status.h"
 #include "cuda/transfer_kernels.h"
-#include "store/stage_profile.h"
+#include "store/vocab/internal/stage_profile.h"
 
 namespace cachepawl::internal {
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <optional>
 
-#include "store/stage_profile.h"
+#include "store/vocab/internal/stage_profile.h"
 #include "tiers/disk_record.h"
 #include "transfer/io_uring_ring.h"
 

@@ -56,13 +56,13 @@
 #include <span>
 #include <vector>
 
-#include "index/page_hash.h"
-#include "store/model_layout.h"
-#include "store/status.h"
+#include "store/vocab/fence.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/page_hash.h"
+#include "store/vocab/status.h"
 #include "tiers/disk_tier.h"
 #include "tiers/host_memory.h"
 #include "transfer/block_io.h"
-#include "transfer/fence.h"
 #include "transfer/transfer_unit.h"
 
 namespace cachepawl {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <memory>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 #include "transfer/transfer_plan.h"
 
 namespace cachepawl {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cuda/gpu_runtime.h"
-#include "store/stage_profile.h"
+#include "store/vocab/internal/stage_profile.h"
 #include "transfer/transfer_backend.h"
 #include "transfer/transfer_plan.h"
 

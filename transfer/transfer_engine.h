@@ -16,15 +16,15 @@
 // holds every SM until it ends), a gather or scatter launch gets SMs only at a kernel boundary
 // and covers one chunk, so the chunk size sets the rate moved meanwhile (docs/PERFORMANCE.md,
 // Transfer, has the rates per chunk size). Pools whose records are contiguous on the device
-// (block-contiguous, DevicePoolArena) skip staging: copy engines move whole records. Each direction has its own two non-blocking streams (copy, kernel) at
-// options' priority; operations of one direction run in submission order; the two directions
-// overlap.
+// (block-contiguous, DevicePoolArena) skip staging: copy engines move whole records. Each direction
+// has its own two non-blocking streams (copy, kernel) at options' priority; operations of one
+// direction run in submission order; the two directions overlap.
 //
 // CPU mode (no GPU, options.mode == kCpu): the same planning and staging, with memcpy on one
 // worker thread per direction; the device pool is host memory (DevicePoolDescription::device
 // == -1). Every behaviour but the CUDA calls is the same, so CI tests it.
 //
-// Fences (transfer/fence.h): Submit returns one per operation; it always fires. Success means
+// Fences (store/vocab/fence.h): Submit returns one per operation; it always fires. Success means
 // every byte of every unit landed. Errors (a unit that names a tier pair other than
 // Device<->Host, a device slot out of range, a host slot that is not allocated or holds the other
 // kind, a destination named twice, a CUDA error) complete it with a non-OK status; a failed
@@ -59,11 +59,11 @@
 #include <mutex>
 #include <thread>
 
-#include "store/model_layout.h"
-#include "store/status.h"
-#include "tiers/device_pool.h"
+#include "store/vocab/device_pool.h"
+#include "store/vocab/fence.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
 #include "tiers/host_arena.h"
-#include "transfer/fence.h"
 #include "transfer/transfer_unit.h"
 
 namespace cachepawl {

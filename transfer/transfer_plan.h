@@ -13,10 +13,10 @@
 #include <functional>
 #include <vector>
 
-#include "store/model_layout.h"
-#include "store/status.h"
-#include "tiers/device_pool.h"
-#include "transfer/fence.h"
+#include "store/vocab/device_pool.h"
+#include "store/vocab/fence.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/status.h"
 #include "transfer/transfer_unit.h"
 
 namespace cachepawl::internal {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "store/types.h"
+#include "store/vocab/types.h"
 
 namespace cachepawl {
 

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "store/vocab/status.h"
 #include "tests/common/test_util.h"
 #include "tiers/redis_cluster.h"
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <string>
 
-#include "store/model_layout.h"
+#include "store/vocab/model_layout.h"
 
 namespace cachepawl::testing {
 

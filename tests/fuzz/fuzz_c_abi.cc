@@ -35,7 +35,7 @@
 
 #include "store/cachepawl.h"
 #include "store/cachepawl_c_internal.h"
-#include "store/model_layout.h"
+#include "store/vocab/model_layout.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace cachepawl::fuzz {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "index/page_hasher.h"
-#include "store/layout_from_hf.h"
-#include "store/types.h"
+#include "store/vocab/layout_from_hf.h"
+#include "store/vocab/types.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tools/cli_values.h"
 #include "tools/parse_bytes.h"

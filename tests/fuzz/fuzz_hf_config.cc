@@ -1,5 +1,6 @@
-// Fuzz target: Hugging Face config.json files (store/layout_from_hf.h, LayoutFromHfConfig), what
-// `cachepawl layout --hf-config`, the C ABI and the Python package hand in from a model folder.
+// Fuzz target: Hugging Face config.json files (store/vocab/layout_from_hf.h, LayoutFromHfConfig),
+// what `cachepawl layout --hf-config`, the C ABI and the Python package hand in from a model
+// folder.
 //
 // Input: one byte choosing the options (cache and state dtypes, the conv convention, the page
 // size), then the config text. Properties: no crash, no exception, errors are InvalidArgument;
@@ -7,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "store/layout_from_hf.h"
+#include "store/vocab/layout_from_hf.h"
 #include "tests/fuzz/fuzz_layout_checks.h"
 #include "tests/fuzz/fuzz_util.h"
 

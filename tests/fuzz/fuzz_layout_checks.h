@@ -9,7 +9,7 @@
 // kEveryLayerUpTo / 2 layers checked that way; all layers are checked by one linear walk.
 #pragma once
 
-#include "store/model_layout.h"
+#include "store/vocab/model_layout.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace cachepawl::fuzz {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "store/model_layout.h"
+#include "store/vocab/model_layout.h"
 #include "tests/fuzz/fuzz_layout_checks.h"
 #include "tests/fuzz/fuzz_util.h"
 

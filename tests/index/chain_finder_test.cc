@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "index/chunked_slab.h"
-#include "index/page_hash.h"
 #include "index/page_table.h"
 #include "index/prefix_index_internal.h"
+#include "store/vocab/page_hash.h"
 #include "tests/common/test_util.h"
 #include "tests/index/index_test_util.h"
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "store/model_layout.h"
 #include "store/store.h"
+#include "store/vocab/model_layout.h"
 #include "tests/common/test_util.h"
 #include "tests/store/store_test_checks.h"
 #include "tests/store/store_test_util.h"

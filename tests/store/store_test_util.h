@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "index/page_hash.h"
-#include "store/model_layout.h"
-#include "store/store_options.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/page_hash.h"
+#include "store/vocab/store_options.h"
 #include "tests/common/test_util.h"
 
 namespace cachepawl {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "index/page_hash.h"
-#include "store/model_layout.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/page_hash.h"
 #include "tests/common/test_util.h"
 #include "tiers/disk_catalog.h"
 #include "tiers/disk_record.h"

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "store/model_layout.h"
+#include "store/vocab/model_layout.h"
 #include "tests/common/test_util.h"
 #include "tests/tools/run_cli.h"
 #include "tiers/tier_capacity.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "store/layout_from_hf.h"
-#include "store/model_layout.h"
+#include "store/vocab/layout_from_hf.h"
+#include "store/vocab/model_layout.h"
 #include "tests/common/test_util.h"
 #include "tools/command.h"
 

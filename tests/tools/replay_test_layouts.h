@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "store/model_layout.h"
 #include "store/store.h"
-#include "store/store_options.h"
+#include "store/vocab/model_layout.h"
+#include "store/vocab/store_options.h"
 #include "tests/common/test_util.h"
 
 namespace cachepawl::tools::test_layouts {

@@ -14,9 +14,9 @@
 
 #include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
-#include "store/model_layout.h"
+#include "store/vocab/device_pool.h"
+#include "store/vocab/model_layout.h"
 #include "tests/common/test_util.h"
-#include "tiers/device_pool.h"
 #include "tiers/host_arena.h"
 #include "transfer/transfer_engine.h"
 
