@@ -1,4 +1,4 @@
-// Gather/scatter kernels of the transfer engine: SMs copy scattered layer-first pieces of pages
+// Gather/scatter kernels of the device mover: SMs copy scattered layer-first pieces of pages
 // and states between the device pools and a contiguous device staging buffer (HBM only; the
 // PCIe link is crossed by copy engines). Plain C++ declarations: no CUDA headers, callable from
 // .cc files; implemented in transfer_kernels.cu (CUDA builds only).

@@ -87,7 +87,7 @@ void StoreImpl::SubmitDiskWrites(std::vector<DiskWriteJob> jobs, std::vector<Dis
       if (auto chain = index_->Ancestors(w.key.hash)) w.chain = std::move(*chain);
     }
   }
-  DiskOp op = disk_->WriteBack(writes);
+  DiskOp op = disk_->Save(writes);
   WhenDone(op.fence, [this, jobs = std::move(jobs), op, attempt](const Status&) mutable {
     FinishDiskWrites(std::move(jobs), std::move(op), attempt);
   });

@@ -1,5 +1,5 @@
 // StoreImpl: host slots. Allocation as runs (one operation's slots adjacent where the arena
-// allows, so the transfer engine moves them as few large copies), eviction in the index's order,
+// allows, so the device mover moves them as few large copies), eviction in the index's order,
 // and the hand-off of write-on-evict victims to the disk cascade (see store_impl.h).
 #include <algorithm>
 
@@ -125,10 +125,11 @@ Status StoreImpl::AllocateHostOnDemandLocked(Kind kind, size_t count,
     }
     if (in_flight && !closed_ && SteadyClock::now() < deadline) continue;
     ++no_space_;
-    return give_back(Status::NoSpace(std::string("host tier: no room for ") +
-                                     std::to_string(count) + " " + std::string(KindName(kind)) +
-                                     " slot(s): every cached entry is locked by the engine" +
-                                     (in_flight ? " or still in flight after 30 s" : "")));
+    return give_back(
+        Status::NoSpace(std::string("host tier: no room for ") + std::to_string(count) + " " +
+                        std::string(KindName(kind)) +
+                        " slot(s): every cached entry is locked by the serving engine" +
+                        (in_flight ? " or still in flight after 30 s" : "")));
   }
 }
 

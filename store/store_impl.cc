@@ -85,7 +85,7 @@ Status StoreImpl::OpenTiers() {
   host_ = std::move(host).value();
 
   if (options_.disk_bytes > 0) {
-    DiskEngineOptions d;
+    DiskMoverOptions d;
     d.tier.dir = options_.disk_dir;
     d.tier.data_paths = options_.disk_data_paths;
     d.tier.capacity_bytes = options_.disk_bytes;
@@ -93,7 +93,7 @@ Status StoreImpl::OpenTiers() {
     // The store evicts disk records itself, through the index, so that locked prefixes stay.
     d.tier.evict_when_full = false;
     d.queue_depth = options_.disk_queue_depth;
-    auto disk = DiskEngine::Open(d, layout_, host_.get());
+    auto disk = DiskMover::Open(d, layout_, host_.get());
     if (!disk.ok()) return disk.status().WithContext("disk tier");
     disk_ = std::move(disk).value();
     auto orphans = RebuildIndexFromDisk(disk_->tier(), *index_, layout_);
@@ -118,20 +118,19 @@ Status StoreImpl::OpenTiers() {
 }
 
 Status StoreImpl::CreateEngine(const DevicePoolDescription& pool) {
-  TransferEngineOptions to;
-  to.mode =
-      pool.device < 0 ? TransferEngineOptions::Mode::kCpu : TransferEngineOptions::Mode::kAuto;
+  DeviceMoverOptions to;
+  to.mode = pool.device < 0 ? DeviceMoverOptions::Mode::kCpu : DeviceMoverOptions::Mode::kAuto;
   to.writeback_priority = options_.write_stream_priority;
   to.loadback_priority = options_.load_stream_priority;
   to.staging_bytes = options_.staging_bytes;
   to.fault_injection = faults_.before_operation;
   to.cuda_fault = faults_.cuda_call;
-  auto engine = TransferEngine::Create(layout_, pool, host_.get(), to);
-  if (!engine.ok()) return engine.status().WithContext("device pool");
+  auto mover = DeviceMover::Create(layout_, pool, host_.get(), to);
+  if (!mover.ok()) return mover.status().WithContext("device pool");
   std::lock_guard<std::mutex> lock(mu_);
-  if (closed_) return Status::FailedPrecondition("store is closed");  // (the engine is dropped)
-  engine_ = std::move(engine).value();
-  engine_ready_ = true;
+  if (closed_) return Status::FailedPrecondition("store is closed");  // (the mover is dropped)
+  mover_ = std::move(mover).value();
+  mover_ready_ = true;
   return Status::OK();
 }
 
@@ -163,7 +162,7 @@ Status StoreImpl::Close() {
   worker_.reset();
   Status s;
   if (disk_) s = disk_->Close();
-  engine_.reset();
+  mover_.reset();
   device_arena_.reset();
   disk_.reset();
   host_.reset();
@@ -294,20 +293,20 @@ Status StoreImpl::Unlock(PrefixLock& lock) {
 // Device pools
 // ------------------------------------------------------------------------------------------
 
-StatusOr<std::shared_ptr<TransferEngine>> StoreImpl::UsableEngineLocked() const {
+StatusOr<std::shared_ptr<DeviceMover>> StoreImpl::UsableMoverLocked() const {
   if (closed_) return Status::FailedPrecondition("store is closed");
-  if (!engine_ready_) {
+  if (!mover_ready_) {
     return Status::FailedPrecondition(
         "no device pool: open the store with device_pool_bytes or call RegisterDevicePool");
   }
-  return engine_;
+  return mover_;
 }
 
 Status StoreImpl::RegisterDevicePool(const DevicePoolDescription& pool) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
-    if (engine_ready_ || registering_) {
+    if (mover_ready_ || registering_) {
       return Status::FailedPrecondition("a device pool is already registered");
     }
     registering_ = true;  // a second caller meanwhile fails as if this one had finished
@@ -319,7 +318,7 @@ Status StoreImpl::RegisterDevicePool(const DevicePoolDescription& pool) {
 }
 
 Status StoreImpl::UnregisterDevicePool() {
-  std::shared_ptr<TransferEngine> engine;
+  std::shared_ptr<DeviceMover> mover;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
@@ -330,20 +329,20 @@ Status StoreImpl::UnregisterDevicePool() {
     if (registering_) {
       return Status::FailedPrecondition("a device pool is being registered or unregistered");
     }
-    if (!engine_ready_) return Status::FailedPrecondition("no device pool is registered");
-    engine_ready_ = false;  // Load and Save refuse from now on
-    registering_ = true;    // and so does RegisterDevicePool, until the engine is gone
-    engine = std::move(engine_);
+    if (!mover_ready_) return Status::FailedPrecondition("no device pool is registered");
+    mover_ready_ = false;  // Load and Save refuse from now on
+    registering_ = true;   // and so does RegisterDevicePool, until the mover is gone
+    mover = std::move(mover_);
   }
-  // Every Load and Save that took the engine holds a copy until its last transfer fired (and,
+  // Every Load and Save that took the mover holds a copy until its last transfer fired (and,
   // for loads from disk, until its host-to-device stage was submitted): wait for them. Their
   // completions signal drain_cv_ (OperationFinished); the copy may go just after, hence the
   // bounded waits.
   {
     std::unique_lock<std::mutex> lock(drain_mu_);
-    while (engine.use_count() > 1) drain_cv_.wait_for(lock, std::chrono::milliseconds(1));
+    while (mover.use_count() > 1) drain_cv_.wait_for(lock, std::chrono::milliseconds(1));
   }
-  engine.reset();  // drains nothing (no operation is left) and releases the staging memory
+  mover.reset();  // drains nothing (no operation is left) and releases the staging memory
   std::lock_guard<std::mutex> lock(mu_);
   registering_ = false;
   return Status::OK();
@@ -474,10 +473,10 @@ StoreStats StoreImpl::Stats() const {
         st.resident_bytes[t][k] = is.located[k][t] * layout_.RecordBytes(static_cast<Kind>(k));
       }
     }
-    if (engine_) {
-      TransferEngineStats es = engine_->stats();
-      st.bytes_device_to_host = es.bytes[static_cast<int>(Direction::kWriteBack)];
-      st.bytes_host_to_device = es.bytes[static_cast<int>(Direction::kLoadBack)];
+    if (mover_) {
+      DeviceMoverStats es = mover_->stats();
+      st.bytes_device_to_host = es.bytes[static_cast<int>(Direction::kSave)];
+      st.bytes_host_to_device = es.bytes[static_cast<int>(Direction::kLoad)];
       // Over the time operations were in flight (sum of their latencies), not wall time.
       const double save_s =
           st.save_latency.mean_us * static_cast<double>(st.save_latency.count) / 1e6;

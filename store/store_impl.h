@@ -1,5 +1,5 @@
-// StoreImpl: the Store (store/store.h) over the prefix index, the host arena, the transfer
-// engine and the disk engine. It orchestrates; each concern lives in its own file:
+// StoreImpl: the Store (store/store.h) over the prefix index, the host arena, the device mover
+// and the disk mover. It orchestrates; each concern lives in its own file:
 //
 //   store_impl.cc           open and close, Lookup, Lock, the device pool, Stats
 //   store_save.cc           Save: device -> host (host slots allocated as runs)
@@ -19,12 +19,12 @@
 // must wait for space waits on space_cv_, which releases mu_. Lookup takes no store lock (the
 // index is thread-safe).
 //
-// Completion. The transfer and disk engines fire their fences on their own threads; the store
+// Completion. The device and disk movers fire their fences on their own threads; the store
 // never does bookkeeping there. Every fence the store waits for hands a task to the completion
 // worker (one thread), which takes mu_, publishes locations (invariant 4: after the bytes
-// landed), unpins, starts the next stage, and then completes the fence the engine holds. So when
-// a fence returned by Save or Load fires, the index already says what it did. Per-layer fences
-// are forwarded by callbacks on the transfer engine's completion thread (no thread per Load).
+// landed), unpins, starts the next stage, and then completes the fence the serving engine holds. So
+// when a fence returned by Save or Load fires, the index already says what it did. Per-layer fences
+// are forwarded by callbacks on the device mover's completion thread (no thread per Load).
 //
 // Entries being filled (a host slot allocated, its bytes not there yet) are not in the index's
 // locations; they are in filling_ so that a second Save of the same key is a refresh and a
@@ -59,8 +59,8 @@
 #include "tiers/disk_record_copy.h"
 #include "tiers/host_arena.h"
 #include "tiers/remote_tier.h"
-#include "transfer/io_uring_disk.h"
-#include "transfer/transfer_engine.h"
+#include "transfer/device_mover.h"
+#include "transfer/disk_mover.h"
 
 namespace cachepawl {
 
@@ -78,12 +78,12 @@ class StoreImpl final : public Store {
                                                StoreFaultInjection faults = {});
 
   const ModelLayout& layout() const override { return layout_; }
-  // The engine's mode once a pool is registered (or store-owned); before that, the mode a
+  // The device mover's mode once a pool is registered (or store-owned); before that, the mode a
   // device pool on a GPU would get (the host tier is pinned: a GPU is usable).
   bool gpu_mode() const override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return false;  // (Close releases the tiers and the engine after setting it)
-    if (engine_ready_) return engine_->gpu_mode();
+    if (closed_) return false;  // (Close releases the tiers and the mover after setting it)
+    if (mover_ready_) return mover_->gpu_mode();
     return host_->pinning();
   }
   std::vector<PageHash> HashTokens(std::string_view ns,
@@ -119,7 +119,7 @@ class StoreImpl final : public Store {
     size_t page = 0;      // its page in the match (the chain a remote fill joins the index by)
     bool remote = false;  // read from the remote tier, not from disk
   };
-  // One unit of a LoadBack whose source is a host slot located in the index.
+  // One unit of a Load whose source is a host slot located in the index.
   struct HostSource {
     EntryKey key;
     HostSlotId slot = 0;
@@ -140,9 +140,9 @@ class StoreImpl final : public Store {
   Status CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) const;
   Status OpenTiers();
   Status CreateEngine(const DevicePoolDescription& pool);
-  // The transfer engine a Load or Save uses (a copy: it outlives UnregisterDevicePool):
+  // The device mover a Load or Save uses (a copy: it outlives UnregisterDevicePool):
   // FailedPrecondition when the store is closed or has no device pool. Requires mu_.
-  StatusOr<std::shared_ptr<TransferEngine>> UsableEngineLocked() const;
+  StatusOr<std::shared_ptr<DeviceMover>> UsableMoverLocked() const;
   // Post `fn(status)` to the completion worker when `fence` fires. With a profile (see
   // store/vocab/internal/stage_profile.h; submitted_at != 0): `copy` gets submitted_at -> fired,
   // `hop` fired -> fn runs, `finish` fn's own time.
@@ -162,8 +162,8 @@ class StoreImpl final : public Store {
   // eviction are handed to the disk cascade and leave host memory once written; meanwhile, and
   // while transfers pin what is left, the call waits on space_cv_ (releasing mu_ through
   // `lock`) for at most kSpaceWait: backpressure, not failure. On error, the slots allocated so
-  // far are freed: NoSpace when everything left is locked by the engine or the wait ran out.
-  // Requires mu_ (held through `lock`; released while waiting).
+  // far are freed: NoSpace when everything left is locked by the serving engine or the wait ran
+  // out. Requires mu_ (held through `lock`; released while waiting).
   // `*released` (when given) is set when mu_ was released meanwhile (the caller's view of the
   // index may be stale). Afterwards, starts the evict-ahead thread when the tier is below its
   // free target.
@@ -265,7 +265,7 @@ class StoreImpl final : public Store {
                           std::shared_ptr<SaveProgress> progress);
   // A Save's transfer finished with `s`: publishes the host locations of `pending` (or frees
   // their slots when `s` failed), hands them to the disk cascade by policy. Requires mu_; never
-  // blocks (it may run on the transfer engine's completion thread).
+  // blocks (it may run on the device mover's completion thread).
   void FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotId>>& pending,
                         const Status& s, SaveProgress* progress);
 
@@ -312,7 +312,7 @@ class StoreImpl final : public Store {
   // ---- store_load.cc ----
   // A Load past its index stage: host sources pinned, fills' host slots allocated.
   struct PendingLoad {
-    std::shared_ptr<TransferEngine> engine;
+    std::shared_ptr<DeviceMover> mover;
     std::vector<HostSource> sources;
     std::vector<DiskFill> fills;  // disk reads still to make
     std::vector<uint64_t> fill_device_slots;
@@ -329,7 +329,7 @@ class StoreImpl final : public Store {
                        const std::shared_ptr<const DiskBatchResult>& result,
                        std::vector<size_t>* failed);
   // `deferred`: set for loads that read from disk first (see DeferredStreamWaiter).
-  void SubmitHostToDevice(const std::shared_ptr<TransferEngine>& engine,
+  void SubmitHostToDevice(const std::shared_ptr<DeviceMover>& mover,
                           std::vector<HostSource> sources, std::shared_ptr<FenceCompleter> outer,
                           bool per_layer, SteadyClock::time_point start,
                           std::shared_ptr<DeferredStreamWaiter> deferred);
@@ -340,12 +340,12 @@ class StoreImpl final : public Store {
   std::unique_ptr<PageHasher> hasher_;
   std::unique_ptr<PrefixIndex> index_;
   std::unique_ptr<HostArena> host_;
-  std::unique_ptr<DiskEngine> disk_;
+  std::unique_ptr<DiskMover> disk_;
   std::unique_ptr<DevicePoolArena> device_arena_;
   // Set by Open (store-owned pool) or RegisterDevicePool, dropped by UnregisterDevicePool, under
-  // mu_ (with engine_ready_). Load and Save copy it under mu_ and use only their copy, so an
-  // engine outlives the operations that use it (UnregisterDevicePool waits for them).
-  std::shared_ptr<TransferEngine> engine_;
+  // mu_ (with mover_ready_). Load and Save copy it under mu_ and use only their copy, so an
+  // mover outlives the operations that use it (UnregisterDevicePool waits for them).
+  std::shared_ptr<DeviceMover> mover_;
   StoreFaultInjection faults_;  // tests only (store/store_faults.h); set by Open
   std::unique_ptr<CompletionWorker> worker_;
   std::unique_ptr<CompletionWorker> disk_submitter_;  // only with a disk tier
@@ -353,9 +353,9 @@ class StoreImpl final : public Store {
   uint64_t host_free_target_ = 0;                     // StoreOptions::host_free_target()
 
   mutable std::mutex mu_;
-  bool closed_ = false;        // guarded by mu_
-  bool engine_ready_ = false;  // guarded by mu_
-  bool registering_ = false;   // Register/UnregisterDevicePool at work; guarded by mu_
+  bool closed_ = false;       // guarded by mu_
+  bool mover_ready_ = false;  // guarded by mu_
+  bool registering_ = false;  // Register/UnregisterDevicePool at work; guarded by mu_
   std::unique_ptr<DiskWritePolicy> policy_;                           // guarded by mu_
   std::unordered_map<EntryKey, HostSlotId, EntryKeyHasher> filling_;  // guarded by mu_
   std::unordered_set<EntryKey, EntryKeyHasher> disk_writing_;         // guarded by mu_

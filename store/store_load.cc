@@ -1,6 +1,6 @@
 // StoreImpl::Load and StartPrefetch: disk -> host -> device (see store_impl.h). Pages and the
 // state already in host memory are pinned and copied to the device at once; those only on disk
-// get host slots (allocated as runs), are read and verified by the disk engine, and then join the
+// get host slots (allocated as runs), are read and verified by the disk mover, and then join the
 // host -> device operation. One fence for everything.
 #include <algorithm>
 
@@ -65,13 +65,13 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
   std::vector<HostSource> sources;
   std::vector<DiskFill> fills;
   std::vector<uint64_t> fill_device_slots;
-  std::shared_ptr<TransferEngine> engine;
+  std::shared_ptr<DeviceMover> mover;
   {
     const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
-    auto usable = UsableEngineLocked();
+    auto usable = UsableMoverLocked();
     if (!usable.ok()) return usable.status();
-    engine = std::move(usable).value();
+    mover = std::move(usable).value();
     std::vector<bool> has_slot;  // per fill: its host slot is allocated
     auto rollback = [&](const Status& why) {
       for (const HostSource& s : sources) (void)index_->Unpin(s.key.hash, s.key.kind, Tier::kHost);
@@ -120,7 +120,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
     // Full-attention KV of every page; windowed KV only of the pages a model resuming at the
     // match's depth reads: the last WindowPages() before reusable_pages (a load in several
     // calls gets them with the call that covers them). A load past reusable_pages resumes at
-    // its own end instead. The engine holds the pages before `first` already.
+    // its own end instead. The serving engine holds the pages before `first` already.
     const bool full_kv = layout_.Stores(Kind::kKV);
     const size_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
     const size_t depth = std::max(first + count, match.reusable_pages);
@@ -184,18 +184,18 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
   Fence result = outer->fence();
   OperationStarted();
   if (fills.empty() && remote_fills.empty()) {
-    SubmitHostToDevice(engine, std::move(sources), outer, opts.per_layer_fences, start, nullptr);
+    SubmitHostToDevice(mover, std::move(sources), outer, opts.per_layer_fences, start, nullptr);
     return result;
   }
   std::shared_ptr<DeferredStreamWaiter> deferred;
-  if (engine->gpu_mode()) {
+  if (mover->gpu_mode()) {
     deferred = std::make_shared<DeferredStreamWaiter>();
     std::lock_guard<std::mutex> g(result.state()->mu);
     result.state()->gpu_stream_waiter = [deferred](void* stream) { return deferred->Wait(stream); };
   }
   PendingLoad pending{
-      engine, std::move(sources), std::move(fills),     std::move(fill_device_slots), outer,
-      start,  deferred,           opts.per_layer_fences};
+      mover, std::move(sources), std::move(fills),     std::move(fill_device_slots), outer,
+      start, deferred,           opts.per_layer_fences};
   if (remote_fills.empty()) {
     LoadFromDisk(std::move(pending));
     return result;
@@ -251,7 +251,7 @@ void StoreImpl::FailLoad(PendingLoad& load, const Status& why) {
 
 void StoreImpl::LoadFromDisk(PendingLoad load) {
   if (load.fills.empty()) {
-    SubmitHostToDevice(load.engine, std::move(load.sources), load.outer, load.per_layer, load.start,
+    SubmitHostToDevice(load.mover, std::move(load.sources), load.outer, load.per_layer, load.start,
                        load.deferred);
     return;
   }
@@ -259,7 +259,7 @@ void StoreImpl::LoadFromDisk(PendingLoad load) {
   for (const DiskFill& f : load.fills) {
     reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
   }
-  DiskOp op = disk_->LoadBack(reads);
+  DiskOp op = disk_->Load(reads);
   WhenDone(op.fence, [this, load = std::move(load), op](const Status& s) mutable {
     std::vector<size_t> failed;
     FinishDiskFills(load.fills, s, op.result, &failed);
@@ -279,7 +279,7 @@ void StoreImpl::LoadFromDisk(PendingLoad load) {
     for (size_t i = 0; i < load.fills.size(); ++i) {
       load.sources.push_back({load.fills[i].key, load.fills[i].slot, load.fill_device_slots[i]});
     }
-    SubmitHostToDevice(load.engine, std::move(load.sources), load.outer, load.per_layer, load.start,
+    SubmitHostToDevice(load.mover, std::move(load.sources), load.outer, load.per_layer, load.start,
                        load.deferred);
   });
 }
@@ -309,19 +309,19 @@ void StoreImpl::FinishDiskFills(const std::vector<DiskFill>& fills, const Status
   }
 }
 
-void StoreImpl::SubmitHostToDevice(const std::shared_ptr<TransferEngine>& engine,
+void StoreImpl::SubmitHostToDevice(const std::shared_ptr<DeviceMover>& mover,
                                    std::vector<HostSource> sources,
                                    std::shared_ptr<FenceCompleter> outer, bool per_layer,
                                    SteadyClock::time_point start,
                                    std::shared_ptr<DeferredStreamWaiter> deferred) {
   Operation op;
-  op.direction = Direction::kLoadBack;
+  op.direction = Direction::kLoad;
   op.per_layer_fences = per_layer;
   for (const HostSource& s : sources) {
     op.units.push_back({s.key.kind, {Tier::kHost, s.slot}, {Tier::kDevice, s.device_slot}});
   }
   const uint64_t submit_start = profile::Now();
-  Fence inner = engine->Submit(std::move(op));
+  Fence inner = mover->Submit(std::move(op));
   profile::Add(profile::Stage::kLoadSubmit, submit_start);
   const WhenDoneProfile prof{profile::Stage::kLoadCopy, profile::Stage::kLoadHop,
                              profile::Stage::kLoadFinish, profile::Now()};
@@ -339,15 +339,15 @@ void StoreImpl::SubmitHostToDevice(const std::shared_ptr<TransferEngine>& engine
     }
   }
   if (per_layer) {
-    // Each sub-fence is passed on as it fires, on the transfer engine's completion thread (the
+    // Each sub-fence is passed on as it fires, on the device mover's completion thread (the
     // callback holds only the outer fence's completer).
     for (size_t l = 0; l < inner.num_layers(); ++l) {
       (void)inner.OnLayerComplete(l, [outer, l](const Status& s) { outer->CompleteLayer(l, s); });
     }
   }
-  // The outer fence fires on the engine's completion thread, as the engine's own fence does:
-  // the bytes are on the device and the engine needs nothing else. The unpins follow on the
-  // completion worker (which takes mu_; engine threads never do); until then the sources stay
+  // The outer fence fires on the mover's completion thread, as the mover's own fence does:
+  // the bytes are on the device and the serving engine needs nothing else. The unpins follow on the
+  // completion worker (which takes mu_; the mover's threads never do); until then the sources stay
   // pinned, and Close() waits for them (OperationFinished).
   CompletionWorker* worker = worker_.get();
   inner.OnComplete(
@@ -475,7 +475,7 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
     for (const DiskFill& f : fills) {
       reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
     }
-    DiskOp op = disk_->LoadBack(reads);
+    DiskOp op = disk_->Load(reads);
     WhenDone(op.fence, [this, fills = std::move(fills), outer, op, so_far](const Status& s) {
       std::vector<size_t> failed;
       FinishDiskFills(fills, s, op.result, &failed);

@@ -8,7 +8,7 @@
 namespace cachepawl {
 
 namespace {
-// Saves of at most this many entries finish on the thread where the engine's fence fires (when
+// Saves of at most this many entries finish on the thread where the mover's fence fires (when
 // the store's mutex is free): publishing 256 locations takes ~50 us.
 constexpr size_t kInlineFinishEntries = 256;
 }  // namespace
@@ -87,13 +87,13 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   // What no tier holds (nor a Save in flight fills) needs a host slot: `fresh`, the pages first,
   // then the state.
   std::vector<SaveWant> fresh;
-  std::shared_ptr<TransferEngine> engine;
+  std::shared_ptr<DeviceMover> mover;
   {
     const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
-    auto usable = UsableEngineLocked();
+    auto usable = UsableMoverLocked();
     if (!usable.ok()) return usable.status();
-    engine = std::move(usable).value();
+    mover = std::move(usable).value();
     if (chain == 0) return Fence::Completed(Status::OK());
     CACHEPAWL_RETURN_IF_ERROR(
         index_->InsertChain(std::nullopt, hashes.first(chain)).WithContext("SaveRequest"));
@@ -138,12 +138,12 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
     const std::span<const SaveWant> part =
         std::span<const SaveWant>(fresh).subspan(lo, std::min(per_op, fresh.size() - lo));
     Operation op;
-    op.direction = Direction::kWriteBack;
+    op.direction = Direction::kSave;
     std::vector<std::pair<EntryKey, HostSlotId>> pending;
     failed = PrepareSaveChunk(part, hashes.first(chain), progress.get(), &op, &pending);
     if (!failed.ok() || op.units.empty()) continue;
     const uint64_t submit_start = profile::Now();
-    Fence inner = engine->Submit(std::move(op));
+    Fence inner = mover->Submit(std::move(op));
     profile::Add(profile::Stage::kSaveSubmit, submit_start);
     FinishSaveWhenDone(inner, std::move(pending), progress);
     last_op = inner;
@@ -244,8 +244,8 @@ void StoreImpl::FinishSaveWhenDone(const Fence& inner,
                                    std::vector<std::pair<EntryKey, HostSlotId>> pending,
                                    std::shared_ptr<SaveProgress> progress) {
   // The finish publishes the locations before the outer fence fires (a Lookup after it finds
-  // the pages). It runs where the engine's fence fires when that costs the engine's thread
-  // little: at most kInlineFinishEntries entries, and mu_ free right then (try_lock: an engine
+  // the pages). It runs where the mover's fence fires when that costs the mover's thread
+  // little: at most kInlineFinishEntries entries, and mu_ free right then (try_lock: a mover
   // thread never waits for the store's mutex). Otherwise on the completion worker.
   const bool small = pending.size() <= kInlineFinishEntries;
   const uint64_t submitted_at = profile::Now();

@@ -7,7 +7,7 @@
 // state takes a group of k consecutive units (k = ceil(state record / unit)), aligned to k. KV
 // page index p is unit p; Mamba slot index j is group j. description() is a block-contiguous
 // DevicePoolDescription (every page and state is one record in the layout's page-first order),
-// so the transfer engine moves them with copy engines alone. KV pages fill partly used groups
+// so the device mover moves them with copy engines alone. KV pages fill partly used groups
 // first, then free groups from the low end; Mamba states take free groups from the high end;
 // fragmentation is the free bytes in partly used groups.
 //

@@ -110,7 +110,7 @@ struct RecordExpectation {
 Status VerifyRecord(std::span<const std::byte> record, const RecordExpectation& expect,
                     RecordFault* fault, RecordHeader* out = nullptr);
 
-// Verifies a record that lands in pieces, in order: the DiskEngine reads a large record as
+// Verifies a record that lands in pieces, in order: the DiskMover reads a large record as
 // several requests and checks each piece as it lands, so the checksum overlaps the rest of the
 // read. The same checks, verdicts and messages as VerifyRecord (which is built on it); the
 // checksum is the same XXH3-64 stream over header bytes [0, 136) and the payload, however the

@@ -1,4 +1,4 @@
-// Reading one disk record whole into memory, outside the DiskEngine: for the few callers that
+// Reading one disk record whole into memory, outside the DiskMover: for the few callers that
 // need a record's bytes somewhere else than a host slot, now, on their own thread (the remote
 // tier's write-on-evict of a record leaving the disk, the last local tier). It pins the record
 // (DiskTier::BeginRead), reads it with pread from the O_DIRECT data file into a 4 KiB-aligned

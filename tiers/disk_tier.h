@@ -1,6 +1,6 @@
 // DiskTier: the bookkeeping of the store's NVMe tier (L3): data files, extents, the RocksDB
-// catalog, LRU order, pins, and counters. It moves no data itself: transfer/io_uring_disk.h
-// (DiskEngine) reads and writes records through io_uring and drives this object:
+// catalog, LRU order, pins, and counters. It moves no data itself: transfer/disk_mover.h
+// (DiskMover) reads and writes records through io_uring and drives this object:
 //
 //   write:  BeginWrite (reserve an extent) -> data write -> CommitWrites (catalog put) or
 //           AbortWrite (extent back to free space)

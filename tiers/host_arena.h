@@ -97,7 +97,7 @@ class HostArena final : public HostMemory {
   StatusOr<HostSlotId> Allocate(Kind kind);
   // Up to `count` slots of `kind` for one operation, appended to `out` in address order within
   // each run: adjacent slots where the free space allows (the smallest free extent that holds
-  // all of them, else the largest extents first), so that the transfer engine moves them as few
+  // all of them, else the largest extents first), so that the device mover moves them as few
   // large copies. OK when all `count` were allocated; otherwise the status Allocate() would
   // return (NoSpace, Busy, InvalidArgument), with the slots allocated so far in `out` (each
   // one is freed by Free() as usual).

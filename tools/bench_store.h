@@ -2,7 +2,7 @@
 //
 //   bench_store_setup.cc   layouts, sizes and budgets, record content, bench-owned memory
 //   bench_store_views.cc   the views through which the bench fills, poisons and checks a pool
-//   bench_store_peers.cc   concurrent rounds and their timing, the TransferEngine peer and the
+//   bench_store_peers.cc   concurrent rounds and their timing, the DeviceMover peer and the
 //                          contiguous-copy limit
 //   bench_store_run.h/.cc  one layout's run through the Store: set-up, bookkeeping, rounds
 //   bench_store_host.cc    the host-resident phase and the lookups
@@ -33,7 +33,7 @@
 #include "store/vocab/status.h"
 #include "store/vocab/types.h"
 #include "tiers/host_arena.h"
-#include "transfer/transfer_engine.h"
+#include "transfer/device_mover.h"
 #include "transfer/transfer_unit.h"
 
 namespace cachepawl {
@@ -49,7 +49,7 @@ inline constexpr uint64_t kMiB = uint64_t{1} << 20;
 inline constexpr uint64_t kLookupPromptPages = 2048;
 inline constexpr uint8_t kPoison = 0x5A;
 // VRAM kept out of the pools in GPU mode: the staging rings of the store's and the peer's
-// transfer engines (2 x 256 MiB each) and CUDA's own needs.
+// transfer movers (2 x 256 MiB each) and CUDA's own needs.
 inline constexpr uint64_t kGpuReserveBytes = uint64_t{2} << 30;
 
 // ---- Configuration (flags, after the --quick preset is applied) ----
@@ -144,7 +144,7 @@ Status FillBytes(void* dst, uint8_t value, uint64_t bytes, bool gpu);
 // Fills `bytes` at `dst` with random data (a tiled random block), `gpu`: dst is device memory.
 Status FillRandom(std::byte* dst, uint64_t bytes, bool gpu, uint64_t seed);
 
-// The bench's own pool region (its "engine's" KV and state tensors), one per layout: described
+// The bench's own pool region (its "mover's" KV and state tensors), one per layout: described
 // layer-first (registered with the store; the registered peer) or block-contiguous (the peer of
 // the store-owned pool, which DevicePoolArena lays out that way).
 struct BenchPool {
@@ -249,16 +249,16 @@ StatusOr<Clock::time_point> WaitStamped(const Fence& fence);
 // fn(0..n-1) on up to hardware_concurrency threads; the first error.
 Status ParallelFor(size_t n, const std::function<Status(size_t)>& fn);
 
-// The TransferEngine alone, over its own HostArena and a pool description: the same units as
+// The DeviceMover alone, over its own HostArena and a pool description: the same units as
 // the store's requests (per thread: its pages and state), host->device and device->host.
-class EnginePeer {
+class MoverPeer {
  public:
-  static StatusOr<std::unique_ptr<EnginePeer>> Create(const ModelLayout& layout,
-                                                      uint64_t arena_bytes, bool gpu);
-  ~EnginePeer();
-  EnginePeer(const EnginePeer&) = delete;
-  EnginePeer& operator=(const EnginePeer&) = delete;
-  // A transfer engine over `pool` (replaces the previous one).
+  static StatusOr<std::unique_ptr<MoverPeer>> Create(const ModelLayout& layout,
+                                                     uint64_t arena_bytes, bool gpu);
+  ~MoverPeer();
+  MoverPeer(const MoverPeer&) = delete;
+  MoverPeer& operator=(const MoverPeer&) = delete;
+  // A device mover over `pool` (replaces the previous one).
   Status UsePool(const DevicePoolDescription& pool);
   // Host slots for one case: per thread, load sources holding its records and save
   // destinations.
@@ -269,11 +269,11 @@ class EnginePeer {
   void Release();
 
  private:
-  EnginePeer() = default;
+  MoverPeer() = default;
   ModelLayout layout_;
   bool gpu_ = false;
   std::unique_ptr<HostArena> arena_;
-  std::unique_ptr<TransferEngine> engine_;
+  std::unique_ptr<DeviceMover> mover_;
   std::vector<ThreadSlots> slots_;
   std::vector<Operation> load_ops_, save_ops_;
 };
@@ -335,11 +335,11 @@ struct Row {
   uint64_t bytes = 0;  // record bytes per request (each direction)
   int iters = 0;
   double p50_us = 0, p99_us = 0, gbps = 0, h2d_gbps = 0, d2h_gbps = 0;
-  std::optional<double> engine_p50_us, engine_gbps, limit_gbps;
+  std::optional<double> mover_p50_us, mover_gbps, limit_gbps;
   uint64_t verified_loads = 0;  // loads whose every byte was compared
   uint64_t mismatches = 0;
-  // --profile-stages: the store's timed rounds and the engine peer's, per operation.
-  std::optional<StagesPerOp> stages, engine_stages;
+  // --profile-stages: the store's timed rounds and the mover peer's, per operation.
+  std::optional<StagesPerOp> stages, mover_stages;
 };
 
 struct LookupRow {

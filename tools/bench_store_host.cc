@@ -14,7 +14,7 @@ Status LayoutRun::HostPhase(const std::string& pool,
   const bool owned = pool == "owned";
   auto view = ViewOf(pool, store.get());
   auto peer_view = MakeBenchView(layout_, bench_, owned, c_.gpu, &buffers_);
-  CACHEPAWL_RETURN_IF_ERROR(engine_->UsePool(owned ? bench_.block : bench_.layer_first));
+  CACHEPAWL_RETURN_IF_ERROR(mover_->UsePool(owned ? bench_.block : bench_.layer_first));
   {
     OwnedSlots held(store.get());
     std::vector<uint64_t> probe;
@@ -50,7 +50,7 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
   PeerSamples peer[3];
   Samples store_samples[3];
   for (int o = 0; o < 3; ++o) {
-    for (Samples* s : {&peer[o].engine, &peer[o].limit, &store_samples[o]}) {
+    for (Samples* s : {&peer[o].mover, &peer[o].limit, &store_samples[o]}) {
       s->threads = threads;
       s->bytes = bytes;
     }
@@ -74,7 +74,7 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
   std::vector<Prefix> pre = Prefixes(threads, pages, seed);
   const std::string tag = "host/" + pool + "/" + std::to_string(cases_);
   // --profile-stages: the profile of each op's timed rounds (reset after its warm-up).
-  std::optional<StagesPerOp> stages[3], engine_stages[3];
+  std::optional<StagesPerOp> stages[3], mover_stages[3];
   const uint64_t timed_ops = uint64_t{threads} * static_cast<uint64_t>(c_.iters);
   auto begin_profile = [&] {
     if (c_.profile_stages) profile::Reset();
@@ -111,38 +111,37 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
   }
   for (PrefixLock& l : locks.held) CACHEPAWL_RETURN_IF_ERROR(store.Unlock(l));
 
-  // The engine peer: the same units over its own host arena.
-  CACHEPAWL_RETURN_IF_ERROR(engine_->Prepare(peer_slots));
-  Row engine_rows[3];
+  // The mover peer: the same units over its own host arena.
+  CACHEPAWL_RETURN_IF_ERROR(mover_->Prepare(peer_slots));
+  Row mover_rows[3];
   for (int o = 0; o < 3; ++o) {
-    engine_rows[o] =
-        MakeRow(pool + " engine", "host", kOps[o], threads, pages, c_.iters, {}, nullptr);
+    mover_rows[o] =
+        MakeRow(pool + " mover", "host", kOps[o], threads, pages, c_.iters, {}, nullptr);
     for (int i = 0; i <= c_.iters; ++i) {
       if (kOps[o] != Op::kSave) {
         CACHEPAWL_RETURN_IF_ERROR(PoisonDestinations(peer_view, peer_slots, sizes_.page_record));
       }
       if (i == 1) begin_profile();
-      CACHEPAWL_RETURN_IF_ERROR(engine_->Round(kOps[o], i == 0 ? &warm : &peer[o].engine));
-      if (i == c_.iters) end_profile(&engine_stages[o]);
+      CACHEPAWL_RETURN_IF_ERROR(mover_->Round(kOps[o], i == 0 ? &warm : &peer[o].mover));
+      if (i == c_.iters) end_profile(&mover_stages[o]);
       // (The store's loads are checked after every round; the peer's after its last.)
       if (i == c_.iters && kOps[o] != Op::kSave) {
         CACHEPAWL_RETURN_IF_ERROR(
-            Check(peer_view, peer_slots, &engine_rows[o], "round " + std::to_string(i)));
+            Check(peer_view, peer_slots, &mover_rows[o], "round " + std::to_string(i)));
       }
     }
     if (kOps[o] != Op::kLoad) {
-      CACHEPAWL_ASSIGN_OR_RETURN(std::string bad, engine_->VerifySaved());
-      if (!bad.empty())
-        Mismatch(engine_rows[o].pool + " " + engine_rows[o].op, bad, &engine_rows[o]);
+      CACHEPAWL_ASSIGN_OR_RETURN(std::string bad, mover_->VerifySaved());
+      if (!bad.empty()) Mismatch(mover_rows[o].pool + " " + mover_rows[o].op, bad, &mover_rows[o]);
     }
   }
-  engine_->Release();
+  mover_->Release();
   for (int o = 0; o < 3; ++o) {
     Row r = MakeRow(pool, "host", kOps[o], threads, pages, c_.iters, store_samples[o], &peer[o]);
     r.verified_loads = rows[o].verified_loads;
-    r.mismatches = rows[o].mismatches + engine_rows[o].mismatches;
+    r.mismatches = rows[o].mismatches + mover_rows[o].mismatches;
     r.stages = stages[o];
-    r.engine_stages = engine_stages[o];
+    r.mover_stages = mover_stages[o];
     report_.rows.push_back(r);
     peers_[Key(pool, threads, pages, kOps[o])] = peer[o];
   }

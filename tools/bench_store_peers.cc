@@ -1,5 +1,5 @@
 // `cachepawl bench store`: concurrent rounds and their timing, and the two peers every store
-// figure is printed next to: the TransferEngine alone and the contiguous-copy limit
+// figure is printed next to: the DeviceMover alone and the contiguous-copy limit
 // (tools/bench_store.h).
 #include <algorithm>
 #include <atomic>
@@ -99,51 +99,51 @@ Status ParallelFor(size_t n, const std::function<Status(size_t)>& fn) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The TransferEngine peer
+// The DeviceMover peer
 // ---------------------------------------------------------------------------------------------
 
-StatusOr<std::unique_ptr<EnginePeer>> EnginePeer::Create(const ModelLayout& layout,
-                                                         uint64_t arena_bytes, bool gpu) {
-  std::unique_ptr<EnginePeer> p(new EnginePeer());
+StatusOr<std::unique_ptr<MoverPeer>> MoverPeer::Create(const ModelLayout& layout,
+                                                       uint64_t arena_bytes, bool gpu) {
+  std::unique_ptr<MoverPeer> p(new MoverPeer());
   p->layout_ = layout;
   p->gpu_ = gpu;
   HostArenaOptions ho;
   ho.bytes = (arena_bytes + 4095) / 4096 * 4096;
   ho.pin = gpu ? HostArenaOptions::Pin::kOn : HostArenaOptions::Pin::kOff;
   auto arena = HostArena::Open(layout, ho);
-  if (!arena.ok()) return arena.status().WithContext("engine peer's host arena");
+  if (!arena.ok()) return arena.status().WithContext("mover peer's host arena");
   p->arena_ = std::move(arena).value();
-  CACHEPAWL_RETURN_IF_ERROR(p->arena_->WaitUntilPinned().WithContext("engine peer's host arena"));
+  CACHEPAWL_RETURN_IF_ERROR(p->arena_->WaitUntilPinned().WithContext("mover peer's host arena"));
   return p;
 }
 
-EnginePeer::~EnginePeer() {
-  engine_.reset();  // before the arena it borrows
+MoverPeer::~MoverPeer() {
+  mover_.reset();  // before the arena it borrows
   Release();
 }
 
-Status EnginePeer::UsePool(const DevicePoolDescription& pool) {
-  engine_.reset();
-  TransferEngineOptions o;
-  o.mode = gpu_ ? TransferEngineOptions::Mode::kGpu : TransferEngineOptions::Mode::kCpu;
-  auto e = TransferEngine::Create(layout_, pool, arena_.get(), o);
-  if (!e.ok()) return e.status().WithContext("engine peer");
-  engine_ = std::move(e).value();
+Status MoverPeer::UsePool(const DevicePoolDescription& pool) {
+  mover_.reset();
+  DeviceMoverOptions o;
+  o.mode = gpu_ ? DeviceMoverOptions::Mode::kGpu : DeviceMoverOptions::Mode::kCpu;
+  auto e = DeviceMover::Create(layout_, pool, arena_.get(), o);
+  if (!e.ok()) return e.status().WithContext("mover peer");
+  mover_ = std::move(e).value();
   return Status::OK();
 }
 
-Status EnginePeer::Prepare(const std::vector<ThreadSlots>& slots) {
+Status MoverPeer::Prepare(const std::vector<ThreadSlots>& slots) {
   Release();
   slots_ = slots;
   for (const ThreadSlots& s : slots_) {
-    Operation load{Direction::kLoadBack, {}, false}, save{Direction::kWriteBack, {}, false};
+    Operation load{Direction::kLoad, {}, false}, save{Direction::kSave, {}, false};
     auto add = [&](Kind kind, uint64_t src_dev, uint64_t dst_dev, uint64_t seed) -> Status {
       auto from = arena_->Allocate(kind);
-      if (!from.ok()) return from.status().WithContext("engine peer's host arena");
+      if (!from.ok()) return from.status().WithContext("mover peer's host arena");
       FillRecord(seed, {arena_->SlotPayload(*from), layout_.RecordBytes(kind)});
       load.units.push_back({kind, {Tier::kHost, *from}, {Tier::kDevice, dst_dev}});
       auto to = arena_->Allocate(kind);
-      if (!to.ok()) return to.status().WithContext("engine peer's host arena");
+      if (!to.ok()) return to.status().WithContext("mover peer's host arena");
       save.units.push_back({kind, {Tier::kDevice, src_dev}, {Tier::kHost, *to}});
       return Status::OK();
     };
@@ -159,7 +159,7 @@ Status EnginePeer::Prepare(const std::vector<ThreadSlots>& slots) {
   return Status::OK();
 }
 
-void EnginePeer::Release() {
+void MoverPeer::Release() {
   for (auto* ops : {&load_ops_, &save_ops_}) {
     for (const Operation& op : *ops) {
       for (const CacheTransferUnit& u : op.units) {
@@ -171,7 +171,7 @@ void EnginePeer::Release() {
   slots_.clear();
 }
 
-Status EnginePeer::Round(Op op, Samples* out) {
+Status MoverPeer::Round(Op op, Samples* out) {
   return RunRound(
       static_cast<uint32_t>(slots_.size()),
       [&](uint32_t t, ThreadTimes& times) -> Status {
@@ -179,8 +179,8 @@ Status EnginePeer::Round(Op op, Samples* out) {
         Operation save = op != Op::kLoad ? save_ops_[t] : Operation{};
         times.start = Clock::now();
         Fence fl, fs;
-        if (op != Op::kSave) fl = engine_->Submit(std::move(load));
-        if (op != Op::kLoad) fs = engine_->Submit(std::move(save));
+        if (op != Op::kSave) fl = mover_->Submit(std::move(load));
+        if (op != Op::kLoad) fs = mover_->Submit(std::move(save));
         if (op != Op::kSave) {
           CACHEPAWL_ASSIGN_OR_RETURN(times.h2d_end, WaitStamped(fl));
           times.h2d = true;
@@ -194,7 +194,7 @@ Status EnginePeer::Round(Op op, Samples* out) {
       out);
 }
 
-StatusOr<std::string> EnginePeer::VerifySaved() {
+StatusOr<std::string> MoverPeer::VerifySaved() {
   for (size_t t = 0; t < slots_.size(); ++t) {
     const ThreadSlots& s = slots_[t];
     const Operation& op = save_ops_[t];
@@ -204,7 +204,7 @@ StatusOr<std::string> EnginePeer::VerifySaved() {
       const size_t bad =
           FirstMismatch(seed, {arena_->SlotPayload(u.dst.slot), layout_.RecordBytes(u.kind)});
       if (bad != std::string::npos) {
-        return "engine peer save, thread " + std::to_string(t) + " unit " + std::to_string(i) +
+        return "mover peer save, thread " + std::to_string(t) + " unit " + std::to_string(i) +
                ": byte " + std::to_string(bad) + " differs";
       }
     }
@@ -227,7 +227,7 @@ StatusOr<std::unique_ptr<LimitPeer>> LimitPeer::Create(bool gpu, std::byte* devi
   if (!host.ok()) return host.status().WithContext("limit's host buffer");
   p->host_ = std::move(host).value();
   // Random bytes in the host buffer, and from it everywhere in the device memory, so no timed
-  // copy (the limit's, the store's, the engine's) ever moves zeros.
+  // copy (the limit's, the store's, the mover's) ever moves zeros.
   CACHEPAWL_RETURN_IF_ERROR(FillRandom(p->host_->data(), p->host_->size(), false, 99));
   for (uint64_t at = 0; at < device_bytes; at += p->host_->size()) {
     CACHEPAWL_RETURN_IF_ERROR(CopyBytes(device + at, p->host_->data(),

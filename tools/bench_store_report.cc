@@ -84,16 +84,16 @@ nlohmann::json ReportJson(const Config& c, const Report& r, const RunInfo& info)
                          {"gbps", row.gbps},
                          {"h2d_gbps", row.h2d_gbps},
                          {"d2h_gbps", row.d2h_gbps},
-                         {"engine_p50_us", OrNull(row.engine_p50_us)},
-                         {"engine_gbps", OrNull(row.engine_gbps)},
+                         {"mover_p50_us", OrNull(row.mover_p50_us)},
+                         {"mover_gbps", OrNull(row.mover_gbps)},
                          {"limit_gbps", OrNull(row.limit_gbps)},
-                         {"store_vs_engine", OrNull(Ratio(row.gbps, row.engine_gbps))},
+                         {"store_vs_mover", OrNull(Ratio(row.gbps, row.mover_gbps))},
                          {"store_vs_limit", OrNull(Ratio(row.gbps, row.limit_gbps))},
                          {"verified_loads", row.verified_loads},
                          {"mismatches", row.mismatches}});
-    if (row.stages || row.engine_stages) {
+    if (row.stages || row.mover_stages) {
       j["rows"].back()["stages"] = stages_json(row.stages);
-      j["rows"].back()["engine_stages"] = stages_json(row.engine_stages);
+      j["rows"].back()["mover_stages"] = stages_json(row.mover_stages);
     }
   }
   j["lookups"] = nlohmann::json::array();
@@ -170,8 +170,8 @@ void PrintTables(const Config& c, const Report& r, const RunInfo& info, std::ost
       << (c.disk_bytes > 0 ? HumanBytes(c.disk_bytes) + " under " + c.dir : std::string("none"))
       << "; " << c.iters << " rounds per figure (disk loads: " << c.disk_iters << ")\n"
       << "GB/s: threads x record bytes per request / median round (both: the two directions "
-         "together); engine, limit: the TransferEngine alone and the contiguous copy, same units, "
-         "same run; /engine, /limit: the store's GB/s over theirs\n";
+         "together); mover, limit: the DeviceMover alone and the contiguous copy, same units, "
+         "same run; /mover, /limit: the store's GB/s over theirs\n";
   for (size_t li = 0; li < c.layouts.size(); ++li) {
     const std::string& name = c.layout_names[li];
     const Sizes s = SizesOf(c.layouts[li]);
@@ -182,8 +182,8 @@ void PrintTables(const Config& c, const Report& r, const RunInfo& info, std::ost
     out << std::left << std::setw(11) << "pool" << std::setw(5) << "tier" << std::setw(5) << "op"
         << std::right << std::setw(6) << "pages" << std::setw(4) << "thr" << std::setw(11)
         << "bytes/req" << std::setw(11) << "p50 us" << std::setw(11) << "p99 us" << std::setw(8)
-        << "GB/s" << std::setw(8) << "engine" << std::setw(8) << "limit" << std::setw(8)
-        << "/engine" << std::setw(7) << "/limit" << std::setw(8) << "checked"
+        << "GB/s" << std::setw(8) << "mover" << std::setw(8) << "limit" << std::setw(8) << "/mover"
+        << std::setw(7) << "/limit" << std::setw(8) << "checked"
         << "  h2d+d2h\n";
     bool any = false;
     for (const Row& row : r.rows) {
@@ -193,15 +193,15 @@ void PrintTables(const Config& c, const Report& r, const RunInfo& info, std::ost
           << row.op << std::right << std::setw(6) << row.pages << std::setw(4) << row.threads
           << std::setw(11) << HumanBytes(row.bytes) << std::setw(11) << Fixed(row.p50_us, 1)
           << std::setw(11) << Fixed(row.p99_us, 1) << std::setw(8) << Fixed(row.gbps, 2)
-          << std::setw(8) << Fixed(row.engine_gbps, 2) << std::setw(8) << Fixed(row.limit_gbps, 2)
-          << std::setw(8) << Fixed(Ratio(row.gbps, row.engine_gbps), 2) << std::setw(7)
+          << std::setw(8) << Fixed(row.mover_gbps, 2) << std::setw(8) << Fixed(row.limit_gbps, 2)
+          << std::setw(8) << Fixed(Ratio(row.gbps, row.mover_gbps), 2) << std::setw(7)
           << Fixed(Ratio(row.gbps, row.limit_gbps), 2) << std::setw(8) << row.verified_loads;
       if (row.op == "both") out << "  " << Fixed(row.h2d_gbps, 2) << "+" << Fixed(row.d2h_gbps, 2);
       if (row.mismatches > 0) out << "  " << row.mismatches << " WRONG";
       out << "\n";
-      for (const auto* st : {&row.stages, &row.engine_stages}) {
+      for (const auto* st : {&row.stages, &row.mover_stages}) {
         if (!*st) continue;
-        out << "    " << (st == &row.stages ? "store" : "engine") << " per op (" << (*st)->ops
+        out << "    " << (st == &row.stages ? "store" : "mover") << " per op (" << (*st)->ops
             << " ops):";
         for (const auto& [name, v] : (*st)->us) out << " " << name << " " << Fixed(v, 1) << "us";
         for (const auto& [name, v] : (*st)->counts) out << " " << name << " " << Fixed(v, 1);

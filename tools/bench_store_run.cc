@@ -42,7 +42,7 @@ Status LayoutRun::Run() {
     threads = std::max(threads, t);
   }
   CACHEPAWL_ASSIGN_OR_RETURN(bench_, MakeBenchPool(layout_, c_.gpu, pages, states));
-  CACHEPAWL_ASSIGN_OR_RETURN(engine_, EnginePeer::Create(layout_, arena, c_.gpu));
+  CACHEPAWL_ASSIGN_OR_RETURN(mover_, MoverPeer::Create(layout_, arena, c_.gpu));
   CACHEPAWL_ASSIGN_OR_RETURN(limit_, LimitPeer::Create(c_.gpu, bench_.memory->data(),
                                                        bench_.memory->size(), limit, threads));
   for (const std::string& pool : c_.pools) {
@@ -196,7 +196,7 @@ Status LayoutRun::FillHostTier(Store& store, uint64_t bytes, std::span<const uin
   }
   if (warm.empty()) return Status::OK();
   // One untimed Load of the last pages saved (host-resident), as the host phase's warm-up
-  // rounds do: the store's transfer engine is new after a reopen.
+  // rounds do: the store's device mover is new after a reopen.
   CACHEPAWL_ASSIGN_OR_RETURN(
       PrefixMatch m,
       store.Lookup(ns, std::span<const uint32_t>(tokens).first(last * layout_.page_size_tokens)));
@@ -344,8 +344,8 @@ Row LayoutRun::MakeRow(const std::string& pool, const std::string& tier, Op op, 
   r.h2d_gbps = both ? s.DirectionGbps(true) : op == Op::kLoad ? r.gbps : 0;
   r.d2h_gbps = both ? s.DirectionGbps(false) : op == Op::kSave ? r.gbps : 0;
   if (peer != nullptr) {
-    r.engine_p50_us = Percentile(peer->engine.latency_us, 50);
-    r.engine_gbps = peer->engine.Gbps(both);
+    r.mover_p50_us = Percentile(peer->mover.latency_us, 50);
+    r.mover_gbps = peer->mover.Gbps(both);
     r.limit_gbps = peer->limit.Gbps(both);
   }
   return r;

@@ -8,7 +8,7 @@
 // rounds of fresh prefixes; the prefixes to load saved and locked thread by thread (untimed);
 // Load rounds into poisoned destinations, every byte compared after each; rounds of a Load and a
 // Save at once; for the largest P of each T, Lookup / LookupHashes of a 2,048-page prompt; then
-// the engine peer's rounds of the same units.
+// the mover peer's rounds of the same units.
 //
 // Disk phase (after the host phases; a fresh disk tier in the work folder per case): Save
 // rounds through a write-through store of the first pool form, timed until every record is on
@@ -71,7 +71,7 @@ struct Prefix {
 };
 
 struct PeerSamples {
-  Samples engine, limit;
+  Samples mover, limit;
 };
 
 class LayoutRun {
@@ -162,7 +162,7 @@ class LayoutRun {
   std::ostream& progress_;
   HostBuffers buffers_;  // before the views that use it are made, after they are gone
   BenchPool bench_;
-  std::unique_ptr<EnginePeer> engine_;
+  std::unique_ptr<MoverPeer> mover_;
   std::unique_ptr<LimitPeer> limit_;
   std::map<uint32_t, uint64_t> lookup_pages_;  // threads -> largest P that fits
   std::map<std::string, PeerSamples> peers_;   // Key() -> the host phase's peers

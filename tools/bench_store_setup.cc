@@ -59,7 +59,7 @@ StatusOr<ModelLayout> ResolveBenchLayout(const std::string& name) {
   }
   if (!l.has_attention()) {
     // Its cases are (threads, pages) Saves and Loads of N KV pages with a state, each against
-    // the transfer engine and the link: without KV every case is the same one-state request.
+    // the device mover and the link: without KV every case is the same one-state request.
     return Status::InvalidArgument(
         "--layouts: '" + name +
         "' (a pure SSM layout, without attention layers: bench store measures Saves and Loads of "

@@ -70,19 +70,19 @@ Scenario::Scenario(const ScenarioSpec& spec)
     : spec_(spec), l_(spec.layout), rec_(l_.RecordBytes(spec.kind)) {}
 
 Scenario::~Scenario() {
-  engine_.reset();
-  engine_block_.reset();
+  mover_.reset();
+  mover_block_.reset();
 }
 
 StatusOr<std::unique_ptr<Scenario>> Scenario::Create(const ScenarioSpec& spec,
-                                                     const TransferEngineOptions& engine_options,
+                                                     const DeviceMoverOptions& mover_options,
                                                      uint64_t seed) {
   std::unique_ptr<Scenario> s(new Scenario(spec));
-  CACHEPAWL_RETURN_IF_ERROR(s->Init(engine_options, seed));
+  CACHEPAWL_RETURN_IF_ERROR(s->Init(mover_options, seed));
   return s;
 }
 
-Status Scenario::Init(const TransferEngineOptions& engine_options, uint64_t seed) {
+Status Scenario::Init(const DeviceMoverOptions& mover_options, uint64_t seed) {
   const ScenarioSpec& spec = spec_;
   const uint64_t n = spec.pool_slots;
   // Layer-first pool: one tensor per segment kind per layer.
@@ -121,7 +121,7 @@ Status Scenario::Init(const TransferEngineOptions& engine_options, uint64_t seed
   std::shuffle(hi.begin(), hi.end(), rng);
   src_.assign(lo.begin(), lo.begin() + spec.units);
   dst_.assign(hi.begin(), hi.begin() + spec.units);
-  // Pinned host slots: W (WriteBack destinations) and R (LoadBack sources, random).
+  // Pinned host slots: W (Save destinations) and R (Load sources, random).
   HostArenaOptions ho;
   ho.bytes = 2 * spec.units * RecordSlotBytes(l_, spec.kind) + (64 << 20);
   ho.pin = HostArenaOptions::Pin::kOn;
@@ -138,9 +138,9 @@ Status Scenario::Init(const TransferEngineOptions& engine_options, uint64_t seed
     FillRandom(arena_->SlotPayload(r), rec_, seed * 7 + i);
   }
   CACHEPAWL_ASSIGN_OR_RETURN(
-      engine_, TransferEngine::Create(l_, layer_first_desc_, arena_.get(), engine_options));
-  CACHEPAWL_ASSIGN_OR_RETURN(engine_block_,
-                             TransferEngine::Create(l_, block_desc_, arena_.get(), engine_options));
+      mover_, DeviceMover::Create(l_, layer_first_desc_, arena_.get(), mover_options));
+  CACHEPAWL_ASSIGN_OR_RETURN(mover_block_,
+                             DeviceMover::Create(l_, block_desc_, arena_.get(), mover_options));
   // Pieces for the per-piece baselines (the same bytes, the same host record positions).
   for (uint64_t i = 0; i < spec.units; ++i) {
     for (size_t t = 0; t < tensors_.size(); ++t) {
@@ -208,9 +208,9 @@ Status Scenario::InFlight::Wait() {
 StatusOr<Scenario::InFlight> Scenario::Start(const std::string& path, bool d2h, bool h2d) {
   InFlight f;
   if (path == "ours" || path == "ours_block") {
-    TransferEngine& e = path == "ours" ? *engine_ : *engine_block_;
-    if (d2h) f.fw_ = e.Submit(Op(Direction::kWriteBack));
-    if (h2d) f.fl_ = e.Submit(Op(Direction::kLoadBack));
+    DeviceMover& e = path == "ours" ? *mover_ : *mover_block_;
+    if (d2h) f.fw_ = e.Submit(Op(Direction::kSave));
+    if (h2d) f.fl_ = e.Submit(Op(Direction::kLoad));
     return f;
   }
   CACHEPAWL_RETURN_IF_ERROR(StartCopies(path, d2h, h2d));
@@ -355,7 +355,7 @@ Operation Scenario::Op(Direction d) const {
   Operation op;
   op.direction = d;
   for (uint64_t i = 0; i < spec_.units; ++i) {
-    if (d == Direction::kWriteBack) {
+    if (d == Direction::kSave) {
       op.units.push_back({spec_.kind, {Tier::kDevice, src_[i]}, {Tier::kHost, w_[i]}});
     } else {
       op.units.push_back({spec_.kind, {Tier::kHost, r_[i]}, {Tier::kDevice, dst_[i]}});

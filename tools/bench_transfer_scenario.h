@@ -1,6 +1,6 @@
 // The scenario set-up of `cachepawl bench transfer`: per scenario (a layout, a kind, how many
 // units one operation moves), the device pools (layer-first and block-contiguous), the pinned
-// host slots, the transfer engines over both pools, the pieces of the per-piece baselines and a
+// host slots, the transfer movers over both pools, the pieces of the per-piece baselines and a
 // contiguous buffer pair for the link's limit; and one iteration of each path in each
 // direction, the poisoning of its destinations before it and the check of every destination
 // byte after it. Paths: "ours", "ours_block", "memcpy_piece", "memcpy_batch", "contiguous"
@@ -21,7 +21,7 @@
 #include "store/vocab/model_layout.h"
 #include "store/vocab/status.h"
 #include "tiers/host_arena.h"
-#include "transfer/transfer_engine.h"
+#include "transfer/device_mover.h"
 
 namespace cachepawl::tools {
 
@@ -40,9 +40,9 @@ std::vector<ScenarioSpec> AllScenarios();
 // contiguous pair for the limit. Sources are random (mirrored on the host for the checks).
 class Scenario {
  public:
-  // Allocates and fills everything on the current GPU; the engines get `engine_options`.
+  // Allocates and fills everything on the current GPU; the movers get `mover_options`.
   static StatusOr<std::unique_ptr<Scenario>> Create(const ScenarioSpec& spec,
-                                                    const TransferEngineOptions& engine_options,
+                                                    const DeviceMoverOptions& mover_options,
                                                     uint64_t seed);
   ~Scenario();
   Scenario(const Scenario&) = delete;
@@ -56,7 +56,7 @@ class Scenario {
   Status Poison(const std::string& path, bool d2h, bool h2d);
 
   // One iteration of `path` in the given directions, enqueued: Wait() returns once it is done.
-  // Iterations of one path run in order (the engine's queues, or the path's streams).
+  // Iterations of one path run in order (the mover's queues, or the path's streams).
   class InFlight {
    public:
     Status Wait();
@@ -81,7 +81,7 @@ class Scenario {
     uint64_t bytes;
   };
   explicit Scenario(const ScenarioSpec& spec);
-  Status Init(const TransferEngineOptions& engine_options, uint64_t seed);
+  Status Init(const DeviceMoverOptions& mover_options, uint64_t seed);
   Operation Op(Direction d) const;
   Status StartCopies(const std::string& path, bool d2h, bool h2d);
   StatusOr<std::string> VerifyPools(const std::string& path, bool d2h, bool h2d);
@@ -99,7 +99,7 @@ class Scenario {
   std::unique_ptr<HostArena> arena_;
   double pin_seconds_ = 0;
   std::vector<HostSlotId> w_, r_;
-  std::unique_ptr<TransferEngine> engine_, engine_block_;
+  std::unique_ptr<DeviceMover> mover_, mover_block_;
   std::vector<Piece> wb_pieces_, lb_pieces_;
   cuda::DeviceBuffer contig_dev_;
   cuda::PinnedBuffer contig_host_;

@@ -4,8 +4,8 @@
 //   raw   plain io_uring (IoUringRing: the same queue depth, the same host memory registered as
 //         fixed buffers), O_DIRECT, one request per record, into a preallocated file: no header,
 //         no checksum, no catalog. The most this drive and kernel give for these I/Os.
-//   ours  DiskEngine: WriteBack (header + XXH3-64 over the record, extent allocation, io_uring
-//         write, RocksDB catalog put after the write) and LoadBack (pin, read, verify header and
+//   ours  DiskMover: Save (header + XXH3-64 over the record, extent allocation, io_uring
+//         write, RocksDB catalog put after the write) and Load (pin, read, verify header and
 //         checksum), through the public API with fences.
 // For each record shape: sequential write and read of the same number of records, then random
 // record reads at queue depth 1 and at --queue-depth (32). Raw and ours run back to back phase by
@@ -42,7 +42,7 @@
 #include "tools/cli_args.h"
 #include "tools/command.h"
 #include "tools/replay_rng.h"
-#include "transfer/io_uring_disk.h"
+#include "transfer/disk_mover.h"
 #include "transfer/io_uring_ring.h"
 
 namespace cachepawl::tools {
@@ -215,7 +215,7 @@ class RawDisk {
   std::atomic<uint64_t> submitted_at_{0}, wait_ns_{0}, waits_{0};
 };
 
-// Runs batches through the engine with at most `window` records outstanding, taking host
+// Runs batches through the mover with at most `window` records outstanding, taking host
 // slots from `pool`; returns seconds. Counts records that failed.
 template <typename Item, typename MakeOp>
 double RunWindowed(const std::vector<Item>& items, size_t batch, size_t window,
@@ -297,7 +297,7 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
   app.add_flag("--json", json, "print one JSON object instead of the table");
   bool profile_stages = false;
   app.add_flag("--profile-stages", profile_stages,
-               "time the disk engine's read stages (store/vocab/internal/stage_profile.h) and "
+               "time the disk mover's read stages (store/vocab/internal/stage_profile.h) and "
                "print them per "
                "record for every row");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
@@ -362,14 +362,14 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
     for (int rep = 0; rep < repeat; ++rep) {
       auto raw = RawDisk::Open(work + "/raw.data", n * rec, qd, **arena);
       if (!raw.ok()) return fail("raw file", raw.status());
-      DiskEngineOptions eo;
+      DiskMoverOptions eo;
       eo.tier.dir = work + "/tier";
       eo.tier.capacity_bytes = n * rec;
       eo.queue_depth = qd;
       std::filesystem::remove_all(eo.tier.dir, ec);
-      auto engine = DiskEngine::Open(eo, shape.layout, arena->get());
-      if (!engine.ok()) return fail("disk tier", engine.status());
-      DiskEngine& e = **engine;
+      auto mover = DiskMover::Open(eo, shape.layout, arena->get());
+      if (!mover.ok()) return fail("disk tier", mover.status());
+      DiskMover& e = **mover;
       auto raw_reqs = [&](BlockIoOp op, const std::vector<size_t>& which) {
         std::vector<BlockIoRequest> v;
         for (size_t i = 0; i < which.size(); ++i) {
@@ -433,7 +433,7 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
         for (size_t i : which) v.push_back({BenchKey(shape.kind, i), 0});
         return v;
       };
-      auto load = [&](const std::vector<DiskRead>& b) { return e.LoadBack(b); };
+      auto load = [&](const std::vector<DiskRead>& b) { return e.Load(b); };
       std::vector<DiskWrite> writes(n);
       for (size_t i = 0; i < n; ++i) writes[i] = {BenchKey(shape.kind, i), PageHash::Zero(), 0};
       size_t write_failed = 0;
@@ -442,7 +442,7 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
           [&](size_t, size_t) -> StatusOr<double> {
             return RunWindowed(
                 writes, batch, window, pool,
-                [&](const std::vector<DiskWrite>& b) { return e.WriteBack(b); }, &write_failed);
+                [&](const std::vector<DiskWrite>& b) { return e.Save(b); }, &write_failed);
           },
           n);
       if (s.ok() && write_failed != 0) {

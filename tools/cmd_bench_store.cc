@@ -8,7 +8,7 @@
 // host tier and, separately, on disk; with a store-owned device pool and with a pool the bench
 // allocates and registers (the engine's layer-first KV and state tensors); with 1, 4 and 16
 // engine threads issuing their own requests at once. Each figure is printed next to its peers of
-// the same run: the TransferEngine alone over its own host arena and the same kind of pool, and
+// the same run: the DeviceMover alone over its own host arena and the same kind of pool, and
 // the contiguous limit (one cudaMemcpyAsync of the same bytes per thread; memcpy in CPU mode).
 // Also Lookup and LookupHashes of a 2,048-page prompt. Sources are random, destinations are
 // poisoned before every load, and every loaded byte is compared after every timed load (outside
@@ -65,7 +65,7 @@ void DryRun(const Config& c, std::ostream& out) {
             << (host.empty() ? "runs" : "skipped (" + host + ")") << "; disk "
             << (d.empty() ? "runs" : "skipped (" + d + ")") << "\n";
         const double pools = static_cast<double>(c.pools.size());
-        // Store, engine and limit: load, save, both (2x), warm-up included.
+        // Store, mover and limit: load, save, both (2x), warm-up included.
         if (host.empty()) link += pools * 3 * 4 * req * (c.iters + 1), probe = true;
         if (d.empty()) {
           const double tier = static_cast<double>(DiskPhaseTierNeed(s, t, p));
@@ -83,7 +83,7 @@ void DryRun(const Config& c, std::ostream& out) {
 int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   CLI::App app{
       "Benchmarks the Store path as an engine sees it (Save, Load, Lookup through the public API) "
-      "next to the TransferEngine alone and the contiguous copy limit, in one run. Defaults are "
+      "next to the DeviceMover alone and the contiguous copy limit, in one run. Defaults are "
       "sized for an H200 host (139 GiB of VRAM, 128 GiB of RAM); --quick is a CPU-mode run of "
       "under a minute.",
       kName};
@@ -139,7 +139,7 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   app.add_flag("--profile-stages", profile_stages,
                "time the store's stages (store/vocab/internal/stage_profile.h) in every host-phase "
                "case and add "
-               "them, per operation, to its rows (store and engine peer)");
+               "them, per operation, to its rows (store and mover peer)");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
   auto usage = [&](const std::string& what) {
     io.err << kName << ": " << what << "\n";
@@ -287,7 +287,7 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
 
 const CommandRegistration kRegistration(
     "bench store",
-    "the Store path (Save, Load, Lookup) vs the transfer engine and the copy limit, host and disk",
+    "the Store path (Save, Load, Lookup) vs the device mover and the copy limit, host and disk",
     &RunBenchStore);
 
 }  // namespace

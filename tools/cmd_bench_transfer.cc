@@ -5,8 +5,8 @@
 // The device<->host data path on a GPU, in one run, per scenario (a layout and a kind: KV pages
 // of Llama-3.1-8B and Jamba with 16-token pages; Mamba states of 1, 16 and 128 MiB), with units
 // scattered at random over layer-first device pools:
-//   ours           TransferEngine, default path (gather/scatter kernel + staged copy engines)
-//   ours_block     TransferEngine on a block-contiguous pool (whole records, copy engines only)
+//   ours           DeviceMover, default path (gather/scatter kernel + staged copy engines)
+//   ours_block     DeviceMover on a block-contiguous pool (whole records, copy engines only)
 //   memcpy_piece   one cudaMemcpyAsync per page (or state) per layer per K/V (conv/SSM) piece
 //   memcpy_batch   cudaMemcpyBatchAsync of the same pieces
 //   contiguous     one cudaMemcpyAsync of the same total bytes: the link's limit
@@ -35,7 +35,7 @@
 #include "cuda/gpu_runtime.h"
 #include "tools/cli_args.h"
 #include "tools/command.h"
-#include "transfer/transfer_engine.h"
+#include "transfer/device_mover.h"
 
 #if CACHEPAWL_HAVE_CUDA
 #include "tools/bench_transfer_interference.h"
@@ -61,7 +61,7 @@ struct Row {
 struct Settings {
   std::vector<int> chosen;         // indices into AllScenarios()
   std::vector<std::string> paths;  // "contiguous" last
-  TransferEngineOptions engine;
+  DeviceMoverOptions mover;
   int iters = 5;
   int matmuls = 800;  // 0: no interference measurement
   double period_s = 0.04;
@@ -71,7 +71,7 @@ struct Settings {
 struct Measurement {
   std::vector<Row> rows;  // per scenario and path: d2h, h2d, both
   std::string mismatch;   // the first path and direction whose bytes differ, or ""
-  std::string matmul_engine;
+  std::string matmul_mover;
   double matmul_alone_s = 0;
 };
 
@@ -145,7 +145,7 @@ StatusOr<std::vector<Row>> MeasureScenario(const ScenarioSpec& spec, Scenario& s
 Status Measure(const Settings& settings, CommandIo& io, Measurement* m) {
   CACHEPAWL_RETURN_IF_ERROR(cuda::SetDevice(0).WithContext("device"));
   CACHEPAWL_ASSIGN_OR_RETURN(std::unique_ptr<Matmul> mm, Matmul::Create(8192));
-  m->matmul_engine = mm->engine();
+  m->matmul_mover = mm->mover();
   if (settings.matmuls > 0) {
     CACHEPAWL_RETURN_IF_ERROR(mm->Run(5).status());  // warm-up
     std::vector<double> alone;
@@ -159,7 +159,7 @@ Status Measure(const Settings& settings, CommandIo& io, Measurement* m) {
   for (int si : settings.chosen) {
     const ScenarioSpec& spec = specs[si];
     CACHEPAWL_ASSIGN_OR_RETURN(std::unique_ptr<Scenario> sc,
-                               Scenario::Create(spec, settings.engine, 1234 + si));
+                               Scenario::Create(spec, settings.mover, 1234 + si));
     CACHEPAWL_ASSIGN_OR_RETURN(std::vector<Row> rows,
                                MeasureScenario(spec, *sc, settings, *mm, &m->mismatch));
     m->rows.insert(m->rows.end(), rows.begin(), rows.end());
@@ -172,12 +172,12 @@ Status Measure(const Settings& settings, CommandIo& io, Measurement* m) {
 
 int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
   CLI::App app{
-      "Benchmarks the device<->host transfer engine against per-page copies, "
+      "Benchmarks the device<->host device mover against per-page copies, "
       "cudaMemcpyBatchAsync and the link's contiguous limit, with a matrix-product "
       "interference loop.",
       "cachepawl bench transfer"};
   std::string scenarios = "all";
-  const TransferEngineOptions defaults;
+  const DeviceMoverOptions defaults;
   int iters = 5, matmuls = 800;
   double period_ms = 40;
   uint32_t ctas = defaults.kernel_ctas;
@@ -197,16 +197,16 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
                  "interference: the path is switched on and off every this many ms (default 40)")
       ->check(CLI::Range(5.0, 10000.0));
   app.add_option("--ctas", ctas,
-                 "gather/scatter kernel CTAs (default: the engine's, " +
+                 "gather/scatter kernel CTAs (default: the mover's, " +
                      std::to_string(defaults.kernel_ctas) + ")")
       ->check(CLI::Range(0u, 65535u));
   app.add_option("--staging-mib", staging_mib,
-                 "staging MiB per direction (default: the engine's, " +
+                 "staging MiB per direction (default: the mover's, " +
                      std::to_string(defaults.staging_bytes >> 20) + ")")
       ->check(CLI::Range(uint64_t{1}, uint64_t{16384}));
   uint32_t staging_chunks = defaults.staging_chunks;
   app.add_option("--staging-chunks", staging_chunks,
-                 "staging ring chunks per direction (default: the engine's, " +
+                 "staging ring chunks per direction (default: the mover's, " +
                      std::to_string(defaults.staging_chunks) + ")")
       ->check(CLI::Range(2u, 64u));
   app.add_flag("--json", json, "print rows as JSON");
@@ -215,12 +215,12 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
                  "(contiguous always runs; default all)");
   int priority = defaults.loadback_priority;
   app.add_option("--priority", priority,
-                 "CUDA priority of the engine's streams (default: the engine's, " +
+                 "CUDA priority of the mover's streams (default: the mover's, " +
                      std::to_string(defaults.loadback_priority) +
                      "; 0 is the lowest, -5 the highest on an H100)")
       ->check(CLI::Range(-100, 100));
   app.add_flag("--no-coalesce", no_coalesce,
-               "engine option coalesce_copies = false (one copy per record piece)");
+               "mover option coalesce_copies = false (one copy per record piece)");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
   std::map<std::string, int> names = {
       {"llama-kv", 0}, {"jamba-kv", 1}, {"mamba-1", 2}, {"mamba-16", 3}, {"mamba-128", 4}};
@@ -238,8 +238,8 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
       chosen.push_back(it->second);
     }
   }
-  TransferEngineOptions eo;
-  eo.mode = TransferEngineOptions::Mode::kGpu;
+  DeviceMoverOptions eo;
+  eo.mode = DeviceMoverOptions::Mode::kGpu;
   eo.kernel_ctas = ctas;
   eo.staging_bytes = staging_mib << 20;
   eo.staging_chunks = staging_chunks;
@@ -270,7 +270,7 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
   Settings settings;
   settings.chosen = chosen;
   settings.paths = paths;
-  settings.engine = eo;
+  settings.mover = eo;
   settings.iters = iters;
   settings.matmuls = matmuls;
   settings.period_s = period_ms / 1e3;
@@ -282,12 +282,12 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
   }
   const std::vector<Row>& rows = m.rows;
   const std::string& mismatch = m.mismatch;
-  const std::string& matmul_engine = m.matmul_engine;
+  const std::string& matmul_mover = m.matmul_mover;
   const double matmul_alone_s = m.matmul_alone_s;
   if (json) {
     nlohmann::json out;
     out["device"] = cuda::DescribeDevice(0);
-    out["matmul"] = matmul_engine;
+    out["matmul"] = matmul_mover;
     out["matmul_alone_ms"] = matmul_alone_s * 1e3;
     out["interference_products"] = matmuls;
     out["interference_period_ms"] = period_ms;
@@ -311,7 +311,7 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
     }
     io.out << out.dump(1) << "\n";
   } else {
-    io.out << "device: " << cuda::DescribeDevice(0) << "\nmatrix product: " << matmul_engine
+    io.out << "device: " << cuda::DescribeDevice(0) << "\nmatrix product: " << matmul_mover
            << ", 8192x8192x8192, " << std::fixed << std::setprecision(3) << matmul_alone_s * 1e3
            << " ms each alone\n";
     io.out << "GB/s (ratio to the contiguous limit of the same run); slowdown: matrix-product loop "
@@ -357,7 +357,7 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
 #endif
 
 CommandRegistration reg("bench transfer",
-                        "device<->host transfer engine vs per-page copies and the link's limit",
+                        "device<->host device mover vs per-page copies and the link's limit",
                         &RunBenchTransfer);
 
 }  // namespace

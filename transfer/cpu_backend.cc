@@ -1,4 +1,4 @@
-// The CPU backend: the transfer engine's plan executed with memcpy on the dispatcher thread of
+// The CPU backend: the device mover's plan executed with memcpy on the dispatcher thread of
 // each direction, with the same staging chunks, kernel jobs and copy runs as the CUDA backend
 // (chunks run one after another, so one chunk of staging per direction is enough).
 #include <atomic>
@@ -27,7 +27,7 @@ class CpuBackend final : public TransferBackend {
       op->Finish(op->pre_status);
       return;
     }
-    const bool wb = op->direction == Direction::kWriteBack;
+    const bool wb = op->direction == Direction::kSave;
     std::byte* staging = staging_[wb ? 0 : 1].get();
     if (!wb) RunCopies(op->direct, nullptr, /*to_host=*/false);
     for (size_t c = 0; c < op->chunks.size(); ++c) {
@@ -85,7 +85,7 @@ class CpuBackend final : public TransferBackend {
     }
   }
 
-  // "Copy engines": each run between host memory and the staging chunk (or, when `stage` is null,
+  // "Copy movers": each run between host memory and the staging chunk (or, when `stage` is null,
   // the device address in `other`).
   void RunCopies(const std::vector<CopyRun>& runs, std::byte* stage, bool to_host) {
     for (const CopyRun& r : runs) {

@@ -1,9 +1,9 @@
-// The CUDA backend of the transfer engine (see transfer/transfer_engine.h for the data path).
+// The CUDA backend of the device mover (see transfer/device_mover.h for the data path).
 //
 // Per direction: a copy stream and a kernel stream (non-blocking, the direction's priority), a
 // device staging buffer cut into a ring of chunks, and events that hand each chunk between the
-// kernel and the copies: WriteBack gathers into chunk c on the kernel stream while the copy
-// stream drains earlier chunks to the host; LoadBack fills chunk c from the host while the kernel
+// kernel and the copies: Save gathers into chunk c on the kernel stream while the copy
+// stream drains earlier chunks to the host; Load fills chunk c from the host while the kernel
 // stream scatters earlier chunks. A chunk is reused once its previous user has finished.
 // The dispatcher thread only enqueues (it never waits on the GPU); a completion thread per
 // direction waits for each operation's final event in order and fires its fence.
@@ -17,8 +17,8 @@
 // hardware queue (seen on an H100: the waiting stream never ran). Driver entry points are fetched
 // with cudaGetDriverEntryPointByVersion (libcuda is never linked). Without them, StreamWait blocks
 // the CPU until the fence fires and the completion thread writes the counter.
+#include "transfer/device_mover.h"
 #include "transfer/transfer_backend.h"
-#include "transfer/transfer_engine.h"
 
 #if CACHEPAWL_HAVE_CUDA
 
@@ -58,7 +58,7 @@ using cuda::PinnedBuffer;
 using cuda::Stream;
 
 // CACHEPAWL_CUDA_RETURN_IF_ERROR for a call where tests may inject a fault
-// (TransferEngineOptions::cuda_fault): the injected error stands for the call's.
+// (DeviceMoverOptions::cuda_fault): the injected error stands for the call's.
 #define CP_CUDA_AT(site, call)                                         \
   do {                                                                 \
     cudaError_t _e = InjectedFault(site);                              \
@@ -67,7 +67,7 @@ using cuda::Stream;
   } while (0)
 
 // The per-direction completion counters; shared with every fence's stream waiter so the pinned
-// memory outlives the engine while a fence may still be waited on.
+// memory outlives the mover while a fence may still be waited on.
 struct Signal {
   PinnedBuffer memory;                // mapped: the GPU writes the counters
   volatile uint32_t* host = nullptr;  // [2], one per direction, in `memory`
@@ -122,7 +122,7 @@ struct Pending {
   std::unique_ptr<PlannedOperation> op;
   Status status;
   Event done;
-  std::vector<Event> layer_events;  // LoadBack per-layer fences
+  std::vector<Event> layer_events;  // Load per-layer fences
   std::vector<Event> extra_events;  // returned to the pool after completion
   bool cpu_release = false;         // the counter must be written by the CPU
   uint64_t enqueued_at = 0;         // profile::Now() when its GPU work was enqueued
@@ -130,8 +130,7 @@ struct Pending {
 
 class CudaBackend final : public TransferBackend {
  public:
-  CudaBackend(const RecordMap* const maps[kNumKinds], const TransferEngineOptions& options,
-              int device)
+  CudaBackend(const RecordMap* const maps[kNumKinds], const DeviceMoverOptions& options, int device)
       : options_(options),
         device_(device),
         chunk_bytes_(options.staging_chunk_bytes()),
@@ -219,7 +218,7 @@ class CudaBackend final : public TransferBackend {
     p.op = std::move(op);
     if (p.status.ok()) {
       p.status =
-          p.op->direction == Direction::kWriteBack ? EnqueueWriteBack(d, p) : EnqueueLoadBack(d, p);
+          p.op->direction == Direction::kSave ? EnqueueWriteBack(d, p) : EnqueueLoadBack(d, p);
     }
     if (!p.status.ok()) execution_errors_.fetch_add(1, std::memory_order_relaxed);
     Status fin = Finalize(d, p);
@@ -228,7 +227,7 @@ class CudaBackend final : public TransferBackend {
       if (p.status.ok()) p.status = fin;
     }
     const uint64_t seq = p.op->seq;
-    profile::Add(profile::Stage::kEngineEnqueue, enqueue_start);
+    profile::Add(profile::Stage::kMoverEnqueue, enqueue_start);
     p.enqueued_at = profile::Now();
     {
       std::lock_guard<std::mutex> lock(d.mu);
@@ -298,7 +297,7 @@ class CudaBackend final : public TransferBackend {
     std::thread completer;
   };
 
-  // The error tests inject at `site` (TransferEngineOptions::cuda_fault), cudaSuccess without.
+  // The error tests inject at `site` (DeviceMoverOptions::cuda_fault), cudaSuccess without.
   cudaError_t InjectedFault(CudaFaultSite site) const {
     return options_.cuda_fault ? static_cast<cudaError_t>(options_.cuda_fault(site)) : cudaSuccess;
   }
@@ -512,10 +511,10 @@ class CudaBackend final : public TransferBackend {
         p.cpu_release = true;  // the GPU may never write the counter now
       }
       if (p.cpu_release) signal_->CpuWrite(d.index, static_cast<uint32_t>(p.op->seq));
-      profile::Add(profile::Stage::kEngineGpu, p.enqueued_at);
+      profile::Add(profile::Stage::kMoverGpu, p.enqueued_at);
       const uint64_t finish_start = profile::Now();
       p.op->Finish(status);
-      profile::Add(profile::Stage::kEngineFire, finish_start);
+      profile::Add(profile::Stage::kMoverFire, finish_start);
       for (Event& e : p.layer_events) events_.Put(std::move(e));
       for (Event& e : p.extra_events) events_.Put(std::move(e));
       if (p.done) events_.Put(std::move(p.done));
@@ -528,7 +527,7 @@ class CudaBackend final : public TransferBackend {
   }
 
   const RecordMap* maps_[kNumKinds] = {nullptr, nullptr};
-  const TransferEngineOptions options_;
+  const DeviceMoverOptions options_;
   const int device_;
   const uint64_t chunk_bytes_;
   const uint32_t chunks_;
@@ -547,10 +546,10 @@ class CudaBackend final : public TransferBackend {
 }  // namespace
 
 StatusOr<std::unique_ptr<TransferBackend>> MakeCudaBackend(const RecordMap* const maps[kNumKinds],
-                                                           const TransferEngineOptions& options,
+                                                           const DeviceMoverOptions& options,
                                                            int device) {
   auto b = std::make_unique<CudaBackend>(maps, options, device);
-  CACHEPAWL_RETURN_IF_ERROR(b->Init().WithContext("transfer engine (CUDA)"));
+  CACHEPAWL_RETURN_IF_ERROR(b->Init().WithContext("device mover (CUDA)"));
   return std::unique_ptr<TransferBackend>(std::move(b));
 }
 
@@ -561,12 +560,12 @@ StatusOr<std::unique_ptr<TransferBackend>> MakeCudaBackend(const RecordMap* cons
 namespace cachepawl::internal {
 
 StatusOr<std::unique_ptr<TransferBackend>> MakeCudaBackend(const RecordMap* const maps[kNumKinds],
-                                                           const TransferEngineOptions& options,
+                                                           const DeviceMoverOptions& options,
                                                            int device) {
   (void)maps;
   (void)options;
   (void)device;
-  return Status::Unavailable("transfer engine: built without CUDA");
+  return Status::Unavailable("device mover: built without CUDA");
 }
 
 }  // namespace cachepawl::internal

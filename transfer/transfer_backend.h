@@ -1,4 +1,4 @@
-// Internal to the transfer engine: the backend that moves the bytes of planned operations.
+// Internal to the device mover: the backend that moves the bytes of planned operations.
 // CPU backend: memcpy on the dispatcher thread. CUDA backend (transfer/cuda_backend.cc): kernels
 // and copy engines on two streams per direction, completion on a thread per direction.
 #pragma once
@@ -11,7 +11,7 @@
 #include "transfer/transfer_plan.h"
 
 namespace cachepawl {
-struct TransferEngineOptions;
+struct DeviceMoverOptions;
 }
 
 namespace cachepawl::internal {
@@ -41,7 +41,7 @@ std::unique_ptr<TransferBackend> MakeCpuBackend(const RecordMap* const maps[kNum
 
 // CUDA backend on GPU `device` (Unavailable in builds without CUDA).
 StatusOr<std::unique_ptr<TransferBackend>> MakeCudaBackend(const RecordMap* const maps[kNumKinds],
-                                                           const TransferEngineOptions& options,
+                                                           const DeviceMoverOptions& options,
                                                            int device);
 
 }  // namespace cachepawl::internal

@@ -1,4 +1,4 @@
-// Internal to the transfer engine: how an Operation becomes staged chunks, kernel jobs and
+// Internal to the device mover: how an Operation becomes staged chunks, kernel jobs and
 // copy-engine runs. Pure CPU code (no CUDA), shared by the CPU and GPU backends and tested in CI.
 //
 // A RecordMap says, for one kind, where each segment of a page-first record (layout order: per
@@ -102,7 +102,7 @@ struct StagedChunk {
 
 struct PlannedOperation {
   uint64_t seq = 0;  // 1, 2, ... per direction
-  Direction direction = Direction::kLoadBack;
+  Direction direction = Direction::kLoad;
   bool per_layer = false;
   size_t num_layers = 0;
   std::vector<StagedChunk> chunks;
@@ -113,7 +113,7 @@ struct PlannedOperation {
   Status pre_status;       // non-OK: fail in order without moving bytes
   uint64_t queued_at = 0;  // profile::Now() when queued (0: not profiled)
   FenceCompleter completer;
-  // Runs just before the fence fires (the engine's counters), so waiters see them updated.
+  // Runs just before the fence fires (the mover's counters), so waiters see them updated.
   std::function<void(const Status&)> before_complete;
 
   // Fires the fence (and every pending layer) with `status`.

@@ -28,18 +28,16 @@ struct CacheTransferUnit {
   friend bool operator==(const CacheTransferUnit&, const CacheTransferUnit&) = default;
 };
 
-// WriteBack moves toward slower tiers (Device->Host, Host->Disk), LoadBack toward faster ones.
-enum class Direction : uint8_t { kWriteBack = 0, kLoadBack = 1 };
+// Save moves toward slower tiers (Device->Host, Host->Disk), Load toward faster ones.
+enum class Direction : uint8_t { kSave = 0, kLoad = 1 };
 
-inline const char* DirectionName(Direction d) {
-  return d == Direction::kWriteBack ? "WriteBack" : "LoadBack";
-}
+inline const char* DirectionName(Direction d) { return d == Direction::kSave ? "Save" : "Load"; }
 
 // A batch of units in one direction, any mix of kinds. Completion is reported by one Fence.
 struct Operation {
-  Direction direction = Direction::kLoadBack;
+  Direction direction = Direction::kLoad;
   std::vector<CacheTransferUnit> units;
-  // LoadBack to the device only: when true, the fence carries one sub-fence per attention
+  // Load to the device only: when true, the fence carries one sub-fence per attention
   // layer of the layout, fired as that layer's pages (and all Mamba units) have landed.
   bool per_layer_fences = false;
 };

@@ -14,7 +14,7 @@
 //   - K and V interleaved per page, [num_pages, 2, page, heads, dim] (v_base = k_base + K bytes,
 //     stride = 2 * K bytes): LayerFirst(..., interleaved = true);
 //   - block-contiguous pools where all layers of a page are adjacent
-//     [num_pages, layers, 2, page, heads, dim]: BlockContiguous() (the transfer engine then moves
+//     [num_pages, layers, 2, page, heads, dim]: BlockContiguous() (the device mover then moves
 //     whole pages with copy engines and no kernel).
 // For SSM layer s, state slot i's conv state is ConvStateBytes(s) contiguous bytes at
 // conv_base + i * conv_slot_stride, its SSM state SsmStateBytes(s) bytes at

@@ -6,7 +6,7 @@
 // completes, with success or an error, whatever a tier does; a FenceCompleter destroyed
 // without Complete() completes its fence with Aborted, so no waiter can hang.
 //
-// Per-layer fences: an operation may carry `layers` sub-fences (LoadBack: attention layer i
+// Per-layer fences: an operation may carry `layers` sub-fences (Load: attention layer i
 // may start when its pages have landed). CompleteLayer(i) fires one; Complete() fires all
 // that are still pending with the operation's status.
 //
@@ -62,7 +62,7 @@ class Fence {
   // GPU and a non-null stream is given.
   Status StreamWait(void* cuda_stream) const;
 
-  // Internal: the shared state (used by the transfer engine to attach GPU-side signals).
+  // Internal: the shared state (used by the device mover to attach GPU-side signals).
   const std::shared_ptr<internal::FenceState>& state() const { return state_; }
 
  private:
@@ -94,7 +94,7 @@ class FenceCompleter {
 
 namespace internal {
 
-// Shared between a FenceCompleter and its Fences. Exposed for the transfer engine only.
+// Shared between a FenceCompleter and its Fences. Exposed for the device mover only.
 struct FenceState {
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -105,7 +105,7 @@ struct FenceState {
   std::vector<std::function<void(const Status&)>> callbacks;  // guarded by mu
   // Per layer: callbacks waiting for that sub-fence. Guarded by mu.
   std::vector<std::vector<std::function<void(const Status&)>>> layer_callbacks;
-  // GPU-side signal, set by the transfer engine when the operation's last copy is enqueued:
+  // GPU-side signal, set by the device mover when the operation's last copy is enqueued:
   // a function that makes a given stream wait for the operation's device work. Guarded by mu.
   std::function<Status(void* stream)> gpu_stream_waiter;
 };

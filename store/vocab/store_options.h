@@ -118,7 +118,7 @@ struct StoreOptions {
   uint64_t device_pool_bytes = 0;
   int load_stream_priority = 0;  // CUDA stream priorities (lower is higher priority)
   int write_stream_priority = 0;
-  uint64_t staging_bytes = 256ull << 20;  // device staging per direction (TransferEngineOptions)
+  uint64_t staging_bytes = 256ull << 20;  // device staging per direction (DeviceMoverOptions)
 
   // ---- Save pipeline. ----
   // A Save of more entries than this moves them as several transfer operations of at most this

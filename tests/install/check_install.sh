@@ -93,7 +93,7 @@ while IFS= read -r header; do
     fail "<$rel> reaches a dependency's header"
   fi
 done < <(find "$inc" -name '*.h' | sort)
-step "headers: each compiles alone against $inc, no dependency headers reachable"
+step "headers: exactly store/store.h + store/vocab/*.h + cachepawl.h; each compiles alone against $inc, no dependency headers reachable"
 
 # A consumer must link nothing but libcachepawl (and the C/C++ runtimes).
 check_needed() {

@@ -1,6 +1,6 @@
 // CUDA faults under the Store, on a GPU: device allocations that fail, invalid device slots,
 // errors inside copies, kernel launches and completions (injected at the CUDA call sites
-// through the transfer engine's seam, store/store_faults.h), and a device pool unregistered
+// through the device mover's seam, store/store_faults.h), and a device pool unregistered
 // while operations run. Each time: every fence fires, streams waiting on failed fences are
 // released, nothing wrong is served, and the store serves the next operation. Label `gpu`:
 // skips, saying so, without a GPU.
@@ -32,7 +32,7 @@ namespace {
 constexpr uint64_t kPages = 64, kStates = 16;
 constexpr size_t kPagesPerPrompt = 4;
 
-// The engine's tensors in VRAM, one per layer and K/V (layer-first: the transfer engine gathers
+// The engine's tensors in VRAM, one per layer and K/V (layer-first: the device mover gathers
 // and scatters them with kernels through its staging ring), filled with random bytes.
 class GpuPool {
  public:

@@ -140,16 +140,11 @@ TEST(CmdBenchStoreTest, QuickJsonHasEveryKeyAndNoWrongByte) {
   // Every (layout, pool, tier, op, pages, threads) the preset should run, once.
   std::set<std::string> seen;
   for (const auto& row : j["rows"]) {
-    for (const char* key : {"layout",         "pool",
-                            "tier",           "op",
-                            "pages",          "threads",
-                            "state",          "bytes",
-                            "iters",          "p50_us",
-                            "p99_us",         "gbps",
-                            "h2d_gbps",       "d2h_gbps",
-                            "engine_p50_us",  "engine_gbps",
-                            "limit_gbps",     "store_vs_engine",
-                            "store_vs_limit", "verified_loads",
+    for (const char* key : {"layout",     "pool",           "tier",           "op",
+                            "pages",      "threads",        "state",          "bytes",
+                            "iters",      "p50_us",         "p99_us",         "gbps",
+                            "h2d_gbps",   "d2h_gbps",       "mover_p50_us",   "mover_gbps",
+                            "limit_gbps", "store_vs_mover", "store_vs_limit", "verified_loads",
                             "mismatches"}) {
       ASSERT_TRUE(row.contains(key)) << key << " in " << row.dump();
     }
@@ -165,9 +160,9 @@ TEST(CmdBenchStoreTest, QuickJsonHasEveryKeyAndNoWrongByte) {
     EXPECT_GT(row["p50_us"].get<double>(), 0) << what;
     EXPECT_GE(row["p99_us"].get<double>(), row["p50_us"].get<double>()) << what;
     EXPECT_GT(row["gbps"].get<double>(), 0) << what;
-    EXPECT_GT(row["engine_gbps"].get<double>(), 0) << what;
+    EXPECT_GT(row["mover_gbps"].get<double>(), 0) << what;
     EXPECT_GT(row["limit_gbps"].get<double>(), 0) << what;
-    EXPECT_GT(row["store_vs_engine"].get<double>(), 0) << what;
+    EXPECT_GT(row["store_vs_mover"].get<double>(), 0) << what;
     EXPECT_GT(row["store_vs_limit"].get<double>(), 0) << what;
     EXPECT_EQ(row["mismatches"].get<int>(), 0) << what;
     if (op == "load" || op == "both") {

@@ -1,4 +1,4 @@
-// `cachepawl bench transfer` on a machine without a GPU: bad arguments and engine options are
+// `cachepawl bench transfer` on a machine without a GPU: bad arguments and mover options are
 // refused with exit 2 and a message naming them before anything else; valid ones say that a
 // GPU is needed (exit 1). The benchmark itself runs on the GPU machine (docs/PERFORMANCE.md).
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@ TEST(CmdBenchTransferTest, BadArgumentsAndOptionsAreRefusedByName) {
   r = RunCli({"bench", "transfer", "--staging-chunks", "1"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--staging-chunks"), std::string::npos) << r.err;
-  // 1 MiB in 64 chunks of 16 KiB cannot hold the engine's 64 KiB tiles.
+  // 1 MiB in 64 chunks of 16 KiB cannot hold the mover's 64 KiB tiles.
   r = RunCli({"bench", "transfer", "--staging-mib", "1", "--staging-chunks", "64"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("transfer.staging_bytes: 1048576"), std::string::npos) << r.err;

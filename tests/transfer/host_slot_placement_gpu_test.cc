@@ -1,4 +1,4 @@
-// TransferEngine on a GPU with a production-size pinned host arena (6 GiB in 1 GiB chunks, each
+// DeviceMover on a GPU with a production-size pinned host arena (6 GiB in 1 GiB chunks, each
 // chunk registered with CUDA on its own): operations whose host slots sit where a long-running
 // store puts them after eviction and slot reuse. Runs of adjacent slots that cross a chunk (a
 // registration) boundary, constant-pitch runs whose rows lie in different chunks, pitches over
@@ -13,7 +13,7 @@
 
 #include "cuda/gpu_runtime.h"
 #include "tests/transfer/transfer_test_util.h"
-#include "transfer/transfer_engine.h"
+#include "transfer/device_mover.h"
 
 namespace cachepawl {
 namespace {
@@ -67,13 +67,13 @@ class HostSlotPlacement : public ::testing::TestWithParam<PoolForm> {
   // Index (in address order) of the first slot of chunk `c`.
   static size_t ChunkStart(size_t c) { return c * slots_per_chunk_; }
 
-  // WriteBack of random pool pages into the host slots `indices` (poisoned first), every byte
-  // compared; then LoadBack from them into other, poisoned pool pages, every byte compared.
+  // Save of random pool pages into the host slots `indices` (poisoned first), every byte
+  // compared; then Load from them into other, poisoned pool pages, every byte compared.
   ::testing::AssertionResult RoundTrip(const std::vector<size_t>& indices, uint64_t seed) {
     const ModelLayout& l = *layout_;
     TestPool pool(l, 0, GetParam(), kPoolPages, 0);
-    auto engine = TransferEngine::Create(l, pool.desc(), arena_, TransferEngineOptions{});
-    if (!engine.ok()) return ::testing::AssertionFailure() << engine.status().ToString();
+    auto mover = DeviceMover::Create(l, pool.desc(), arena_, DeviceMoverOptions{});
+    if (!mover.ok()) return ::testing::AssertionFailure() << mover.status().ToString();
     std::mt19937_64 rng(seed);
     std::vector<HostSlotId> host;
     for (size_t i : indices) {
@@ -90,41 +90,39 @@ class HostSlotPlacement : public ::testing::TestWithParam<PoolForm> {
       const auto dst = testing::DistinctSlots(rng, kPoolPages, n);
       std::vector<std::vector<std::byte>> records;
       Operation wb;
-      wb.direction = Direction::kWriteBack;
+      wb.direction = Direction::kSave;
       for (size_t i = 0; i < n; ++i) {
         std::memset(arena_->SlotPayload(host[at + i]), 0x5A, l.RecordBytes(Kind::kKV));
         records.push_back(pool.ReadRecord(l, Kind::kKV, src[i]));
         wb.units.push_back({Kind::kKV, {Tier::kDevice, src[i]}, {Tier::kHost, host[at + i]}});
       }
-      Status st = (*engine)->Submit(wb).Wait(std::chrono::seconds(120));
-      if (!st.ok()) return ::testing::AssertionFailure() << "WriteBack: " << st.ToString();
+      Status st = (*mover)->Submit(wb).Wait(std::chrono::seconds(120));
+      if (!st.ok()) return ::testing::AssertionFailure() << "Save: " << st.ToString();
       for (size_t i = 0; i < n; ++i) {
         if (std::memcmp(arena_->SlotPayload(host[at + i]), records[i].data(), records[i].size()) !=
             0) {
-          return ::testing::AssertionFailure()
-                 << "WriteBack: unit " << at + i << " (host slot index " << indices[at + i]
-                 << ") differs";
+          return ::testing::AssertionFailure() << "Save: unit " << at + i << " (host slot index "
+                                               << indices[at + i] << ") differs";
         }
       }
       pool.Poison(0xC3);
       Operation lb;
-      lb.direction = Direction::kLoadBack;
+      lb.direction = Direction::kLoad;
       for (size_t i = 0; i < n; ++i) {
         lb.units.push_back({Kind::kKV, {Tier::kHost, host[at + i]}, {Tier::kDevice, dst[i]}});
       }
-      st = (*engine)->Submit(lb).Wait(std::chrono::seconds(120));
-      if (!st.ok()) return ::testing::AssertionFailure() << "LoadBack: " << st.ToString();
+      st = (*mover)->Submit(lb).Wait(std::chrono::seconds(120));
+      if (!st.ok()) return ::testing::AssertionFailure() << "Load: " << st.ToString();
       for (size_t i = 0; i < n; ++i) {
         if (pool.ReadRecord(l, Kind::kKV, dst[i]) != records[i]) {
-          return ::testing::AssertionFailure()
-                 << "LoadBack: unit " << at + i << " (host slot index " << indices[at + i]
-                 << ") differs";
+          return ::testing::AssertionFailure() << "Load: unit " << at + i << " (host slot index "
+                                               << indices[at + i] << ") differs";
         }
       }
     }
-    const auto stats = (*engine)->stats();
+    const auto stats = (*mover)->stats();
     if (stats.failed[0] + stats.failed[1] != 0 || stats.execution_errors != 0) {
-      return ::testing::AssertionFailure() << "engine counted failures";
+      return ::testing::AssertionFailure() << "mover counted failures";
     }
     return ::testing::AssertionSuccess();
   }

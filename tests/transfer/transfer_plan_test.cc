@@ -59,7 +59,7 @@ TEST(PlanOperation, RunsStayInsideTheirHostRegion) {
     RecordMap kv = RecordMap::Build(l, pool.desc(), Kind::kKV, 4096);
     const RecordMap* maps[2] = {&kv, nullptr};
     Operation op;
-    op.direction = Direction::kLoadBack;
+    op.direction = Direction::kLoad;
     std::vector<std::byte> host(64 << 10);
     std::vector<HostPlacement> placements;
     const uint64_t rec = l.RecordBytes(Kind::kKV);
@@ -122,7 +122,7 @@ TEST(RecordMap, AShortConvLayerAddsNoSegmentTileOrCopyForItsEmptySsmState) {
     RecordMap kv = RecordMap::Build(l, pool.desc(), Kind::kKV, 256);
     const RecordMap* maps[2] = {&kv, &m};
     Operation op;
-    op.direction = Direction::kLoadBack;
+    op.direction = Direction::kLoad;
     std::vector<std::byte> host(3 * l.MambaSlotBytes());
     std::vector<HostPlacement> payloads;
     for (uint64_t i = 0; i < 3; ++i) {
@@ -154,7 +154,7 @@ TEST(PlanOperation, ChunksNeverExceedAHalfAndCoverEveryByte) {
   RecordMap mamba = RecordMap::Build(l, pool.desc(), Kind::kMamba, 4096);
   const RecordMap* maps[2] = {&kv, &mamba};
   Operation op;
-  op.direction = Direction::kWriteBack;
+  op.direction = Direction::kSave;
   std::vector<std::byte> host(1 << 20);
   std::vector<HostPlacement> payloads;
   for (uint64_t i = 0; i < 10; ++i) {

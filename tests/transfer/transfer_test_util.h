@@ -18,7 +18,7 @@
 #include "store/vocab/model_layout.h"
 #include "tests/common/test_util.h"
 #include "tiers/host_arena.h"
-#include "transfer/transfer_engine.h"
+#include "transfer/device_mover.h"
 
 namespace cachepawl::testing {
 
@@ -87,7 +87,7 @@ class TestPool {
     }
     for (size_t s = 0; states && s < layout.ssm_layers.size(); ++s) {
       conv.push_back(New(layout.ConvStateBytes(s) * states));
-      // A shortconv layer has no SSM state: no tensor (a null base, as engines pass it).
+      // A shortconv layer has no SSM state: no tensor (a null base, as movers pass it).
       ssm.push_back(layout.SsmStateBytes(s) > 0 ? New(layout.SsmStateBytes(s) * states) : nullptr);
     }
     desc_ =
@@ -212,15 +212,15 @@ inline std::vector<uint64_t> DistinctSlots(std::mt19937_64& rng, uint64_t range,
   return all;
 }
 
-// One full round trip through `engine`: random pool bytes; WriteBack of `pages` random KV pages
+// One full round trip through `mover`: random pool bytes; Save of `pages` random KV pages
 // and `states` random Mamba states (mixed, shuffled) into freshly allocated, poisoned host slots;
 // every payload byte compared with the pool's record and every header byte checked untouched;
-// then the pool is poisoned and everything is loaded back to other random slots (LoadBack, with
+// then the pool is poisoned and everything is loaded back to other random slots (Load, with
 // per-layer fences when asked); every destination byte compared, and every other pool byte
 // checked still poisoned. Host slots are freed at the end.
-inline ::testing::AssertionResult RoundTrip(TransferEngine& engine, HostArena& arena,
-                                            TestPool& pool, const ModelLayout& l, uint64_t seed,
-                                            size_t pages, size_t states, bool per_layer) {
+inline ::testing::AssertionResult RoundTrip(DeviceMover& mover, HostArena& arena, TestPool& pool,
+                                            const ModelLayout& l, uint64_t seed, size_t pages,
+                                            size_t states, bool per_layer) {
   std::mt19937_64 rng(seed);
   pool.FillRandom(seed * 1000 + 1);
   const auto& d = pool.desc();
@@ -245,7 +245,7 @@ inline ::testing::AssertionResult RoundTrip(TransferEngine& engine, HostArena& a
     return ::testing::AssertionFailure() << why;
   };
   Operation wb;
-  wb.direction = Direction::kWriteBack;
+  wb.direction = Direction::kSave;
   for (auto& it : items) {
     auto h = arena.Allocate(it.kind);
     if (!h.ok()) return fail("host allocation: " + h.status().ToString());
@@ -254,30 +254,30 @@ inline ::testing::AssertionResult RoundTrip(TransferEngine& engine, HostArena& a
     it.record = pool.ReadRecord(l, it.kind, it.src);
     wb.units.push_back({it.kind, {Tier::kDevice, it.src}, {Tier::kHost, it.host}});
   }
-  Status st = engine.Submit(wb).Wait(std::chrono::seconds(120));
-  if (!st.ok()) return fail("WriteBack: " + st.ToString());
+  Status st = mover.Submit(wb).Wait(std::chrono::seconds(120));
+  if (!st.ok()) return fail("Save: " + st.ToString());
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& it = items[i];
     const std::byte* h = arena.SlotData(it.host);
     for (uint64_t b = 0; b < kRecordHeaderBytes; ++b) {
       if (h[b] != std::byte{0x5A})
-        return fail("WriteBack wrote into the header block of unit " + std::to_string(i));
+        return fail("Save wrote into the header block of unit " + std::to_string(i));
     }
     if (std::memcmp(h + kRecordHeaderBytes, it.record.data(), it.record.size()) != 0) {
       size_t at = 0;
       while (h[kRecordHeaderBytes + at] == it.record[at]) ++at;
-      return fail("WriteBack: unit " + std::to_string(i) + " (" + std::string(KindName(it.kind)) +
+      return fail("Save: unit " + std::to_string(i) + " (" + std::string(KindName(it.kind)) +
                   " slot " + std::to_string(it.src) + ") differs at record byte " +
                   std::to_string(at));
     }
   }
   pool.Poison(0xC3);
   Operation lb;
-  lb.direction = Direction::kLoadBack;
+  lb.direction = Direction::kLoad;
   lb.per_layer_fences = per_layer;
   for (auto& it : items)
     lb.units.push_back({it.kind, {Tier::kHost, it.host}, {Tier::kDevice, it.dst}});
-  Fence f = engine.Submit(lb);
+  Fence f = mover.Submit(lb);
   if (per_layer) {
     if (f.num_layers() != l.attention_layers.size())
       return fail("per-layer fence count " + std::to_string(f.num_layers()));
@@ -299,11 +299,11 @@ inline ::testing::AssertionResult RoundTrip(TransferEngine& engine, HostArena& a
     }
   }
   st = f.Wait(std::chrono::seconds(120));
-  if (!st.ok()) return fail("LoadBack: " + st.ToString());
+  if (!st.ok()) return fail("Load: " + st.ToString());
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& it = items[i];
     if (pool.ReadRecord(l, it.kind, it.dst) != it.record) {
-      return fail("LoadBack: unit " + std::to_string(i) + " (" + std::string(KindName(it.kind)) +
+      return fail("Load: unit " + std::to_string(i) + " (" + std::string(KindName(it.kind)) +
                   " slot " + std::to_string(it.dst) + ") differs");
     }
   }
@@ -311,7 +311,7 @@ inline ::testing::AssertionResult RoundTrip(TransferEngine& engine, HostArena& a
   const auto snap = pool.Snapshot();
   for (size_t b = 0; b < snap.size(); ++b) {
     if (snap[b] != std::byte{0xC3})
-      return fail("LoadBack wrote outside its destinations (pool byte " + std::to_string(b) + ")");
+      return fail("Load wrote outside its destinations (pool byte " + std::to_string(b) + ")");
   }
   for (auto& it : items) {
     Status fs = arena.Free(it.host);

@@ -33,14 +33,14 @@ constexpr std::string_view kStageNames[] = {
     "save.index",         "save.host_allocate", "host.evict",       "save.submit",
     "save.copy",          "save.hop",           "save.finish",      "load.index",
     "load.host_allocate", "load.submit",        "load.copy",        "load.hop",
-    "load.finish",        "engine.validate",    "engine.plan",      "engine.queue",
-    "engine.enqueue",     "engine.gpu",         "engine.fire",      "disk.read_setup",
+    "load.finish",        "mover.validate",     "mover.plan",       "mover.queue",
+    "mover.enqueue",      "mover.gpu",          "mover.fire",       "disk.read_setup",
     "disk.read_submit",   "disk.read_wait",     "disk.read_verify", "disk.read_finish",
 };
 constexpr std::string_view kCounterNames[] = {
-    "engine.copy_runs",
-    "engine.chunks",
-    "engine.units",
+    "mover.copy_runs",
+    "mover.chunks",
+    "mover.units",
     "host.runs_allocated",
 };
 

@@ -32,7 +32,7 @@ enum class Stage : uint8_t {
   kSaveIndex,         // prefix index: insert the chain (twice), which keys are cached
   kSaveHostAllocate,  // host slots for the fresh entries (eviction included)
   kHostEvict,         // eviction, inside kSaveHostAllocate or kLoadHostAllocate
-  kSaveSubmit,        // TransferEngine::Submit of the operation
+  kSaveSubmit,        // DeviceMover::Submit of the operation
   kSaveCopy,          // Submit returned -> the engine's fence fired (store's threads)
   kSaveHop,           // engine fence fired -> the completion worker runs the finish (only
                       // when it is not run inline: large Saves, or the mutex was busy)
@@ -40,22 +40,22 @@ enum class Stage : uint8_t {
   // Store::Load.
   kLoadIndex,         // checks, pins, disk fills planned (under the store's mutex)
   kLoadHostAllocate,  // host slots for disk hits
-  kLoadSubmit,        // TransferEngine::Submit of the host -> device operation
+  kLoadSubmit,        // DeviceMover::Submit of the host -> device operation
   kLoadCopy,          // Submit returned -> the engine's fence fired
   kLoadHop,           // outer fence fired -> the completion worker runs the unpins (after
                       // the fence: not in the Load's latency)
   kLoadFinish,        // the unpins, on the completion worker
-  // TransferEngine.
-  kEngineValidate,  // Submit: every unit checked
-  kEnginePlan,      // Submit: host placements and the copy plan
-  kEngineQueue,     // Submit returned -> the dispatcher took the operation
-  kEngineEnqueue,   // GPU mode: the dispatcher enqueues the operation's kernels and copies
-  kEngineGpu,       // GPU mode: enqueued -> its completion thread saw the last event (the
-                    // GPU's work and that thread's wake-up)
-  kEngineFire,      // GPU mode: the engine's fence fired, its callbacks included
-  // DiskEngine reads.
-  kDiskReadSetup,   // LoadBack: pins and requests, before the first submit
-  kDiskReadSubmit,  // LoadBack: handing the requests to the ring (io_uring_enter included)
+  // DeviceMover.
+  kMoverValidate,  // Submit: every unit checked
+  kMoverPlan,      // Submit: host placements and the copy plan
+  kMoverQueue,     // Submit returned -> the dispatcher took the operation
+  kMoverEnqueue,   // GPU mode: the dispatcher enqueues the operation's kernels and copies
+  kMoverGpu,       // GPU mode: enqueued -> its completion thread saw the last event (the
+                   // GPU's work and that thread's wake-up)
+  kMoverFire,      // GPU mode: the engine's fence fired, its callbacks included
+  // DiskMover reads.
+  kDiskReadSetup,   // Load: pins and requests, before the first submit
+  kDiskReadSubmit,  // Load: handing the requests to the ring (io_uring_enter included)
   kDiskReadWait,    // a record's requests built -> its last piece seen landed (the drive,
                     // the ring's completion thread waking)
   kDiskReadVerify,  // a record's header and checksum over the pieces that landed
@@ -64,9 +64,9 @@ enum class Stage : uint8_t {
 };
 
 enum class Counter : uint8_t {
-  kEngineCopyRuns,     // copy runs the planner produced (one copy-engine record each, at most)
-  kEngineChunks,       // staging chunks the planner produced
-  kEngineUnits,        // units submitted
+  kMoverCopyRuns,      // copy runs the planner produced (one copy-engine record each, at most)
+  kMoverChunks,        // staging chunks the planner produced
+  kMoverUnits,         // units submitted
   kHostRunsAllocated,  // runs of adjacent host slots handed to an allocation
   kCount
 };

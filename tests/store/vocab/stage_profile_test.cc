@@ -30,7 +30,7 @@ TEST_F(StageProfileTest, OffRecordsNothing) {
   EXPECT_EQ(Now(), 0u);
   { ScopedStage s(Stage::kSaveIndex); }
   AddNanos(Stage::kLoadCopy, 1000);
-  Count(Counter::kEngineCopyRuns, 3);
+  Count(Counter::kMoverCopyRuns, 3);
   const Totals t = Snapshot();
   for (const StageTotal& st : t.stages) {
     EXPECT_EQ(st.count, 0u);
@@ -51,8 +51,8 @@ TEST_F(StageProfileTest, OnRecordsCountsTimesAndCounters) {
   EXPECT_NE(start, 0u);
   Add(Stage::kDiskReadWait, start);
   Add(Stage::kDiskReadVerify, 0);  // a stamp taken while off: ignored
-  Count(Counter::kEngineCopyRuns, 3);
-  Count(Counter::kEngineCopyRuns);
+  Count(Counter::kMoverCopyRuns, 3);
+  Count(Counter::kMoverCopyRuns);
   const Totals t = Snapshot();
   const auto& index = t.stages[static_cast<size_t>(Stage::kSaveIndex)];
   EXPECT_EQ(index.count, 2u);
@@ -61,16 +61,16 @@ TEST_F(StageProfileTest, OnRecordsCountsTimesAndCounters) {
   EXPECT_EQ(t.stages[static_cast<size_t>(Stage::kLoadCopy)].nanos, 1500u);
   EXPECT_EQ(t.stages[static_cast<size_t>(Stage::kDiskReadWait)].count, 1u);
   EXPECT_EQ(t.stages[static_cast<size_t>(Stage::kDiskReadVerify)].count, 0u);
-  EXPECT_EQ(t.counters[static_cast<size_t>(Counter::kEngineCopyRuns)], 4u);
+  EXPECT_EQ(t.counters[static_cast<size_t>(Counter::kMoverCopyRuns)], 4u);
   Totals twice = t;
   twice += t;
   EXPECT_EQ(twice.stages[static_cast<size_t>(Stage::kSaveIndex)].count, 4u);
   EXPECT_EQ(twice.stages[static_cast<size_t>(Stage::kLoadCopy)].nanos, 3000u);
-  EXPECT_EQ(twice.counters[static_cast<size_t>(Counter::kEngineCopyRuns)], 8u);
+  EXPECT_EQ(twice.counters[static_cast<size_t>(Counter::kMoverCopyRuns)], 8u);
   Reset();
   const Totals after = Snapshot();
   EXPECT_EQ(after.stages[static_cast<size_t>(Stage::kSaveIndex)].count, 0u);
-  EXPECT_EQ(after.counters[static_cast<size_t>(Counter::kEngineCopyRuns)], 0u);
+  EXPECT_EQ(after.counters[static_cast<size_t>(Counter::kMoverCopyRuns)], 0u);
 }
 
 TEST_F(StageProfileTest, EveryStageAndCounterHasADistinctName) {

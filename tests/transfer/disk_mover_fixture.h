@@ -1,4 +1,4 @@
-// The fixture shared by the DiskEngine suites: a small hybrid layout, a test HostMemory, a
+// The fixture shared by the DiskMover suites: a small hybrid layout, a test HostMemory, a
 // disk tier in a temporary folder (two striped data files), an optional fault injector.
 #pragma once
 
@@ -12,11 +12,11 @@
 #include "tests/common/test_util.h"
 #include "tests/tiers/disk_test_util.h"
 #include "tests/transfer/io_uring_fault_block_io.h"
-#include "transfer/io_uring_disk.h"
+#include "transfer/disk_mover.h"
 
 namespace cachepawl::testing {
 
-class DiskEngineFixture : public ::testing::Test {
+class DiskMoverFixture : public ::testing::Test {
  protected:
   static constexpr size_t kKvSlots = 64;
   static constexpr size_t kMambaSlots = 16;
@@ -31,9 +31,9 @@ class DiskEngineFixture : public ::testing::Test {
     options_.queue_depth = 8;
   }
 
-  // Opens the engine; with `faults`, requests go through a FaultInjectingBlockIo (faults_).
-  std::unique_ptr<DiskEngine> OpenEngine(bool faults = false) {
-    DiskEngineOptions o = options_;
+  // Opens the mover; with `faults`, requests go through a FaultInjectingBlockIo (faults_).
+  std::unique_ptr<DiskMover> OpenMover(bool faults = false) {
+    DiskMoverOptions o = options_;
     faults_ = nullptr;
     if (faults) {
       o.wrap_block_io = [this](std::unique_ptr<BlockIo> inner) {
@@ -42,7 +42,7 @@ class DiskEngineFixture : public ::testing::Test {
         return std::unique_ptr<BlockIo>(std::move(f));
       };
     }
-    auto e = DiskEngine::Open(o, layout_, host_.get());
+    auto e = DiskMover::Open(o, layout_, host_.get());
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     return e.ok() ? std::move(e).value() : nullptr;
   }
@@ -61,7 +61,7 @@ class DiskEngineFixture : public ::testing::Test {
 
   // Writes records n in [first, first+count) of `kind` through slots 0..count-1 and returns
   // the batch result (after its fence fired).
-  std::shared_ptr<const DiskBatchResult> Write(DiskEngine& e, Kind kind, uint64_t first,
+  std::shared_ptr<const DiskBatchResult> Write(DiskMover& e, Kind kind, uint64_t first,
                                                size_t count) {
     std::vector<DiskWrite> w;
     for (size_t i = 0; i < count; ++i) {
@@ -69,24 +69,24 @@ class DiskEngineFixture : public ::testing::Test {
       Fill(SlotFor(kind, i), k);
       w.push_back({k, TestParent(kind, first + i), SlotFor(kind, i)});
     }
-    DiskOp op = e.WriteBack(w);
+    DiskOp op = e.Save(w);
     EXPECT_TRUE(op.fence.Wait(std::chrono::seconds(60)).code() != Status::Code::kTimedOut);
     EXPECT_TRUE(op.fence.Ready());
     return op.result;
   }
-  void WriteOk(DiskEngine& e, Kind kind, uint64_t first, size_t count) {
+  void WriteOk(DiskMover& e, Kind kind, uint64_t first, size_t count) {
     auto r = Write(e, kind, first, count);
     for (const auto& rec : r->records) ASSERT_TRUE(rec.status.ok()) << rec.status.ToString();
   }
 
   // Reads record n of `kind` into a poisoned slot; returns its status. When OK, asserts that
   // every payload byte is what was written for the key.
-  Status ReadOne(DiskEngine& e, Kind kind, uint64_t n, size_t slot_index = 0) {
+  Status ReadOne(DiskMover& e, Kind kind, uint64_t n, size_t slot_index = 0) {
     const HostSlotId slot =
         SlotFor(kind, (kind == Kind::kKV ? kKvSlots : kMambaSlots) - 1 - slot_index);
     Poison(slot);
     const DiskRead rd{TestKey(kind, n), slot};
-    DiskOp op = e.LoadBack(std::span<const DiskRead>(&rd, 1));
+    DiskOp op = e.Load(std::span<const DiskRead>(&rd, 1));
     EXPECT_TRUE(op.fence.Wait(std::chrono::seconds(60)).code() != Status::Code::kTimedOut);
     const Status s = op.result->records[0].status;
     if (s.ok()) {
@@ -101,8 +101,8 @@ class DiskEngineFixture : public ::testing::Test {
   TempDir dir_;
   ModelLayout layout_;
   std::unique_ptr<TestHostMemory> host_;
-  DiskEngineOptions options_;
-  FaultInjectingBlockIo* faults_ = nullptr;  // owned by the engine
+  DiskMoverOptions options_;
+  FaultInjectingBlockIo* faults_ = nullptr;  // owned by the mover
 };
 
 }  // namespace cachepawl::testing

@@ -1,14 +1,14 @@
-// TransferEngine: runs Operations of CacheTransferUnits between the device tier (a device pool)
+// DeviceMover: runs Operations of CacheTransferUnits between the device tier (a device pool)
 // and the host tier (a HostArena), in both directions at once, and reports each through a Fence.
 //
-//   WriteBack: units {kind, src = {Device, page or state index}, dst = {Host, HostSlotId}}
-//   LoadBack:  units {kind, src = {Host, HostSlotId}, dst = {Device, page or state index}}
-// (Host<->Disk units belong to the disk tier; this engine refuses them.)
+//   Save: units {kind, src = {Device, page or state index}, dst = {Host, HostSlotId}}
+//   Load:  units {kind, src = {Host, HostSlotId}, dst = {Device, page or state index}}
+// (Host<->Disk units belong to the disk tier; this mover refuses them.)
 //
 // Data path (GPU mode). The PCIe link is crossed by copy engines in large contiguous records;
-// SMs only move bytes within HBM. WriteBack: a gather kernel copies each unit's scattered
+// SMs only move bytes within HBM. Save: a gather kernel copies each unit's scattered
 // layer-first pieces into a page-first record in a device staging buffer, then copy engines move
-// the records to the host slots' payloads (runs of adjacent slots as one 2-D copy). LoadBack: the
+// the records to the host slots' payloads (runs of adjacent slots as one 2-D copy). Load: the
 // reverse, with a scatter kernel. The staging buffer of each direction is bounded
 // (options.staging_bytes) and cut into a ring of options.staging_chunks chunks (two by default:
 // double buffering), so the kernel of one chunk overlaps the copies of another and operations of
@@ -28,20 +28,20 @@
 // every byte of every unit landed. Errors (a unit that names a tier pair other than
 // Device<->Host, a device slot out of range, a host slot that is not allocated or holds the other
 // kind, a destination named twice, a CUDA error) complete it with a non-OK status; a failed
-// operation may have written any subset of its destinations. LoadBack with per_layer_fences: the
+// operation may have written any subset of its destinations. Load with per_layer_fences: the
 // fence has one sub-fence per attention layer, fired once that layer's pages and every Mamba unit
 // of the operation have landed. Fence::StreamWait(stream) makes a CUDA stream wait for the
 // operation on the GPU (a 32-bit counter in pinned memory, written by the direction's last
 // stream with cuStreamWriteValue32 and awaited with cuStreamWaitValue32). It never waits for the
-// transfer on the CPU; called before the engine's dispatcher has enqueued the operation, it
+// transfer on the CPU; called before the mover's dispatcher has enqueued the operation, it
 // blocks until that enqueue (microseconds: the dispatcher never waits on the GPU), because a
 // stream wait enqueued ahead of its producer can deadlock in a shared hardware queue. The waiting
 // stream is released on error too: check the fence's status before trusting the bytes.
 //
-// Ownership: the engine borrows the HostArena and the device pool memory; both must outlive it.
+// Ownership: the mover borrows the HostArena and the device pool memory; both must outlive it.
 // The caller must keep every host and device slot named by an operation allocated, and must not
 // read or write its destination bytes, until the operation's fence fires (the store's locks).
-// A stream that StreamWait()ed must be synchronized before the engine and the last copy of that
+// A stream that StreamWait()ed must be synchronized before the mover and the last copy of that
 // fence are destroyed.
 //
 // Thread safety: Submit(), stats() and every Fence method may be called concurrently from any
@@ -74,28 +74,28 @@ struct RecordMap;
 class TransferBackend;
 }  // namespace internal
 
-// Tests only: the CUDA call sites of the GPU backend where TransferEngineOptions::cuda_fault can
+// Tests only: the CUDA call sites of the GPU backend where DeviceMoverOptions::cuda_fault can
 // make a call fail.
 enum class CudaFaultSite : uint8_t {
-  kStagingAlloc,  // cudaMalloc of a direction's staging ring (when the engine is created)
+  kStagingAlloc,  // cudaMalloc of a direction's staging ring (when the mover is created)
   kCopy,          // a copy-engine call (cudaMemcpyAsync, cudaMemcpy2DAsync, cudaMemcpyBatchAsync)
   kKernelLaunch,  // a gather/scatter kernel launch
   kCompletion,    // the wait for an operation's last event: an error the GPU raised meanwhile
 };
 
-struct TransferEngineOptions {
+struct DeviceMoverOptions {
   enum class Mode : uint8_t {
     kAuto = 0,  // GPU when the pool is on a GPU (description.device >= 0), CPU otherwise
     kGpu = 1,   // fails with Unavailable without a GPU
     kCpu = 2,   // requires a host-memory pool (description.device == -1)
   };
   Mode mode = Mode::kAuto;
-  // CUDA stream priorities of the WriteBack and LoadBack streams (lower numbers run first; the
+  // CUDA stream priorities of the Save and Load streams (lower numbers run first; the
   // device's range is typically [-5, 0]; values outside it are clamped). 0 = lowest priority.
   int writeback_priority = 0;
   int loadback_priority = 0;
   // Device staging bytes per direction, a ring of `staging_chunks` chunks of staging_bytes /
-  // staging_chunks bytes (rounded down to 4 KiB, at least tile_bytes). The engine allocates it
+  // staging_chunks bytes (rounded down to 4 KiB, at least tile_bytes). The mover allocates it
   // once per direction (VRAM in GPU mode; one chunk of host memory in CPU mode). Smaller chunks
   // start an operation sooner; larger ones move more per kernel boundary while the model runs
   // (see the data path above).
@@ -104,7 +104,7 @@ struct TransferEngineOptions {
   // Gather/scatter work unit: the largest piece one warp copies at once; a record is split at
   // tile boundaries when it does not fit in a staging chunk. A multiple of 4 KiB.
   uint64_t tile_bytes = uint64_t{64} << 10;
-  // CTAs of each gather/scatter kernel launch (fewer CTAs leave more SMs to the engine's model).
+  // CTAs of each gather/scatter kernel launch (fewer CTAs leave more SMs to the mover's model).
   uint32_t kernel_ctas = 16;
   // Merge copies of adjacent records into one copy-engine call (2-D copies for records at a
   // constant pitch); false: one call per record piece (batched with cudaMemcpyBatchAsync).
@@ -126,7 +126,7 @@ struct TransferEngineOptions {
   }
 };
 
-struct TransferEngineStats {
+struct DeviceMoverStats {
   uint64_t submitted[2] = {0, 0};  // per Direction
   uint64_t completed_ok[2] = {0, 0};
   uint64_t failed[2] = {0, 0};
@@ -139,17 +139,17 @@ struct TransferEngineStats {
   uint64_t copy_calls = 0;  // copy-engine calls (a 2-D run counts once)
 };
 
-class TransferEngine {
+class DeviceMover {
  public:
   // Errors: InvalidArgument (options, layout, a pool description that fails Validate, a pool on
   // another GPU than the mode allows), Unavailable (kGpu without a GPU), Internal (CUDA setup).
-  static StatusOr<std::unique_ptr<TransferEngine>> Create(const ModelLayout& layout,
-                                                          const DevicePoolDescription& pool,
-                                                          HostArena* host,
-                                                          const TransferEngineOptions& options);
-  ~TransferEngine();
-  TransferEngine(const TransferEngine&) = delete;
-  TransferEngine& operator=(const TransferEngine&) = delete;
+  static StatusOr<std::unique_ptr<DeviceMover>> Create(const ModelLayout& layout,
+                                                       const DevicePoolDescription& pool,
+                                                       HostArena* host,
+                                                       const DeviceMoverOptions& options);
+  ~DeviceMover();
+  DeviceMover(const DeviceMover&) = delete;
+  DeviceMover& operator=(const DeviceMover&) = delete;
 
   // Queues `op` and returns its fence at once (it never waits for the transfer). An operation
   // that fails validation returns a fence that has already fired with InvalidArgument naming
@@ -159,12 +159,12 @@ class TransferEngine {
 
   bool gpu_mode() const { return gpu_; }
   const ModelLayout& layout() const { return layout_; }
-  TransferEngineStats stats() const;
+  DeviceMoverStats stats() const;
 
  private:
   struct DirectionQueue;
-  TransferEngine(const ModelLayout& layout, const DevicePoolDescription& pool, HostArena* host,
-                 const TransferEngineOptions& options);
+  DeviceMover(const ModelLayout& layout, const DevicePoolDescription& pool, HostArena* host,
+              const DeviceMoverOptions& options);
   Status Validate(const Operation& op) const;
   std::unique_ptr<internal::PlannedOperation> Plan(Operation op) const;
   void DispatchLoop(int direction);
@@ -172,7 +172,7 @@ class TransferEngine {
   const ModelLayout layout_;
   const DevicePoolDescription pool_;
   HostArena* const host_;
-  const TransferEngineOptions options_;
+  const DeviceMoverOptions options_;
   bool gpu_ = false;
   std::unique_ptr<internal::RecordMap> maps_[kNumKinds];
   std::unique_ptr<internal::TransferBackend> backend_;

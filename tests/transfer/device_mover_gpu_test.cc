@@ -1,4 +1,4 @@
-// TransferEngine on a GPU: gather/scatter kernels and copy engines on random data at several
+// DeviceMover on a GPU: gather/scatter kernels and copy engines on random data at several
 // page sizes, dtypes and pool forms (poisoned destinations, every byte compared), per-layer
 // fences, StreamWait called before the operation is enqueued, faults that must still release
 // waiting streams, concurrent submitters, the pinned host arena and the store-owned device pool.
@@ -13,7 +13,7 @@
 #include "cuda/gpu_runtime.h"
 #include "tests/transfer/transfer_test_util.h"
 #include "tiers/device_pool_arena.h"
-#include "transfer/transfer_engine.h"
+#include "transfer/device_mover.h"
 
 #if CACHEPAWL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -41,9 +41,9 @@ std::unique_ptr<HostArena> PinnedArena(const ModelLayout& l, uint64_t bytes) {
   return std::move(a).value();
 }
 
-TransferEngineOptions Gpu(uint64_t staging, uint64_t tile = 64 << 10) {
-  TransferEngineOptions o;
-  o.mode = TransferEngineOptions::Mode::kGpu;
+DeviceMoverOptions Gpu(uint64_t staging, uint64_t tile = 64 << 10) {
+  DeviceMoverOptions o;
+  o.mode = DeviceMoverOptions::Mode::kGpu;
   o.staging_bytes = staging;
   o.tile_bytes = tile;
   // Small staging: a ring of up to 8 chunks; large: the default ring.
@@ -78,16 +78,16 @@ TEST_P(GpuRoundTrip, EveryByteArrivesAndNothingElseChanges) {
   const ModelLayout& l = c.layout;
   TestPool pool(l, 0, form, c.pages, c.states);
   auto arena = PinnedArena(l, 768ull << 20);
-  auto engine = TransferEngine::Create(l, pool.desc(), arena.get(), Gpu(staging));
-  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  ASSERT_TRUE((*engine)->gpu_mode());
+  auto mover = DeviceMover::Create(l, pool.desc(), arena.get(), Gpu(staging));
+  ASSERT_TRUE(mover.ok()) << mover.status().ToString();
+  ASSERT_TRUE((*mover)->gpu_mode());
   for (int round = 0; round < 3; ++round) {
-    ASSERT_TRUE(testing::RoundTrip(**engine, *arena, pool, l, 1000 * index + 10 * round + 7,
+    ASSERT_TRUE(testing::RoundTrip(**mover, *arena, pool, l, 1000 * index + 10 * round + 7,
                                    c.pages / 2 + round, c.states ? 2 + round : 0,
                                    round == 1 && l.has_attention()))
         << c.name << " " << PoolFormName(form) << " staging " << staging << " round " << round;
   }
-  const auto st = (*engine)->stats();
+  const auto st = (*mover)->stats();
   EXPECT_EQ(st.failed[0] + st.failed[1], 0u);
   EXPECT_EQ(st.execution_errors, 0u);
 }
@@ -115,7 +115,7 @@ bool StreamFinishes(cudaStream_t s, std::chrono::seconds limit) {
   return false;
 }
 
-TEST(GpuTransferEngine, StreamWaitCalledBeforeTheOperationIsEnqueued) {
+TEST(GpuDeviceMover, StreamWaitCalledBeforeTheOperationIsEnqueued) {
   REQUIRE_GPU();
   const ModelLayout l = MakeHybridLayout(16, 4, 8, 128, DType::kBf16, 2, 2048, 4096);
   TestPool pool(l, 0, PoolForm::kLayerFirst, 64, 4);
@@ -126,18 +126,18 @@ TEST(GpuTransferEngine, StreamWaitCalledBeforeTheOperationIsEnqueued) {
     while (hold.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return Status::OK();
   };
-  auto engine = TransferEngine::Create(l, pool.desc(), arena.get(), o).value();
+  auto mover = DeviceMover::Create(l, pool.desc(), arena.get(), o).value();
   // Host records with known bytes, loaded into pages 0..31.
   std::vector<HostSlotId> hs;
   Operation lb;
-  lb.direction = Direction::kLoadBack;
+  lb.direction = Direction::kLoad;
   for (uint64_t p = 0; p < 32; ++p) {
     hs.push_back(arena->Allocate(Kind::kKV).value());
     testing::FillRandom({arena->SlotPayload(hs.back()), l.KvPageBytes()}, 500 + p);
     lb.units.push_back({Kind::kKV, {Tier::kHost, hs.back()}, {Tier::kDevice, p}});
   }
   pool.Poison(0x11);
-  Fence f = engine->Submit(lb);
+  Fence f = mover->Submit(lb);
   cudaStream_t user;
   ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
   // The dispatcher is held: nothing is enqueued yet. StreamWait returns once it is enqueued.
@@ -164,7 +164,7 @@ TEST(GpuTransferEngine, StreamWaitCalledBeforeTheOperationIsEnqueued) {
   ASSERT_EQ(cudaStreamDestroy(user), cudaSuccess);
 }
 
-TEST(GpuTransferEngine, AFailedOperationStillReleasesWaitingStreams) {
+TEST(GpuDeviceMover, AFailedOperationStillReleasesWaitingStreams) {
   REQUIRE_GPU();
   const ModelLayout l = MakeHybridLayout(16, 2, 2, 64, DType::kBf16, 1, 256, 64);
   TestPool pool(l, 0, PoolForm::kLayerFirst, 16, 2);
@@ -174,34 +174,34 @@ TEST(GpuTransferEngine, AFailedOperationStillReleasesWaitingStreams) {
   o.fault_injection = [&](const Operation&) {
     return ++n % 2 == 0 ? Status::Internal("simulated CUDA error") : Status::OK();
   };
-  auto engine = TransferEngine::Create(l, pool.desc(), arena.get(), o).value();
+  auto mover = DeviceMover::Create(l, pool.desc(), arena.get(), o).value();
   cudaStream_t user;
   ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
   std::vector<Fence> fences;
   for (uint64_t i = 0; i < 8; ++i) {
     Operation wb;
-    wb.direction = Direction::kWriteBack;
+    wb.direction = Direction::kSave;
     wb.units.push_back(
         {Kind::kKV, {Tier::kDevice, i}, {Tier::kHost, arena->Allocate(Kind::kKV).value()}});
-    fences.push_back(engine->Submit(wb));
+    fences.push_back(mover->Submit(wb));
     ASSERT_TRUE(fences.back().StreamWait(user).ok());
   }
   ASSERT_TRUE(StreamFinishes(user, std::chrono::seconds(30))) << "a waiting stream hung";
   for (size_t i = 0; i < fences.size(); ++i) {
     EXPECT_EQ(fences[i].Wait().ok(), i % 2 == 0) << i << ": " << fences[i].status().ToString();
   }
-  EXPECT_EQ(engine->stats().execution_errors, 4u);
+  EXPECT_EQ(mover->stats().execution_errors, 4u);
   ASSERT_EQ(cudaStreamDestroy(user), cudaSuccess);
 }
 
 #endif  // CACHEPAWL_HAVE_CUDA
 
-TEST(GpuTransferEngine, ConcurrentSubmittersBothDirections) {
+TEST(GpuDeviceMover, ConcurrentSubmittersBothDirections) {
   REQUIRE_GPU();
   const ModelLayout l = LayoutPreset("jamba-v0.1", 16).value();
   TestPool src(l, 0, PoolForm::kLayerFirst, 64, 4);
   auto arena = PinnedArena(l, 1ull << 30);
-  auto engine = TransferEngine::Create(l, src.desc(), arena.get(), Gpu(16 << 20)).value();
+  auto mover = DeviceMover::Create(l, src.desc(), arena.get(), Gpu(16 << 20)).value();
   src.FillRandom(77);
   std::vector<std::vector<std::byte>> records;
   for (uint64_t p = 0; p < 64; ++p) records.push_back(src.ReadRecord(l, Kind::kKV, p));
@@ -211,14 +211,14 @@ TEST(GpuTransferEngine, ConcurrentSubmittersBothDirections) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 20; ++i) {
         Operation wb;
-        wb.direction = Direction::kWriteBack;
+        wb.direction = Direction::kSave;
         std::vector<HostSlotId> hs;
         for (uint64_t p = 16u * t; p < 16u * t + 16; p += 1 + (i % 3)) {
           hs.push_back(arena->Allocate(Kind::kKV).value());
           std::memset(arena->SlotPayload(hs.back()), 0xAB, l.KvPageBytes());
           wb.units.push_back({Kind::kKV, {Tier::kDevice, p}, {Tier::kHost, hs.back()}});
         }
-        if (!engine->Submit(wb).Wait().ok()) ++bad;
+        if (!mover->Submit(wb).Wait().ok()) ++bad;
         for (size_t u = 0; u < hs.size(); ++u) {
           const auto& r = records[wb.units[u].src.slot];
           if (std::memcmp(arena->SlotPayload(hs[u]), r.data(), r.size()) != 0) ++bad;
@@ -266,12 +266,12 @@ TEST(GpuDevicePoolArena, StoreOwnedPoolMovesWholeRecords) {
   auto dev = DevicePoolArena::Create(l, po).value();
   ASSERT_TRUE(dev->on_gpu());
   auto arena = PinnedArena(l, 256 << 20);
-  auto engine = TransferEngine::Create(l, dev->description(), arena.get(), Gpu(8 << 20)).value();
+  auto mover = DeviceMover::Create(l, dev->description(), arena.get(), Gpu(8 << 20)).value();
   std::vector<uint64_t> pages, states;
   for (int i = 0; i < 40; ++i) pages.push_back(dev->Allocate(Kind::kKV).value());
   for (int i = 0; i < 3; ++i) states.push_back(dev->Allocate(Kind::kMamba).value());
   Operation lb;
-  lb.direction = Direction::kLoadBack;
+  lb.direction = Direction::kLoad;
   std::vector<std::pair<Kind, HostSlotId>> hs;
   for (uint64_t p : pages) {
     hs.push_back({Kind::kKV, arena->Allocate(Kind::kKV).value()});
@@ -284,8 +284,8 @@ TEST(GpuDevicePoolArena, StoreOwnedPoolMovesWholeRecords) {
   for (size_t i = 0; i < hs.size(); ++i) {
     testing::FillRandom({arena->SlotPayload(hs[i].second), l.RecordBytes(hs[i].first)}, 900 + i);
   }
-  ASSERT_TRUE(engine->Submit(lb).Wait().ok());
-  EXPECT_EQ(engine->stats().kernel_launches, 0u) << "block-contiguous records need no kernel";
+  ASSERT_TRUE(mover->Submit(lb).Wait().ok());
+  EXPECT_EQ(mover->stats().kernel_launches, 0u) << "block-contiguous records need no kernel";
   for (size_t i = 0; i < hs.size(); ++i) {
     const Kind k = hs[i].first;
     std::vector<std::byte> got(l.RecordBytes(k), std::byte{0});

@@ -1,4 +1,4 @@
-// DiskEngine: the store's NVMe tier (L3) as one object: the bookkeeping of tiers/disk_tier.h
+// DiskMover: the store's NVMe tier (L3) as one object: the bookkeeping of tiers/disk_tier.h
 // (data files, extents, RocksDB catalog, LRU, pins, counters) driven by an io_uring ring
 // (transfer/io_uring_ring.h) that moves records between pinned host slots and the data files.
 //
@@ -13,11 +13,11 @@
 // rest of its read instead of following it; the record's fence still waits for its last piece
 // and the whole checksum.
 //
-//   WriteBack: for each {key, parent, host slot}: reserve an extent (evicting LRU records when
+//   Save: for each {key, parent, host slot}: reserve an extent (evicting LRU records when
 //     full), fill the slot's header block (hash, parent, depth, layout fingerprint, lengths,
 //     XXH3-64 over header and payload), write, and once the write completed publish the record
 //     in the catalog (invariant 4). A key already on disk is not written again.
-//   LoadBack: for each {key, host slot}: pin the record, read it into the slot, verify every
+//   Load: for each {key, host slot}: pin the record, read it into the slot, verify every
 //     header field against the key and the layout and the checksum; the record is reported OK
 //     only after its last piece landed and the whole checksum matched. A record that fails
 //     (short read, I/O error, bad header, bad checksum) is dropped from the catalog, counted,
@@ -27,11 +27,11 @@
 // per-record error, on a full disk, and on Close with I/O in flight (Close waits for the I/O).
 //
 // Usage (the Store):
-//   DiskEngineOptions o; o.tier.dir = "/nvme0/cp"; o.tier.capacity_bytes = ..;
+//   DiskMoverOptions o; o.tier.dir = "/nvme0/cp"; o.tier.capacity_bytes = ..;
 //   o.tier.data_paths = {"/nvme0/cp/data", "/nvme1/cp/data"};   // optional: stripe over drives
-//   auto disk = DiskEngine::Open(o, layout, &host_arena);        // StatusOr<unique_ptr<>>
+//   auto disk = DiskMover::Open(o, layout, &host_arena);        // StatusOr<unique_ptr<>>
 //   (*disk)->tier().ForEachRecord([&](const DiskRecordInfo& r) {...});  // rebuild the index
-//   DiskOp op = (*disk)->WriteBack(writes);                       // returns at once
+//   DiskOp op = (*disk)->Save(writes);                       // returns at once
 //   op.fence.OnComplete(...) / op.fence.Wait(); then op.result->records[i].status
 //
 // Policies stay with the Store: when to write (write-through, write-on-evict) is the caller's
@@ -43,7 +43,7 @@
 // Why two objects: the bookkeeping is tiers/ (where bytes live); moving bytes, the ring and
 // fences are transfer/ (docs/DESIGN.md: transfer depends on tiers, never the reverse).
 //
-// Thread safety: WriteBack, LoadBack and tier() may be called from any thread concurrently.
+// Thread safety: Save, Load and tier() may be called from any thread concurrently.
 // Close (and the destructor) must not race with them from the caller's side; batches already
 // submitted complete normally.
 #pragma once
@@ -67,7 +67,7 @@
 
 namespace cachepawl {
 
-struct DiskEngineOptions {
+struct DiskMoverOptions {
   DiskTierOptions tier;
   // io_uring requests in flight at most (1..4096).
   uint32_t queue_depth = 32;
@@ -135,21 +135,21 @@ struct DiskOp {
   std::shared_ptr<const DiskBatchResult> result;
 };
 
-class DiskEngine {
+class DiskMover {
  public:
   // Opens the tier (see DiskTier::Open for its errors) and its io_uring ring (Unavailable
-  // without io_uring). `host` must outlive the engine; its regions are registered with the
+  // without io_uring). `host` must outlive the mover; its regions are registered with the
   // ring. InvalidArgument when host is null or options are bad.
-  static StatusOr<std::unique_ptr<DiskEngine>> Open(const DiskEngineOptions& options,
-                                                    const ModelLayout& layout, HostMemory* host);
-  ~DiskEngine();  // Close()
-  DiskEngine(const DiskEngine&) = delete;
-  DiskEngine& operator=(const DiskEngine&) = delete;
+  static StatusOr<std::unique_ptr<DiskMover>> Open(const DiskMoverOptions& options,
+                                                   const ModelLayout& layout, HostMemory* host);
+  ~DiskMover();  // Close()
+  DiskMover(const DiskMover&) = delete;
+  DiskMover& operator=(const DiskMover&) = delete;
 
   // Writes host slots to disk. Returns at once; per-record outcome in the result.
-  DiskOp WriteBack(std::span<const DiskWrite> writes);
+  DiskOp Save(std::span<const DiskWrite> writes);
   // Reads records into host slots. Returns at once; per-record outcome in the result.
-  DiskOp LoadBack(std::span<const DiskRead> reads);
+  DiskOp Load(std::span<const DiskRead> reads);
 
   // Lookup, Remove, LruOrder, ForEachRecord, stats: see tiers/disk_tier.h.
   DiskTier& tier() { return *tier_; }
@@ -165,7 +165,7 @@ class DiskEngine {
   struct RecordIo;
   struct Piece;
   class ReadList;
-  explicit DiskEngine(HostMemory* host);
+  explicit DiskMover(HostMemory* host);
   template <typename Item>
   OpState* NewOp(Direction direction, std::span<const Item> items);
   Status CheckSlot(const char* field, size_t i, Kind kind, HostSlotId slot, std::byte** data);

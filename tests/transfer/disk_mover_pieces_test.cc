@@ -1,9 +1,9 @@
-// Reads in pieces (DiskEngineOptions::read_piece_bytes, read_pieces_in_flight): every piece is
+// Reads in pieces (DiskMoverOptions::read_piece_bytes, read_pieces_in_flight): every piece is
 // verified as it lands, and a fault in any piece (an error, a short piece, a flipped byte, a bad
 // header) fails the record exactly as a fault in a whole-record read does.
 #include <gtest/gtest.h>
 
-#include "tests/transfer/io_uring_disk_fixture.h"
+#include "tests/transfer/disk_mover_fixture.h"
 
 namespace cachepawl {
 namespace {
@@ -14,18 +14,18 @@ using testing::TestKey;
 using Action = FaultInjectingBlockIo::Action;
 
 // Parameter: pieces in flight per record (1: one after the other; 4: a whole record at once).
-class DiskPiecesTest : public testing::DiskEngineFixture,
+class DiskPiecesTest : public testing::DiskMoverFixture,
                        public ::testing::WithParamInterface<uint32_t> {
  protected:
   void SetUp() override {
-    DiskEngineFixture::SetUp();
+    DiskMoverFixture::SetUp();
     options_.read_piece_bytes = 4096;  // a 12 KiB KV record reads as 3 pieces, a Mamba one as 4
     options_.read_pieces_in_flight = GetParam();
   }
 };
 
 TEST_P(DiskPiecesTest, EveryByteOfBothKindsReadsBack) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   WriteOk(*e, Kind::kKV, 0, 8);
   WriteOk(*e, Kind::kMamba, 0, 4);
   for (uint64_t n = 0; n < 8; ++n) ASSERT_TRUE(ReadOne(*e, Kind::kKV, n).ok()) << n;
@@ -33,7 +33,7 @@ TEST_P(DiskPiecesTest, EveryByteOfBothKindsReadsBack) {
   // A batch of several records, each in its own slot.
   std::vector<DiskRead> reads;
   for (uint64_t n = 0; n < 8; ++n) reads.push_back({TestKey(Kind::kKV, n), KvSlot(n)});
-  DiskOp op = e->LoadBack(reads);
+  DiskOp op = e->Load(reads);
   ASSERT_TRUE(op.fence.Wait().ok());
   for (uint64_t n = 0; n < 8; ++n) {
     EXPECT_TRUE(PayloadMatchesKey(reads[n].key, Payload(KvSlot(n), Kind::kKV))) << n;
@@ -42,7 +42,7 @@ TEST_P(DiskPiecesTest, EveryByteOfBothKindsReadsBack) {
 }
 
 TEST_P(DiskPiecesTest, EioOnAMiddlePieceFailsTheRecordAndDropsIt) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   WriteOk(*e, Kind::kMamba, 0, 2);
   faults_->AddRule({BlockIoOp::kRead, Action::kError, EIO, 0, /*skip=*/1, 1});  // 2nd of 4
   const Status s = ReadOne(*e, Kind::kMamba, 0);
@@ -53,7 +53,7 @@ TEST_P(DiskPiecesTest, EioOnAMiddlePieceFailsTheRecordAndDropsIt) {
 }
 
 TEST_P(DiskPiecesTest, ShortMiddlePieceIsAShortRead) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   WriteOk(*e, Kind::kKV, 0, 2);
   faults_->AddRule({BlockIoOp::kRead, Action::kShort, 0, /*bytes=*/1024, /*skip=*/1, 1});
   const Status s = ReadOne(*e, Kind::kKV, 0);
@@ -64,7 +64,7 @@ TEST_P(DiskPiecesTest, ShortMiddlePieceIsAShortRead) {
 }
 
 TEST_P(DiskPiecesTest, FlippedByteInTheLastPieceFailsTheChecksum) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   WriteOk(*e, Kind::kKV, 0, 3);
   faults_->AddRule({BlockIoOp::kRead, Action::kFlip, 0, /*bytes=*/100, /*skip=*/2, 1});
   const Status s = ReadOne(*e, Kind::kKV, 0);
@@ -80,11 +80,11 @@ TEST_P(DiskPiecesTest, FlippedByteInTheLastPieceFailsTheChecksum) {
 }
 
 TEST_P(DiskPiecesTest, CloseWithPiecesInFlightFiresTheFence) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   WriteOk(*e, Kind::kMamba, 0, 1);
   faults_->AddRule({BlockIoOp::kRead, Action::kHold, 0, 0, 0, 1});  // the first piece waits
   const DiskRead rd{TestKey(Kind::kMamba, 0), MambaSlot(0)};
-  DiskOp op = e->LoadBack(std::span<const DiskRead>(&rd, 1));
+  DiskOp op = e->Load(std::span<const DiskRead>(&rd, 1));
   EXPECT_FALSE(op.fence.Ready());
   ASSERT_TRUE(e->Close().ok());  // releases the held piece; the rest follow or are cancelled
   ASSERT_TRUE(op.fence.Ready());
@@ -95,7 +95,7 @@ TEST_P(DiskPiecesTest, CloseWithPiecesInFlightFiresTheFence) {
 INSTANTIATE_TEST_SUITE_P(InFlight, DiskPiecesTest, ::testing::Values(1u, 2u, 4u));
 
 TEST(DiskPiecesOptionsTest, BadPieceOptionsAreRejected) {
-  DiskEngineOptions o;
+  DiskMoverOptions o;
   o.tier.dir = "/tmp/x";
   o.tier.capacity_bytes = 1 << 20;
   ASSERT_TRUE(o.Validate().ok());

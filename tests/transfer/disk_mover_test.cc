@@ -1,5 +1,5 @@
-// DiskEngine end to end: real io_uring, real RocksDB, real O_DIRECT files.
-#include "transfer/io_uring_disk.h"
+// DiskMover end to end: real io_uring, real RocksDB, real O_DIRECT files.
+#include "transfer/disk_mover.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "tests/transfer/io_uring_disk_fixture.h"
+#include "tests/transfer/disk_mover_fixture.h"
 
 namespace cachepawl {
 namespace {
@@ -18,10 +18,10 @@ using testing::PayloadMatchesKey;
 using testing::TestKey;
 using testing::TestParent;
 
-class DiskEngineTest : public testing::DiskEngineFixture {};
+class DiskMoverTest : public testing::DiskMoverFixture {};
 
-TEST_F(DiskEngineTest, WriteThenReadBothKindsEveryByte) {
-  auto e = OpenEngine();
+TEST_F(DiskMoverTest, WriteThenReadBothKindsEveryByte) {
+  auto e = OpenMover();
   ASSERT_NE(e, nullptr);
   std::vector<DiskWrite> writes;
   for (size_t i = 0; i < 10; ++i) {
@@ -34,7 +34,7 @@ TEST_F(DiskEngineTest, WriteThenReadBothKindsEveryByte) {
     Fill(MambaSlot(i), k);
     writes.push_back({k, PageHash::Zero(), MambaSlot(i)});
   }
-  DiskOp w = e->WriteBack(writes);
+  DiskOp w = e->Save(writes);
   ASSERT_TRUE(w.fence.Wait().ok()) << w.fence.status().ToString();
   ASSERT_EQ(w.result->records.size(), writes.size());
   ASSERT_EQ(w.result->units.size(), writes.size());
@@ -61,7 +61,7 @@ TEST_F(DiskEngineTest, WriteThenReadBothKindsEveryByte) {
     Poison(MambaSlot(8 + i));
     reads.push_back({writes[10 + i].key, MambaSlot(8 + i)});
   }
-  DiskOp r = e->LoadBack(reads);
+  DiskOp r = e->Load(reads);
   ASSERT_TRUE(r.fence.Wait().ok()) << r.fence.status().ToString();
   for (size_t i = 0; i < reads.size(); ++i) {
     ASSERT_TRUE(r.result->records[i].status.ok()) << r.result->records[i].status.ToString();
@@ -78,14 +78,14 @@ TEST_F(DiskEngineTest, WriteThenReadBothKindsEveryByte) {
   EXPECT_EQ(s.checksum_failures + s.header_mismatches + s.read_io_errors, 0u);
 }
 
-TEST_F(DiskEngineTest, RecordsSurviveReopenWithParentsAndDepths) {
+TEST_F(DiskMoverTest, RecordsSurviveReopenWithParentsAndDepths) {
   {
-    auto e = OpenEngine();
+    auto e = OpenMover();
     ASSERT_NE(e, nullptr);
     WriteOk(*e, Kind::kKV, 0, 12);
     WriteOk(*e, Kind::kMamba, 0, 3);
   }
-  auto e = OpenEngine();
+  auto e = OpenMover();
   ASSERT_NE(e, nullptr);
   std::map<std::string, DiskRecordInfo> seen;
   e->tier().ForEachRecord([&](const DiskRecordInfo& r) { seen[DiskKeyIdentity(r.key)] = r; });
@@ -102,8 +102,8 @@ TEST_F(DiskEngineTest, RecordsSurviveReopenWithParentsAndDepths) {
   }
 }
 
-TEST_F(DiskEngineTest, ExistingKeysAreNotRewrittenAndDuplicatesInABatchAreBusy) {
-  auto e = OpenEngine();
+TEST_F(DiskMoverTest, ExistingKeysAreNotRewrittenAndDuplicatesInABatchAreBusy) {
+  auto e = OpenMover();
   ASSERT_NE(e, nullptr);
   WriteOk(*e, Kind::kKV, 0, 2);
   const uint64_t writes = e->stats().writes;
@@ -120,7 +120,7 @@ TEST_F(DiskEngineTest, ExistingKeysAreNotRewrittenAndDuplicatesInABatchAreBusy) 
   Fill(KvSlot(0), k);
   Fill(KvSlot(1), k);
   std::vector<DiskWrite> dup = {{k, {}, KvSlot(0)}, {k, {}, KvSlot(1)}};
-  DiskOp op = e->WriteBack(dup);
+  DiskOp op = e->Save(dup);
   const Status fs = op.fence.Wait();
   EXPECT_TRUE(fs.IsBusy()) << fs.ToString();
   EXPECT_NE(fs.message().find("1 of 2 records failed"), std::string::npos) << fs.ToString();
@@ -129,60 +129,60 @@ TEST_F(DiskEngineTest, ExistingKeysAreNotRewrittenAndDuplicatesInABatchAreBusy) 
   EXPECT_TRUE(ReadOne(*e, Kind::kKV, 9).ok());
 }
 
-TEST_F(DiskEngineTest, BadArgumentsGetClearErrorsAndTheRestOfTheBatchRuns) {
-  auto e = OpenEngine();
+TEST_F(DiskMoverTest, BadArgumentsGetClearErrorsAndTheRestOfTheBatchRuns) {
+  auto e = OpenMover();
   ASSERT_NE(e, nullptr);
   const DiskKey kv = TestKey(Kind::kKV, 0);
   Fill(KvSlot(0), kv);
   // A Mamba key in a KV-sized slot, then a good write.
   std::vector<DiskWrite> w = {{TestKey(Kind::kMamba, 0), {}, KvSlot(1)}, {kv, {}, KvSlot(0)}};
-  DiskOp op = e->WriteBack(w);
+  DiskOp op = e->Save(w);
   EXPECT_TRUE(op.fence.Wait().IsInvalidArgument());
   EXPECT_NE(op.result->records[0].status.message().find("writes[0].slot 1"), std::string::npos)
       << op.result->records[0].status.ToString();
   EXPECT_TRUE(op.result->records[1].status.ok());
   std::vector<DiskRead> r = {{kv, MambaSlot(0)}};
-  DiskOp rop = e->LoadBack(r);
+  DiskOp rop = e->Load(r);
   EXPECT_TRUE(rop.fence.Wait().IsInvalidArgument());
   EXPECT_NE(rop.result->records[0].status.message().find("reads[0].slot"), std::string::npos);
   // A miss is NotFound and counted.
   EXPECT_TRUE(ReadOne(*e, Kind::kKV, 77).IsNotFound());
   EXPECT_EQ(e->stats().read_misses, 1u);
   // Empty batches complete at once.
-  EXPECT_TRUE(e->WriteBack({}).fence.Ready());
-  EXPECT_TRUE(e->LoadBack({}).fence.Wait().ok());
+  EXPECT_TRUE(e->Save({}).fence.Ready());
+  EXPECT_TRUE(e->Load({}).fence.Wait().ok());
 
   // Open-time argument errors.
-  DiskEngineOptions o = options_;
+  DiskMoverOptions o = options_;
   o.queue_depth = 0;
-  auto bad = DiskEngine::Open(o, layout_, host_.get());
+  auto bad = DiskMover::Open(o, layout_, host_.get());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("queue_depth"), std::string::npos);
   o = options_;
   o.max_io_bytes = 1000;
-  bad = DiskEngine::Open(o, layout_, host_.get());
+  bad = DiskMover::Open(o, layout_, host_.get());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("max_io_bytes"), std::string::npos);
-  bad = DiskEngine::Open(options_, layout_, nullptr);
+  bad = DiskMover::Open(options_, layout_, nullptr);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("host"), std::string::npos);
 }
 
-TEST_F(DiskEngineTest, LayoutWithoutSsmRefusesMambaRecords) {
+TEST_F(DiskMoverTest, LayoutWithoutSsmRefusesMambaRecords) {
   ModelLayout kv_only = layout_;
   kv_only.ssm_layers.clear();
   kv_only.num_layers = 1;
   layout_ = kv_only;
-  auto e = OpenEngine();
+  auto e = OpenMover();
   ASSERT_NE(e, nullptr);
   const DiskWrite w{TestKey(Kind::kMamba, 0), {}, MambaSlot(0)};
-  DiskOp op = e->WriteBack(std::span<const DiskWrite>(&w, 1));
+  DiskOp op = e->Save(std::span<const DiskWrite>(&w, 1));
   EXPECT_TRUE(op.fence.Wait().IsInvalidArgument());
 }
 
-TEST_F(DiskEngineTest, RecordsLargerThanOneRequestMoveInPieces) {
+TEST_F(DiskMoverTest, RecordsLargerThanOneRequestMoveInPieces) {
   options_.max_io_bytes = 4096;  // a 12 KiB KV record takes 3 requests, a Mamba one 4
-  auto e = OpenEngine();
+  auto e = OpenMover();
   ASSERT_NE(e, nullptr);
   WriteOk(*e, Kind::kKV, 0, 8);
   WriteOk(*e, Kind::kMamba, 0, 4);
@@ -190,10 +190,10 @@ TEST_F(DiskEngineTest, RecordsLargerThanOneRequestMoveInPieces) {
   for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(ReadOne(*e, Kind::kMamba, i).ok());
 }
 
-TEST_F(DiskEngineTest, FullDiskEvictsLeastRecentlyUsedAndReportsIt) {
+TEST_F(DiskMoverTest, FullDiskEvictsLeastRecentlyUsedAndReportsIt) {
   options_.tier.data_paths.clear();
   options_.tier.capacity_bytes = 8 * RecordSlotBytes(layout_, Kind::kKV);
-  auto e = OpenEngine();
+  auto e = OpenMover();
   ASSERT_NE(e, nullptr);
   WriteOk(*e, Kind::kKV, 0, 8);
   ASSERT_TRUE(ReadOne(*e, Kind::kKV, 0).ok());  // 0 becomes most recently used
@@ -207,16 +207,16 @@ TEST_F(DiskEngineTest, FullDiskEvictsLeastRecentlyUsedAndReportsIt) {
   EXPECT_EQ(e->stats().evictions, 2u);
 }
 
-TEST_F(DiskEngineTest, InFlightReadsPinTheirRecords) {
+TEST_F(DiskMoverTest, InFlightReadsPinTheirRecords) {
   options_.tier.data_paths.clear();
   options_.tier.capacity_bytes = 4 * RecordSlotBytes(layout_, Kind::kKV) + 4096;
-  auto e = OpenEngine(/*faults=*/true);
+  auto e = OpenMover(/*faults=*/true);
   ASSERT_NE(e, nullptr);
   WriteOk(*e, Kind::kKV, 0, 4);
   faults_->AddRule({BlockIoOp::kRead, FaultInjectingBlockIo::Action::kHold, 0, 0, 0, 1});
   Poison(KvSlot(50));
   const DiskRead rd{TestKey(Kind::kKV, 0), KvSlot(50)};
-  DiskOp held = e->LoadBack(std::span<const DiskRead>(&rd, 1));
+  DiskOp held = e->Load(std::span<const DiskRead>(&rd, 1));
   ASSERT_EQ(faults_->held(), 1u);
   EXPECT_FALSE(held.fence.Ready());
   // A write that needs space evicts the next oldest, never the pinned one.
@@ -243,21 +243,21 @@ TEST_F(DiskEngineTest, InFlightReadsPinTheirRecords) {
   for (uint64_t i : {3, 10, 11, 12}) EXPECT_TRUE(ReadOne(*e, Kind::kKV, i).ok()) << i;
 }
 
-TEST_F(DiskEngineTest, CloseWithIoInFlightFiresEveryFence) {
-  auto e = OpenEngine(/*faults=*/true);
+TEST_F(DiskMoverTest, CloseWithIoInFlightFiresEveryFence) {
+  auto e = OpenMover(/*faults=*/true);
   ASSERT_NE(e, nullptr);
   WriteOk(*e, Kind::kKV, 0, 4);
   faults_->AddRule({BlockIoOp::kRead, FaultInjectingBlockIo::Action::kHold, 0, 0, 0, 100});
   faults_->AddRule({BlockIoOp::kWrite, FaultInjectingBlockIo::Action::kHold, 0, 0, 0, 100});
   std::vector<DiskRead> reads;
   for (uint64_t i = 0; i < 4; ++i) reads.push_back({TestKey(Kind::kKV, i), KvSlot(40 + i)});
-  DiskOp r = e->LoadBack(reads);
+  DiskOp r = e->Load(reads);
   std::vector<DiskWrite> writes;
   for (uint64_t i = 0; i < 4; ++i) {
     Fill(MambaSlot(i), TestKey(Kind::kMamba, i));
     writes.push_back({TestKey(Kind::kMamba, i), {}, MambaSlot(i)});
   }
-  DiskOp w = e->WriteBack(writes);
+  DiskOp w = e->Save(writes);
   EXPECT_FALSE(r.fence.Ready());
   EXPECT_FALSE(w.fence.Ready());
   ASSERT_TRUE(e->Close().ok());
@@ -273,13 +273,13 @@ TEST_F(DiskEngineTest, CloseWithIoInFlightFiresEveryFence) {
         << rec.status.ToString();
   }
   // After Close: batches fail at once.
-  DiskOp late = e->LoadBack(reads);
+  DiskOp late = e->Load(reads);
   ASSERT_TRUE(late.fence.Ready());
   EXPECT_EQ(late.fence.status().code(), Status::Code::kFailedPrecondition);
   EXPECT_TRUE(e->Close().ok());
   e.reset();
   // Whatever the writes' fate, a reopened tier serves only correct records.
-  auto again = OpenEngine();
+  auto again = OpenMover();
   ASSERT_NE(again, nullptr);
   for (uint64_t i = 0; i < 4; ++i) {
     const Status s = ReadOne(*again, Kind::kMamba, i);
@@ -287,9 +287,9 @@ TEST_F(DiskEngineTest, CloseWithIoInFlightFiresEveryFence) {
   }
 }
 
-TEST_F(DiskEngineTest, ConcurrentWritersAndReadersSeeOnlyTheirBytes) {
+TEST_F(DiskMoverTest, ConcurrentWritersAndReadersSeeOnlyTheirBytes) {
   options_.queue_depth = 16;
-  auto e = OpenEngine();
+  auto e = OpenMover();
   ASSERT_NE(e, nullptr);
   constexpr int kThreads = 4;
   constexpr int kRounds = 30;
@@ -310,7 +310,7 @@ TEST_F(DiskEngineTest, ConcurrentWritersAndReadersSeeOnlyTheirBytes) {
         const DiskKey mk = TestKey(Kind::kMamba, t * 1000 + round);
         Fill(MambaSlot(m0), mk);
         w.push_back({mk, {}, MambaSlot(m0)});
-        DiskOp op = e->WriteBack(w);
+        DiskOp op = e->Save(w);
         if (!op.fence.Wait().ok()) ++failures;
         // Read back a random earlier round into the other slots.
         const int back = static_cast<int>(rng() % (round + 1));
@@ -319,7 +319,7 @@ TEST_F(DiskEngineTest, ConcurrentWritersAndReadersSeeOnlyTheirBytes) {
           r.push_back({TestKey(Kind::kKV, t * 1000 + back * 4 + i), KvSlot(kv0 + 4 + i)});
         }
         r.push_back({TestKey(Kind::kMamba, t * 1000 + back), MambaSlot(m0 + 1)});
-        DiskOp rop = e->LoadBack(r);
+        DiskOp rop = e->Load(r);
         rop.fence.Wait().ok();
         for (size_t i = 0; i < r.size(); ++i) {
           const Status& s = rop.result->records[i].status;

@@ -1,4 +1,4 @@
-#include "transfer/transfer_engine.h"
+#include "transfer/device_mover.h"
 
 #include <algorithm>
 #include <string>
@@ -15,7 +15,7 @@ namespace cachepawl {
 using internal::PlannedOperation;
 using internal::RecordMap;
 
-struct TransferEngine::DirectionQueue {
+struct DeviceMover::DirectionQueue {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::unique_ptr<PlannedOperation>> pending;  // guarded by mu
@@ -25,7 +25,7 @@ struct TransferEngine::DirectionQueue {
   std::atomic<uint64_t> submitted{0}, completed_ok{0}, failed{0}, units{0}, bytes{0};
 };
 
-Status TransferEngineOptions::Validate() const {
+Status DeviceMoverOptions::Validate() const {
   if (mode != Mode::kAuto && mode != Mode::kGpu && mode != Mode::kCpu) {
     return Status::InvalidArgument("transfer.mode: " + std::to_string(static_cast<int>(mode)));
   }
@@ -58,32 +58,33 @@ Status TransferEngineOptions::Validate() const {
   return Status::OK();
 }
 
-TransferEngine::TransferEngine(const ModelLayout& layout, const DevicePoolDescription& pool,
-                               HostArena* host, const TransferEngineOptions& options)
+DeviceMover::DeviceMover(const ModelLayout& layout, const DevicePoolDescription& pool,
+                         HostArena* host, const DeviceMoverOptions& options)
     : layout_(layout), pool_(pool), host_(host), options_(options) {}
 
-StatusOr<std::unique_ptr<TransferEngine>> TransferEngine::Create(
-    const ModelLayout& layout, const DevicePoolDescription& pool, HostArena* host,
-    const TransferEngineOptions& options) {
+StatusOr<std::unique_ptr<DeviceMover>> DeviceMover::Create(const ModelLayout& layout,
+                                                           const DevicePoolDescription& pool,
+                                                           HostArena* host,
+                                                           const DeviceMoverOptions& options) {
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
-  CACHEPAWL_RETURN_IF_ERROR(layout.Validate().WithContext("transfer engine layout"));
-  if (host == nullptr) return Status::InvalidArgument("transfer engine: host arena is null");
+  CACHEPAWL_RETURN_IF_ERROR(layout.Validate().WithContext("device mover layout"));
+  if (host == nullptr) return Status::InvalidArgument("device mover: host arena is null");
   if (host->layout().Fingerprint() != layout.Fingerprint()) {
-    return Status::InvalidArgument("transfer engine: the host arena's layout (" +
+    return Status::InvalidArgument("device mover: the host arena's layout (" +
                                    host->layout().FingerprintHex() +
-                                   ") differs from the engine's (" + layout.FingerprintHex() + ")");
+                                   ") differs from the mover's (" + layout.FingerprintHex() + ")");
   }
   CACHEPAWL_RETURN_IF_ERROR(pool.Validate(layout));
   bool gpu = false;
   switch (options.mode) {
-    case TransferEngineOptions::Mode::kCpu:
+    case DeviceMoverOptions::Mode::kCpu:
       if (pool.device != -1) {
         return Status::InvalidArgument("transfer.mode: kCpu but device_pool.device is " +
                                        std::to_string(pool.device) +
                                        " (CPU mode needs a host-memory pool, device -1)");
       }
       break;
-    case TransferEngineOptions::Mode::kGpu:
+    case DeviceMoverOptions::Mode::kGpu:
       if (!cuda::GpuAvailable()) {
         return Status::Unavailable("transfer.mode: kGpu but no GPU is usable (" +
                                    cuda::DescribeDevice(0) + ")");
@@ -94,16 +95,16 @@ StatusOr<std::unique_ptr<TransferEngine>> TransferEngine::Create(
       }
       gpu = true;
       break;
-    case TransferEngineOptions::Mode::kAuto:
+    case DeviceMoverOptions::Mode::kAuto:
       gpu = pool.device >= 0;
       break;
   }
   if (gpu && !host->pinning()) {
-    return Status::InvalidArgument("transfer engine: the device pool is on GPU " +
+    return Status::InvalidArgument("device mover: the device pool is on GPU " +
                                    std::to_string(pool.device) +
                                    " but the host arena is not pinned (opened in CPU mode)");
   }
-  std::unique_ptr<TransferEngine> e(new TransferEngine(layout, pool, host, options));
+  std::unique_ptr<DeviceMover> e(new DeviceMover(layout, pool, host, options));
   e->gpu_ = gpu;
   const RecordMap* maps[kNumKinds] = {};
   for (Kind k : kAllKinds) {
@@ -123,7 +124,7 @@ StatusOr<std::unique_ptr<TransferEngine>> TransferEngine::Create(
   return e;
 }
 
-TransferEngine::~TransferEngine() {
+DeviceMover::~DeviceMover() {
   for (auto& q : queues_) {
     if (!q) continue;
     {
@@ -139,7 +140,7 @@ TransferEngine::~TransferEngine() {
   backend_.reset();
 }
 
-void TransferEngine::DispatchLoop(int direction) {
+void DeviceMover::DispatchLoop(int direction) {
   DirectionQueue& q = *queues_[direction];
   for (;;) {
     std::unique_ptr<PlannedOperation> op;
@@ -150,7 +151,7 @@ void TransferEngine::DispatchLoop(int direction) {
       op = std::move(q.pending.front());
       q.pending.pop_front();
     }
-    profile::Add(profile::Stage::kEngineQueue, op->queued_at);
+    profile::Add(profile::Stage::kMoverQueue, op->queued_at);
     if (options_.fault_injection && op->pre_status.ok()) {
       Status st = options_.fault_injection(op->op);
       if (!st.ok()) op->pre_status = st.WithContext("injected fault");
@@ -159,15 +160,15 @@ void TransferEngine::DispatchLoop(int direction) {
   }
 }
 
-Status TransferEngine::Validate(const Operation& op) const {
-  if (op.direction != Direction::kWriteBack && op.direction != Direction::kLoadBack) {
+Status DeviceMover::Validate(const Operation& op) const {
+  if (op.direction != Direction::kSave && op.direction != Direction::kLoad) {
     return Status::InvalidArgument("operation.direction: " +
                                    std::to_string(static_cast<int>(op.direction)));
   }
-  const bool wb = op.direction == Direction::kWriteBack;
+  const bool wb = op.direction == Direction::kSave;
   if (op.per_layer_fences && wb) {
     return Status::InvalidArgument(
-        "operation.per_layer_fences: true on a WriteBack (only LoadBack has per-layer fences)");
+        "operation.per_layer_fences: true on a Save (only Load has per-layer fences)");
   }
   const Tier src_tier = wb ? Tier::kDevice : Tier::kHost;
   const Tier dst_tier = wb ? Tier::kHost : Tier::kDevice;
@@ -184,7 +185,7 @@ Status TransferEngine::Validate(const Operation& op) const {
       return Status::InvalidArgument(
           at(i) + ": " + std::string(TierName(u.src.tier)) + "->" +
           std::string(TierName(u.dst.tier)) + " in a " + DirectionName(op.direction) +
-          " (this engine moves " + std::string(TierName(src_tier)) + "->" +
+          " (this mover moves " + std::string(TierName(src_tier)) + "->" +
           std::string(TierName(dst_tier)) + " only; disk units belong to the disk tier)");
     }
     const RecordMap& m = *maps_[static_cast<int>(u.kind)];
@@ -218,11 +219,11 @@ Status TransferEngine::Validate(const Operation& op) const {
   return Status::OK();
 }
 
-Fence TransferEngine::Submit(Operation op) {
+Fence DeviceMover::Submit(Operation op) {
   const size_t layers = op.per_layer_fences ? layout_.attention_layers.size() : 0;
   const uint64_t validate_start = profile::Now();
   Status st = Validate(op);
-  profile::Add(profile::Stage::kEngineValidate, validate_start);
+  profile::Add(profile::Stage::kMoverValidate, validate_start);
   if (!st.ok()) {
     invalid_operations_.fetch_add(1, std::memory_order_relaxed);
     FenceCompleter c(op.per_layer_fences ? layers : 0);
@@ -242,8 +243,7 @@ Fence TransferEngine::Submit(Operation op) {
   auto planned = std::make_unique<PlannedOperation>();
   std::vector<internal::HostPlacement> placements(op.units.size());
   for (size_t i = 0; i < op.units.size(); ++i) {
-    const TierSlot& host =
-        op.direction == Direction::kWriteBack ? op.units[i].dst : op.units[i].src;
+    const TierSlot& host = op.direction == Direction::kSave ? op.units[i].dst : op.units[i].src;
     placements[i] = {host_->SlotPayload(host.slot), host_->RegionOf(host.slot)};
   }
   const RecordMap* maps[kNumKinds] = {};
@@ -253,10 +253,10 @@ Fence TransferEngine::Submit(Operation op) {
   if (plan_start != 0) {
     uint64_t runs = planned->direct.size();
     for (const auto& chunk : planned->chunks) runs += chunk.copies.size();
-    profile::Count(profile::Counter::kEngineCopyRuns, runs);
-    profile::Count(profile::Counter::kEngineChunks, planned->chunks.size());
-    profile::Count(profile::Counter::kEngineUnits, planned->units);
-    profile::Add(profile::Stage::kEnginePlan, plan_start);
+    profile::Count(profile::Counter::kMoverCopyRuns, runs);
+    profile::Count(profile::Counter::kMoverChunks, planned->chunks.size());
+    profile::Count(profile::Counter::kMoverUnits, planned->units);
+    profile::Add(profile::Stage::kMoverPlan, plan_start);
     planned->queued_at = profile::Now();
   }
   planned->per_layer = op.per_layer_fences;
@@ -289,8 +289,8 @@ Fence TransferEngine::Submit(Operation op) {
   return fence;
 }
 
-TransferEngineStats TransferEngine::stats() const {
-  TransferEngineStats s;
+DeviceMoverStats DeviceMover::stats() const {
+  DeviceMoverStats s;
   for (int d = 0; d < 2; ++d) {
     const DirectionQueue& q = *queues_[d];
     s.submitted[d] = q.submitted.load(std::memory_order_relaxed);

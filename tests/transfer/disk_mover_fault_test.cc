@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/transfer/io_uring_disk_fixture.h"
+#include "tests/transfer/disk_mover_fixture.h"
 
 namespace cachepawl {
 namespace {
@@ -16,17 +16,17 @@ using testing::FaultInjectingBlockIo;
 using testing::TestKey;
 using Action = FaultInjectingBlockIo::Action;
 
-class DiskFaultTest : public testing::DiskEngineFixture {
+class DiskFaultTest : public testing::DiskMoverFixture {
  protected:
   // Everything else still works: the records written before read back, and new ones write.
-  void ExpectTheRestWorks(DiskEngine& e, const std::vector<uint64_t>& good_kv) {
+  void ExpectTheRestWorks(DiskMover& e, const std::vector<uint64_t>& good_kv) {
     for (uint64_t n : good_kv) EXPECT_TRUE(ReadOne(e, Kind::kKV, n).ok()) << n;
     WriteOk(e, Kind::kKV, 500, 3);
     for (uint64_t n = 500; n < 503; ++n) EXPECT_TRUE(ReadOne(e, Kind::kKV, n).ok()) << n;
   }
 
   // Overwrites one byte of record `n`'s extent in its data file (through a buffered fd).
-  void CorruptOnDisk(DiskEngine& e, Kind kind, uint64_t n, uint64_t offset_in_record) {
+  void CorruptOnDisk(DiskMover& e, Kind kind, uint64_t n, uint64_t offset_in_record) {
     auto info = e.tier().Lookup(TestKey(kind, n));
     ASSERT_TRUE(info.has_value());
     const std::string& path = e.tier().files().path(info->extent.file);
@@ -43,7 +43,7 @@ class DiskFaultTest : public testing::DiskEngineFixture {
 };
 
 TEST_F(DiskFaultTest, EioOnWriteFailsThatRecordOnly) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   faults_->AddRule({BlockIoOp::kWrite, Action::kError, EIO, 0, /*skip=*/2, 1});
   auto r = Write(*e, Kind::kKV, 0, 5);
   for (size_t i = 0; i < 5; ++i) {
@@ -64,7 +64,7 @@ TEST_F(DiskFaultTest, EioOnWriteFailsThatRecordOnly) {
 }
 
 TEST_F(DiskFaultTest, EnospcOnWriteIsNoSpace) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   faults_->AddRule({BlockIoOp::kWrite, Action::kError, ENOSPC, 0, 0, 1});
   auto r = Write(*e, Kind::kMamba, 0, 2);
   EXPECT_TRUE(r->records[0].status.IsNoSpace()) << r->records[0].status.ToString();
@@ -75,7 +75,7 @@ TEST_F(DiskFaultTest, EnospcOnWriteIsNoSpace) {
 }
 
 TEST_F(DiskFaultTest, ShortWriteIsAnErrorAndNeverPublished) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   faults_->AddRule({BlockIoOp::kWrite, Action::kShort, 0, /*bytes=*/4096, 0, 1});
   auto r = Write(*e, Kind::kKV, 0, 2);
   EXPECT_TRUE(r->records[0].status.IsIOError());
@@ -90,7 +90,7 @@ TEST_F(DiskFaultTest, TornWriteOverAnOldRecordIsCaughtOnRead) {
   // its header is new but its payload is the old record's bytes.
   options_.tier.data_paths.clear();
   options_.tier.capacity_bytes = RecordSlotBytes(layout_, Kind::kMamba);
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   WriteOk(*e, Kind::kKV, 0, 1);
   ASSERT_TRUE(e->tier().Remove(TestKey(Kind::kKV, 0)).ok());
   faults_->AddRule({BlockIoOp::kWrite, Action::kTorn, 0, /*bytes=*/4096, 0, 1});
@@ -110,7 +110,7 @@ TEST_F(DiskFaultTest, TornWriteOverAnOldRecordIsCaughtOnRead) {
 TEST_F(DiskFaultTest, TornWriteWhereNothingLandedIsAHeaderMismatch) {
   options_.tier.data_paths.clear();
   options_.tier.capacity_bytes = RecordSlotBytes(layout_, Kind::kMamba);
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   WriteOk(*e, Kind::kKV, 0, 1);
   ASSERT_TRUE(e->tier().Remove(TestKey(Kind::kKV, 0)).ok());
   faults_->AddRule({BlockIoOp::kWrite, Action::kTorn, 0, /*bytes=*/0, 0, 1});
@@ -122,7 +122,7 @@ TEST_F(DiskFaultTest, TornWriteWhereNothingLandedIsAHeaderMismatch) {
 }
 
 TEST_F(DiskFaultTest, EioOnReadIsAnErrorAndDropsTheRecord) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   WriteOk(*e, Kind::kKV, 0, 3);
   faults_->AddRule({BlockIoOp::kRead, Action::kError, EIO, 0, 0, 1});
   const Status s = ReadOne(*e, Kind::kKV, 1);
@@ -133,7 +133,7 @@ TEST_F(DiskFaultTest, EioOnReadIsAnErrorAndDropsTheRecord) {
 }
 
 TEST_F(DiskFaultTest, ShortReadIsCorruption) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   WriteOk(*e, Kind::kMamba, 0, 2);
   faults_->AddRule({BlockIoOp::kRead, Action::kShort, 0, /*bytes=*/8192, 0, 1});
   const Status s = ReadOne(*e, Kind::kMamba, 0);
@@ -144,7 +144,7 @@ TEST_F(DiskFaultTest, ShortReadIsCorruption) {
 }
 
 TEST_F(DiskFaultTest, BytesFlippedInFlightAreCaught) {
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   WriteOk(*e, Kind::kKV, 0, 4);
   // Payload byte, then a header byte (inside the page hash), then the header check itself.
   faults_->AddRule({BlockIoOp::kRead, Action::kFlip, 0, 4096 + 1234, 0, 1});
@@ -160,7 +160,7 @@ TEST_F(DiskFaultTest, BytesFlippedInFlightAreCaught) {
 }
 
 TEST_F(DiskFaultTest, BytesFlippedOnDiskAreCaughtAndTheKeyCanBeRewritten) {
-  auto e = OpenEngine();
+  auto e = OpenMover();
   WriteOk(*e, Kind::kKV, 0, 3);
   WriteOk(*e, Kind::kMamba, 0, 2);
   CorruptOnDisk(*e, Kind::kKV, 1, 4096 + 7);  // payload
@@ -177,7 +177,7 @@ TEST_F(DiskFaultTest, BytesFlippedOnDiskAreCaughtAndTheKeyCanBeRewritten) {
 
 TEST_F(DiskFaultTest, DataFileTruncatedUnderAnOpenTier) {
   options_.tier.data_paths.clear();
-  auto e = OpenEngine();
+  auto e = OpenMover();
   WriteOk(*e, Kind::kKV, 0, 6);
   // Cut the file in the middle of the records: those past the cut read short.
   ASSERT_EQ(::truncate(e->tier().files().path(0).c_str(), 3 * RecordSlotBytes(layout_, Kind::kKV)),
@@ -200,12 +200,12 @@ TEST_F(DiskFaultTest, DataFileTruncatedUnderAnOpenTier) {
 
 TEST_F(DiskFaultTest, DataFileDeletedOrTruncatedBetweenRuns) {
   {
-    auto e = OpenEngine();
+    auto e = OpenMover();
     WriteOk(*e, Kind::kKV, 0, 8);  // striped: 4 in each file
     WriteOk(*e, Kind::kMamba, 0, 2);
   }
   std::filesystem::remove(options_.tier.data_paths[0]);
-  auto e = OpenEngine();
+  auto e = OpenMover();
   ASSERT_NE(e, nullptr);
   const DiskTierStats s = e->stats();
   EXPECT_EQ(s.records_kv + s.records_mamba, 5u);
@@ -221,23 +221,23 @@ TEST_F(DiskFaultTest, DataFileDeletedOrTruncatedBetweenRuns) {
 }
 
 TEST_F(DiskFaultTest, CatalogThatCannotBeOpenedFailsTheOpen) {
-  { auto e = OpenEngine(); }
+  { auto e = OpenMover(); }
   std::ofstream(options_.tier.CatalogDir() + "/CURRENT", std::ios::trunc) << "nonsense\n";
-  auto e = DiskEngine::Open(options_, layout_, host_.get());
+  auto e = DiskMover::Open(options_, layout_, host_.get());
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find(options_.tier.CatalogDir()), std::string::npos)
       << e.status().ToString();
   // And a catalog folder that is a file.
   std::filesystem::remove_all(options_.tier.CatalogDir());
   std::ofstream(options_.tier.CatalogDir()) << "x";
-  auto e2 = DiskEngine::Open(options_, layout_, host_.get());
+  auto e2 = DiskMover::Open(options_, layout_, host_.get());
   ASSERT_FALSE(e2.ok());
   EXPECT_NE(e2.status().message().find("catalog"), std::string::npos) << e2.status().ToString();
 }
 
 TEST_F(DiskFaultTest, EioOnOnePieceOfAMultiRequestRecord) {
   options_.max_io_bytes = 4096;
-  auto e = OpenEngine(true);
+  auto e = OpenMover(true);
   faults_->AddRule({BlockIoOp::kWrite, Action::kError, EIO, 0, /*skip=*/1, 1});  // 2nd piece
   auto r = Write(*e, Kind::kKV, 0, 2);
   EXPECT_TRUE(r->records[0].status.IsIOError());

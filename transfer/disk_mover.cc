@@ -1,4 +1,4 @@
-#include "transfer/io_uring_disk.h"
+#include "transfer/disk_mover.h"
 
 #include <spdlog/spdlog.h>
 
@@ -16,7 +16,7 @@ namespace cachepawl {
 
 // One I/O request of a record (reads above read_piece_bytes and records above max_io_bytes
 // take several, consecutive in OpState::pieces).
-struct DiskEngine::Piece {
+struct DiskMover::Piece {
   RecordIo* record = nullptr;
   uint64_t offset = 0;  // in the record
   uint32_t len = 0;
@@ -27,7 +27,7 @@ struct DiskEngine::Piece {
 // One record of a batch with I/O in flight. Its pieces' completions are handled one at a time
 // (BlockIo reports completions on one thread, or, for requests failed at submission, before the
 // rest of the record's requests are submitted), so the fields below need no lock.
-struct DiskEngine::RecordIo {
+struct DiskMover::RecordIo {
   OpState* op = nullptr;
   size_t index = 0;  // into the batch
   DiskTier::TicketPtr ticket;
@@ -55,8 +55,8 @@ struct DiskEngine::RecordIo {
   RecordVerifier verifier;
 };
 
-struct DiskEngine::OpState {
-  Direction direction = Direction::kWriteBack;
+struct DiskMover::OpState {
+  Direction direction = Direction::kSave;
   FenceCompleter completer;
   std::shared_ptr<DiskBatchResult> result = std::make_shared<DiskBatchResult>();
   std::vector<RecordIo> records;  // sized before any I/O: stable addresses
@@ -66,7 +66,7 @@ struct DiskEngine::OpState {
 };
 
 // The reads touched by one completion batch: no allocation for the usual handful.
-class DiskEngine::ReadList {
+class DiskMover::ReadList {
  public:
   void push_back(RecordIo* r) {
     if (n_ < kInline) {
@@ -102,7 +102,7 @@ Status ErrnoStatus(const char* what, const DiskKey& key, int64_t result) {
 
 }  // namespace
 
-Status DiskEngineOptions::Validate() const {
+Status DiskMoverOptions::Validate() const {
   CACHEPAWL_RETURN_IF_ERROR(tier.Validate());
   IoUringOptions ring;
   ring.queue_depth = queue_depth;
@@ -123,48 +123,47 @@ Status DiskEngineOptions::Validate() const {
   return Status::OK();
 }
 
-DiskEngine::DiskEngine(HostMemory* host) : host_(host) {}
+DiskMover::DiskMover(HostMemory* host) : host_(host) {}
 
-DiskEngine::~DiskEngine() {
+DiskMover::~DiskMover() {
   Status s = Close();
-  if (!s.ok()) spdlog::warn("disk engine: close: {}", s.ToString());
+  if (!s.ok()) spdlog::warn("disk mover: close: {}", s.ToString());
 }
 
-StatusOr<std::unique_ptr<DiskEngine>> DiskEngine::Open(const DiskEngineOptions& options,
-                                                       const ModelLayout& layout,
-                                                       HostMemory* host) {
+StatusOr<std::unique_ptr<DiskMover>> DiskMover::Open(const DiskMoverOptions& options,
+                                                     const ModelLayout& layout, HostMemory* host) {
   if (host == nullptr)
     return Status::InvalidArgument("host: null (the disk tier needs host memory)");
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<DiskEngine> engine(new DiskEngine(host));
-  engine->max_io_bytes_ = options.max_io_bytes;
-  engine->read_piece_bytes_ = std::min(options.read_piece_bytes, options.max_io_bytes);
-  engine->read_window_ = options.read_pieces_in_flight;
-  CACHEPAWL_ASSIGN_OR_RETURN(engine->tier_, DiskTier::Open(options.tier, layout));
+  std::unique_ptr<DiskMover> mover(new DiskMover(host));
+  mover->max_io_bytes_ = options.max_io_bytes;
+  mover->read_piece_bytes_ = std::min(options.read_piece_bytes, options.max_io_bytes);
+  mover->read_window_ = options.read_pieces_in_flight;
+  CACHEPAWL_ASSIGN_OR_RETURN(mover->tier_, DiskTier::Open(options.tier, layout));
   IoUringOptions ring_options;
   ring_options.queue_depth = options.queue_depth;
   CACHEPAWL_ASSIGN_OR_RETURN(auto ring, IoUringRing::Open(ring_options));
   std::unique_ptr<BlockIo> io = std::move(ring);
   if (options.wrap_block_io) io = options.wrap_block_io(std::move(io));
   if (!io) return Status::InvalidArgument("disk.wrap_block_io returned null");
-  engine->io_ = std::move(io);
-  DiskEngine* self = engine.get();
-  engine->io_->SetCompletionHandler(
+  mover->io_ = std::move(io);
+  DiskMover* self = mover.get();
+  mover->io_->SetCompletionHandler(
       [self](std::span<const BlockIoCompletion> c) { self->OnCompletions(c); });
   if (options.register_buffers) {
     const auto regions = host->Regions();
-    Status s = engine->io_->RegisterBuffers(regions);
+    Status s = mover->io_->RegisterBuffers(regions);
     if (!s.ok()) {
       spdlog::warn(
-          "disk engine: host memory not registered with io_uring ({}); using plain "
+          "disk mover: host memory not registered with io_uring ({}); using plain "
           "reads and writes",
           s.ToString());
     }
   }
-  return engine;
+  return mover;
 }
 
-DiskOp DiskEngine::ClosedOp(size_t n) {
+DiskOp DiskMover::ClosedOp(size_t n) {
   auto result = std::make_shared<DiskBatchResult>();
   const Status s = Status::FailedPrecondition("disk tier is closed");
   result->records.assign(n, DiskRecordResult{s, 0, false});
@@ -173,13 +172,13 @@ DiskOp DiskEngine::ClosedOp(size_t n) {
 }
 
 template <typename Item>
-DiskEngine::OpState* DiskEngine::NewOp(Direction direction, std::span<const Item> items) {
+DiskMover::OpState* DiskMover::NewOp(Direction direction, std::span<const Item> items) {
   auto* op = new OpState();
   op->direction = direction;
   op->result->records.resize(items.size());
   op->records.resize(items.size());
   // Every piece of every record, reserved up front: stable addresses.
-  const uint64_t piece = direction == Direction::kLoadBack ? read_piece_bytes_ : max_io_bytes_;
+  const uint64_t piece = direction == Direction::kLoad ? read_piece_bytes_ : max_io_bytes_;
   size_t max_pieces = 0;
   for (const Item& item : items) {
     max_pieces += (tier_->record_bytes(item.key.kind) + piece - 1) / piece;
@@ -188,8 +187,8 @@ DiskEngine::OpState* DiskEngine::NewOp(Direction direction, std::span<const Item
   return op;
 }
 
-Status DiskEngine::CheckSlot(const char* field, size_t i, Kind kind, HostSlotId slot,
-                             std::byte** data) {
+Status DiskMover::CheckSlot(const char* field, size_t i, Kind kind, HostSlotId slot,
+                            std::byte** data) {
   const uint64_t bytes = tier_->record_bytes(kind);
   // Built only for an error (this runs once per record).
   auto where = [&] {
@@ -208,9 +207,9 @@ Status DiskEngine::CheckSlot(const char* field, size_t i, Kind kind, HostSlotId 
   return Status::OK();
 }
 
-DiskEngine::RecordIo& DiskEngine::StartRecord(OpState* op, size_t i, DiskTier::TicketPtr ticket,
-                                              const DiskRecordInfo& info, HostSlotId slot,
-                                              std::byte* data) {
+DiskMover::RecordIo& DiskMover::StartRecord(OpState* op, size_t i, DiskTier::TicketPtr ticket,
+                                            const DiskRecordInfo& info, HostSlotId slot,
+                                            std::byte* data) {
   RecordIo& r = op->records[i];
   r.op = op;
   r.index = i;
@@ -222,8 +221,8 @@ DiskEngine::RecordIo& DiskEngine::StartRecord(OpState* op, size_t i, DiskTier::T
   return r;
 }
 
-void DiskEngine::AddRequests(OpState* op, RecordIo& r, BlockIoOp kind,
-                             std::vector<BlockIoRequest>* requests) {
+void DiskMover::AddRequests(OpState* op, RecordIo& r, BlockIoOp kind,
+                            std::vector<BlockIoRequest>* requests) {
   op->remaining.fetch_add(1, std::memory_order_relaxed);
   r.fd = tier_->files().fd(r.info.extent.file);
   // As few pieces as the limit allows, of even size (4 KiB multiples): a 15.3 MiB record read
@@ -246,7 +245,7 @@ void DiskEngine::AddRequests(OpState* op, RecordIo& r, BlockIoOp kind,
   while (r.submitted < first) requests->push_back(PieceRequest(r, kind));
 }
 
-BlockIoRequest DiskEngine::PieceRequest(RecordIo& r, BlockIoOp kind) {
+BlockIoRequest DiskMover::PieceRequest(RecordIo& r, BlockIoOp kind) {
   Piece& p = r.op->pieces[r.first_piece + r.submitted++];
   return BlockIoRequest{kind,
                         r.fd,
@@ -256,10 +255,10 @@ BlockIoRequest DiskEngine::PieceRequest(RecordIo& r, BlockIoOp kind) {
                         reinterpret_cast<uint64_t>(&p)};
 }
 
-DiskOp DiskEngine::WriteBack(std::span<const DiskWrite> writes) {
+DiskOp DiskMover::Save(std::span<const DiskWrite> writes) {
   std::shared_lock<std::shared_mutex> guard(close_mu_);
   if (closed_) return ClosedOp(writes.size());
-  OpState* op = NewOp(Direction::kWriteBack, writes);
+  OpState* op = NewOp(Direction::kSave, writes);
   DiskOp out{op->completer.fence(), op->result};
   DiskBatchResult& result = *op->result;
   std::vector<BlockIoRequest> requests;
@@ -309,11 +308,11 @@ DiskOp DiskEngine::WriteBack(std::span<const DiskWrite> writes) {
   return out;
 }
 
-DiskOp DiskEngine::LoadBack(std::span<const DiskRead> reads) {
+DiskOp DiskMover::Load(std::span<const DiskRead> reads) {
   const uint64_t setup_start = profile::Now();
   std::shared_lock<std::shared_mutex> guard(close_mu_);
   if (closed_) return ClosedOp(reads.size());
-  OpState* op = NewOp(Direction::kLoadBack, reads);
+  OpState* op = NewOp(Direction::kLoad, reads);
   DiskOp out{op->completer.fence(), op->result};
   DiskBatchResult& result = *op->result;
   std::vector<BlockIoRequest> requests;
@@ -341,7 +340,7 @@ DiskOp DiskEngine::LoadBack(std::span<const DiskRead> reads) {
   return out;
 }
 
-void DiskEngine::CheckLanded(RecordIo& r) {
+void DiskMover::CheckLanded(RecordIo& r) {
   const Piece* pieces = r.op->pieces.data() + r.first_piece;
   while (r.checked < r.num_pieces && pieces[r.checked].landed) {
     const Piece& p = pieces[r.checked++];
@@ -371,7 +370,7 @@ void DiskEngine::CheckLanded(RecordIo& r) {
   }
 }
 
-void DiskEngine::FinishRead(RecordIo& r) {
+void DiskMover::FinishRead(RecordIo& r) {
   DiskRecordResult& rr = r.op->result->records[r.index];
   const DiskKey& key = r.info.key;
   bool ok = false;
@@ -405,7 +404,7 @@ void DiskEngine::FinishRead(RecordIo& r) {
   r.ticket.reset();
 }
 
-void DiskEngine::OnCompletions(std::span<const BlockIoCompletion> completions) {
+void DiskMover::OnCompletions(std::span<const BlockIoCompletion> completions) {
   // Pass 1, bookkeeping: reads get their next pieces queued (submitted before any hashing, so
   // the drive stays busy); writes whose every piece landed are collected so that they are
   // published in one catalog batch (invariant 4).
@@ -423,10 +422,10 @@ void DiskEngine::OnCompletions(std::span<const BlockIoCompletion> completions) {
       r->moved += static_cast<uint64_t>(c.result);
     }
     --r->pieces_left;
-    if (r->pieces_left == 0 && r->op->direction == Direction::kLoadBack) {
+    if (r->pieces_left == 0 && r->op->direction == Direction::kLoad) {
       profile::Add(profile::Stage::kDiskReadWait, r->started_at);
     }
-    if (r->op->direction == Direction::kWriteBack) {
+    if (r->op->direction == Direction::kSave) {
       if (r->pieces_left == 0) done.push_back(r);
       continue;
     }
@@ -500,13 +499,13 @@ void DiskEngine::OnCompletions(std::span<const BlockIoCompletion> completions) {
   }
 }
 
-void DiskEngine::RecordDone(OpState* op) {
+void DiskMover::RecordDone(OpState* op) {
   if (op->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) FinishOp(op);
 }
 
-void DiskEngine::FinishOp(OpState* op) {
+void DiskMover::FinishOp(OpState* op) {
   std::optional<profile::ScopedStage> finishing;
-  if (op->direction == Direction::kLoadBack) finishing.emplace(profile::Stage::kDiskReadFinish);
+  if (op->direction == Direction::kLoad) finishing.emplace(profile::Stage::kDiskReadFinish);
   DiskBatchResult& result = *op->result;
   const Status* first = nullptr;
   for (size_t i = 0; i < result.records.size(); ++i) {
@@ -520,7 +519,7 @@ void DiskEngine::FinishOp(OpState* op) {
     const RecordIo& r = op->records[i];
     const TierSlot host{Tier::kHost, r.slot};
     const TierSlot disk{Tier::kDisk, rr.extent_id};
-    result.units.push_back(op->direction == Direction::kWriteBack
+    result.units.push_back(op->direction == Direction::kSave
                                ? CacheTransferUnit{r.info.key.kind, host, disk}
                                : CacheTransferUnit{r.info.key.kind, disk, host});
   }
@@ -533,7 +532,7 @@ void DiskEngine::FinishOp(OpState* op) {
   delete op;
 }
 
-Status DiskEngine::Close() {
+Status DiskMover::Close() {
   std::unique_lock<std::shared_mutex> guard(close_mu_);
   if (closed_) return Status::OK();
   closed_ = true;

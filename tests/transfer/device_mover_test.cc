@@ -1,7 +1,7 @@
-// TransferEngine in CPU mode: every unit kind, every pool form, mixed batches, random slots,
+// DeviceMover in CPU mode: every unit kind, every pool form, mixed batches, random slots,
 // records split across staging halves, per-layer fences, bad operations, injected faults,
 // concurrent submitters, and shutdown with operations in flight.
-#include "transfer/transfer_engine.h"
+#include "transfer/device_mover.h"
 
 #include <gtest/gtest.h>
 
@@ -26,9 +26,9 @@ HostArenaOptions ArenaOptions(uint64_t bytes) {
   return o;
 }
 
-TransferEngineOptions CpuEngine(uint64_t staging = 1 << 20, uint64_t tile = 64 << 10) {
-  TransferEngineOptions o;
-  o.mode = TransferEngineOptions::Mode::kCpu;
+DeviceMoverOptions CpuMover(uint64_t staging = 1 << 20, uint64_t tile = 64 << 10) {
+  DeviceMoverOptions o;
+  o.mode = DeviceMoverOptions::Mode::kCpu;
   o.staging_bytes = staging;
   o.tile_bytes = tile;
   o.staging_chunks = static_cast<uint32_t>(std::clamp<uint64_t>(staging / tile, 2, 8));
@@ -60,17 +60,17 @@ TEST_P(RoundTripTest, EveryByteArrivesAndNothingElseChanges) {
   const ModelLayout& l = c.layout;
   TestPool pool(l, -1, form, l.has_attention() ? 64 : 0, l.has_ssm() ? 12 : 0);
   auto arena = HostArena::Open(l, ArenaOptions(32 << 20)).value();
-  auto engine = TransferEngine::Create(l, pool.desc(), arena.get(), CpuEngine(staging, 4096));
-  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  EXPECT_FALSE((*engine)->gpu_mode());
+  auto mover = DeviceMover::Create(l, pool.desc(), arena.get(), CpuMover(staging, 4096));
+  ASSERT_TRUE(mover.ok()) << mover.status().ToString();
+  EXPECT_FALSE((*mover)->gpu_mode());
   const uint64_t seed = testing::SeedFromEnv(11) + layout_index * 100 + static_cast<int>(form);
   for (int round = 0; round < 3; ++round) {
-    ASSERT_TRUE(testing::RoundTrip(**engine, *arena, pool, l, seed + round,
+    ASSERT_TRUE(testing::RoundTrip(**mover, *arena, pool, l, seed + round,
                                    l.has_attention() ? 20 + round * 10 : 0,
                                    l.has_ssm() ? 3 + round : 0, round == 1 && l.has_attention()))
         << c.name << " " << PoolFormName(form) << " staging " << staging << " round " << round;
   }
-  const TransferEngineStats st = (*engine)->stats();
+  const DeviceMoverStats st = (*mover)->stats();
   EXPECT_EQ(st.completed_ok[0], 3u);
   EXPECT_EQ(st.completed_ok[1], 3u);
   EXPECT_EQ(st.failed[0] + st.failed[1], 0u);
@@ -90,21 +90,21 @@ INSTANTIATE_TEST_SUITE_P(
                        // 8 KiB: records split across many 4 KiB chunks; 1 MiB: 8 chunks.
                        ::testing::Values(uint64_t{8} << 10, uint64_t{1} << 20)));
 
-class EngineFixture : public ::testing::Test {
+class MoverFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     layout_ = MakeHybridLayout(16, 2, 2, 64, DType::kBf16, 2, 256, 64);
     pool_ = std::make_unique<TestPool>(layout_, -1, PoolForm::kLayerFirst, 32, 8);
     arena_ = HostArena::Open(layout_, ArenaOptions(8 << 20)).value();
   }
-  std::unique_ptr<TransferEngine> Engine(TransferEngineOptions o = CpuEngine()) {
-    auto e = TransferEngine::Create(layout_, pool_->desc(), arena_.get(), o);
+  std::unique_ptr<DeviceMover> Mover(DeviceMoverOptions o = CpuMover()) {
+    auto e = DeviceMover::Create(layout_, pool_->desc(), arena_.get(), o);
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     return std::move(e).value();
   }
-  Operation WriteBack(std::vector<std::pair<uint64_t, HostSlotId>> pages) {
+  Operation Save(std::vector<std::pair<uint64_t, HostSlotId>> pages) {
     Operation op;
-    op.direction = Direction::kWriteBack;
+    op.direction = Direction::kSave;
     for (auto [d, h] : pages) op.units.push_back({Kind::kKV, {Tier::kDevice, d}, {Tier::kHost, h}});
     return op;
   }
@@ -113,105 +113,103 @@ class EngineFixture : public ::testing::Test {
   std::unique_ptr<HostArena> arena_;
 };
 
-TEST_F(EngineFixture, CreateRejectsBadArguments) {
-  auto o = CpuEngine();
-  EXPECT_TRUE(
-      TransferEngine::Create(layout_, pool_->desc(), nullptr, o).status().IsInvalidArgument());
+TEST_F(MoverFixture, CreateRejectsBadArguments) {
+  auto o = CpuMover();
+  EXPECT_TRUE(DeviceMover::Create(layout_, pool_->desc(), nullptr, o).status().IsInvalidArgument());
   ModelLayout other = layout_;
   other.page_size_tokens = 32;
-  auto r = TransferEngine::Create(other, pool_->desc(), arena_.get(), o);
+  auto r = DeviceMover::Create(other, pool_->desc(), arena_.get(), o);
   EXPECT_NE(r.status().message().find("host arena's layout"), std::string::npos)
       << r.status().ToString();
   DevicePoolDescription bad = pool_->desc();
   bad.attention[0].k_base = nullptr;
-  EXPECT_TRUE(TransferEngine::Create(layout_, bad, arena_.get(), o).status().IsInvalidArgument());
+  EXPECT_TRUE(DeviceMover::Create(layout_, bad, arena_.get(), o).status().IsInvalidArgument());
   o.staging_bytes = 4096;
-  EXPECT_NE(TransferEngine::Create(layout_, pool_->desc(), arena_.get(), o)
+  EXPECT_NE(DeviceMover::Create(layout_, pool_->desc(), arena_.get(), o)
                 .status()
                 .message()
                 .find("transfer.staging_bytes: 4096"),
             std::string::npos);
   for (uint32_t chunks : {0u, 1u, 65u}) {
-    o = CpuEngine();
+    o = CpuMover();
     o.staging_chunks = chunks;
     EXPECT_NE(o.Validate().message().find("transfer.staging_chunks: " + std::to_string(chunks)),
               std::string::npos)
         << o.Validate().ToString();
   }
-  o = CpuEngine(1 << 20, 64 << 10);
+  o = CpuMover(1 << 20, 64 << 10);
   o.staging_chunks = 32;  // 32 KiB chunks cannot hold a 64 KiB tile
   EXPECT_NE(o.Validate().message().find("transfer.staging_bytes: 1048576"), std::string::npos)
       << o.Validate().ToString();
-  o = CpuEngine();
+  o = CpuMover();
   o.tile_bytes = 1000;
   EXPECT_NE(o.Validate().message().find("transfer.tile_bytes: 1000"), std::string::npos);
-  o = CpuEngine();
+  o = CpuMover();
   o.kernel_ctas = 1 << 20;
   EXPECT_TRUE(o.Validate().IsInvalidArgument());
   if (!cuda::GpuAvailable()) {
-    o = CpuEngine();
-    o.mode = TransferEngineOptions::Mode::kGpu;
+    o = CpuMover();
+    o.mode = DeviceMoverOptions::Mode::kGpu;
     EXPECT_TRUE(
-        TransferEngine::Create(layout_, pool_->desc(), arena_.get(), o).status().IsUnavailable());
+        DeviceMover::Create(layout_, pool_->desc(), arena_.get(), o).status().IsUnavailable());
   }
 }
 
-TEST_F(EngineFixture, BadOperationsFireTheirFenceWithAnErrorNamingTheUnit) {
-  auto engine = Engine();
+TEST_F(MoverFixture, BadOperationsFireTheirFenceWithAnErrorNamingTheUnit) {
+  auto mover = Mover();
   const HostSlotId kv = arena_->Allocate(Kind::kKV).value();
   const HostSlotId mamba = arena_->Allocate(Kind::kMamba).value();
   auto expect_error = [&](Operation op, const std::string& needle) {
-    Fence f = engine->Submit(std::move(op));
+    Fence f = mover->Submit(std::move(op));
     ASSERT_TRUE(f.Ready());
     EXPECT_TRUE(f.status().IsInvalidArgument()) << f.status().ToString();
     EXPECT_NE(f.status().message().find(needle), std::string::npos) << f.status().ToString();
   };
-  expect_error(WriteBack({{0, kv}, {32, kv}}),
+  expect_error(Save({{0, kv}, {32, kv}}),
                "units[1].src.slot: 32 (the device pool has 32 KV pages)");
-  expect_error(WriteBack({{0, kv + 1}}), "units[0].dst: host slot");
-  expect_error(WriteBack({{0, mamba}}), "not kv");
-  expect_error(WriteBack({{0, kv}, {1, kv}}), "units[1].dst");
+  expect_error(Save({{0, kv + 1}}), "units[0].dst: host slot");
+  expect_error(Save({{0, mamba}}), "not kv");
+  expect_error(Save({{0, kv}, {1, kv}}), "units[1].dst");
   const HostSlotId kv2 = arena_->Allocate(Kind::kKV).value();
-  expect_error(
-      WriteBack({{0, kv}, {1, kv2}, {2, kv}}),
-      "units[2].dst: host slot " + std::to_string(kv) + " is the destination of an earlier");
-  Operation disk = WriteBack({{0, kv}});
+  expect_error(Save({{0, kv}, {1, kv2}, {2, kv}}), "units[2].dst: host slot " + std::to_string(kv) +
+                                                       " is the destination of an earlier");
+  Operation disk = Save({{0, kv}});
   disk.units[0].src = {Tier::kHost, kv};
   disk.units[0].dst = {Tier::kDisk, 5};
   expect_error(disk, "disk units belong to the disk tier");
   Operation lb;
-  lb.direction = Direction::kLoadBack;
+  lb.direction = Direction::kLoad;
   lb.units.push_back({Kind::kMamba, {Tier::kHost, mamba}, {Tier::kDevice, 8}});
   expect_error(lb, "units[0].dst.slot: 8 (the device pool has 8 state slots)");
-  Operation wl = WriteBack({{0, kv}});
+  Operation wl = Save({{0, kv}});
   wl.per_layer_fences = true;
   expect_error(wl, "per_layer_fences");
-  Operation bad_kind = WriteBack({{0, kv}});
+  Operation bad_kind = Save({{0, kv}});
   bad_kind.units[0].kind = static_cast<Kind>(7);
   expect_error(bad_kind, "units[0].kind: 7");
-  EXPECT_EQ(engine->stats().invalid_operations, 9u);
-  EXPECT_EQ(engine->stats().submitted[0], 0u);
+  EXPECT_EQ(mover->stats().invalid_operations, 9u);
+  EXPECT_EQ(mover->stats().submitted[0], 0u);
   // The empty operation is fine.
   Operation empty;
-  EXPECT_TRUE(engine->Submit(empty).Wait().ok());
+  EXPECT_TRUE(mover->Submit(empty).Wait().ok());
   // A fence of a CPU-mode operation waits on the CPU for a null stream.
-  Fence f = engine->Submit(WriteBack({{3, kv}}));
+  Fence f = mover->Submit(Save({{3, kv}}));
   EXPECT_TRUE(f.StreamWait(nullptr).ok());
 }
 
-TEST_F(EngineFixture, InjectedFaultsFailOneOperationAndTheNextOnesRun) {
+TEST_F(MoverFixture, InjectedFaultsFailOneOperationAndTheNextOnesRun) {
   std::atomic<int> calls{0};
-  auto o = CpuEngine();
+  auto o = CpuMover();
   o.fault_injection = [&](const Operation&) {
     return ++calls == 2 ? Status::Internal("simulated cudaErrorLaunchFailure") : Status::OK();
   };
-  auto engine = Engine(o);
+  auto mover = Mover(o);
   pool_->FillRandom(5);
   std::vector<HostSlotId> hs;
   for (int i = 0; i < 3; ++i) hs.push_back(arena_->Allocate(Kind::kKV).value());
-  Fence a = engine->Submit(WriteBack({{1, hs[0]}}));
-  Fence b = engine->Submit(WriteBack({{2, hs[1]}}));
-  Fence c = engine->Submit(WriteBack({{3, hs[2]}}));
+  Fence a = mover->Submit(Save({{1, hs[0]}}));
+  Fence b = mover->Submit(Save({{2, hs[1]}}));
+  Fence c = mover->Submit(Save({{3, hs[2]}}));
   EXPECT_TRUE(a.Wait().ok());
   Status sb = b.Wait();
   EXPECT_EQ(sb.code(), Status::Code::kInternal) << sb.ToString();
@@ -219,30 +217,30 @@ TEST_F(EngineFixture, InjectedFaultsFailOneOperationAndTheNextOnesRun) {
   EXPECT_TRUE(c.Wait().ok());
   const auto rec = pool_->ReadRecord(layout_, Kind::kKV, 3);
   EXPECT_EQ(std::memcmp(arena_->SlotPayload(hs[2]), rec.data(), rec.size()), 0);
-  const auto st = engine->stats();
+  const auto st = mover->stats();
   EXPECT_EQ(st.failed[0], 1u);
   EXPECT_EQ(st.completed_ok[0], 2u);
   EXPECT_EQ(st.execution_errors, 1u);
 }
 
-TEST_F(EngineFixture, PerLayerFencesFireOnErrorToo) {
-  auto o = CpuEngine();
+TEST_F(MoverFixture, PerLayerFencesFireOnErrorToo) {
+  auto o = CpuMover();
   o.fault_injection = [](const Operation&) { return Status::Internal("boom"); };
-  auto engine = Engine(o);
+  auto mover = Mover(o);
   const HostSlotId h = arena_->Allocate(Kind::kKV).value();
   Operation lb;
-  lb.direction = Direction::kLoadBack;
+  lb.direction = Direction::kLoad;
   lb.per_layer_fences = true;
   lb.units.push_back({Kind::kKV, {Tier::kHost, h}, {Tier::kDevice, 4}});
-  Fence f = engine->Submit(lb);
+  Fence f = mover->Submit(lb);
   ASSERT_EQ(f.num_layers(), 2u);
   EXPECT_FALSE(f.WaitLayer(0).ok());
   EXPECT_FALSE(f.WaitLayer(1).ok());
   EXPECT_FALSE(f.Wait().ok());
 }
 
-TEST_F(EngineFixture, ManyConcurrentSubmittersGetTheirOwnBytes) {
-  auto engine = Engine(CpuEngine(64 << 10, 4096));
+TEST_F(MoverFixture, ManyConcurrentSubmittersGetTheirOwnBytes) {
+  auto mover = Mover(CpuMover(64 << 10, 4096));
   pool_->FillRandom(99);
   constexpr int kThreads = 4;
   std::vector<std::vector<std::byte>> records(32);
@@ -253,7 +251,7 @@ TEST_F(EngineFixture, ManyConcurrentSubmittersGetTheirOwnBytes) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(t);
       for (int i = 0; i < 50; ++i) {
-        // WriteBack 3 pages of this thread's own range [8t, 8t+8) and check them.
+        // Save 3 pages of this thread's own range [8t, 8t+8) and check them.
         std::vector<std::pair<uint64_t, HostSlotId>> units;
         std::vector<HostSlotId> mine;
         auto pages = testing::DistinctSlots(rng, 8, 3);
@@ -263,7 +261,7 @@ TEST_F(EngineFixture, ManyConcurrentSubmittersGetTheirOwnBytes) {
           std::memset(arena_->SlotPayload(*h), 0xEE, layout_.KvPageBytes());
           units.push_back({8 * t + p, *h});
         }
-        Status s = engine->Submit(WriteBack(units)).Wait();
+        Status s = mover->Submit(Save(units)).Wait();
         ASSERT_TRUE(s.ok()) << s.ToString();
         for (auto [d, h] : units) {
           if (std::memcmp(arena_->SlotPayload(h), records[d].data(), records[d].size()) != 0) ++bad;
@@ -274,17 +272,17 @@ TEST_F(EngineFixture, ManyConcurrentSubmittersGetTheirOwnBytes) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
-  EXPECT_EQ(engine->stats().completed_ok[0], 200u);
+  EXPECT_EQ(mover->stats().completed_ok[0], 200u);
 }
 
-TEST_F(EngineFixture, DestructionWaitsForEveryFence) {
+TEST_F(MoverFixture, DestructionWaitsForEveryFence) {
   std::vector<Fence> fences;
   std::vector<HostSlotId> hs;
   {
-    auto engine = Engine(CpuEngine(16 << 10, 4096));
+    auto mover = Mover(CpuMover(16 << 10, 4096));
     for (int i = 0; i < 40; ++i) {
       hs.push_back(arena_->Allocate(Kind::kKV).value());
-      fences.push_back(engine->Submit(WriteBack({{static_cast<uint64_t>(i % 32), hs.back()}})));
+      fences.push_back(mover->Submit(Save({{static_cast<uint64_t>(i % 32), hs.back()}})));
     }
   }
   for (const Fence& f : fences) {

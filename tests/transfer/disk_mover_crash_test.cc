@@ -22,7 +22,7 @@
 
 #include "tests/common/test_util.h"
 #include "tests/tiers/disk_test_util.h"
-#include "transfer/io_uring_disk.h"
+#include "transfer/disk_mover.h"
 
 extern char** environ;
 
@@ -42,8 +42,8 @@ constexpr char kChildSeedEnv[] = "CACHEPAWL_CRASH_CHILD_SEED";
 constexpr uint64_t kKeySpace = 2048;  // record numbers per kind
 constexpr size_t kSlots = 16;         // per kind, in each process
 
-DiskEngineOptions CrashOptions(const std::string& dir) {
-  DiskEngineOptions o;
+DiskMoverOptions CrashOptions(const std::string& dir) {
+  DiskMoverOptions o;
   o.tier.dir = dir + "/disk";
   o.tier.data_paths = {dir + "/d0/data", dir + "/d1/data"};
   o.tier.capacity_bytes = 1536 << 10;  // ~100 records: eviction and extent reuse all the time
@@ -62,12 +62,12 @@ TEST(DiskCrashChild, WriteUntilKilled) {
   std::mt19937_64 rng(std::strtoull(std::getenv(kChildSeedEnv), nullptr, 10));
   const ModelLayout layout = SmallHybridLayout();
   auto host = TestHostMemory::ForLayout(layout, kSlots, kSlots);
-  auto engine = DiskEngine::Open(CrashOptions(dir), layout, host.get());
-  if (!engine.ok()) {
-    fprintf(stderr, "crash child: open: %s\n", engine.status().ToString().c_str());
+  auto mover = DiskMover::Open(CrashOptions(dir), layout, host.get());
+  if (!mover.ok()) {
+    fprintf(stderr, "crash child: open: %s\n", mover.status().ToString().c_str());
     _exit(2);
   }
-  DiskEngine& e = **engine;
+  DiskMover& e = **mover;
   bool told = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -85,7 +85,7 @@ TEST(DiskCrashChild, WriteUntilKilled) {
       FillPayloadForKey(key, {host->SlotPayload(slot), layout.RecordBytes(kind)});
       writes.push_back({key, TestParent(kind, num), slot});
     }
-    DiskOp op = e.WriteBack(writes);
+    DiskOp op = e.Save(writes);
     // Meanwhile: remove a few records, read a few back (into the other half of the slots).
     for (int i = 0; i < 2; ++i) {
       const Kind kind = rng() % 2 ? Kind::kMamba : Kind::kKV;
@@ -96,7 +96,7 @@ TEST(DiskCrashChild, WriteUntilKilled) {
       const Kind kind = i % 2 ? Kind::kMamba : Kind::kKV;
       reads.push_back({TestKey(kind, rng() % kKeySpace), Slot(kind, kSlots / 2 + i)});
     }
-    DiskOp rop = e.LoadBack(reads);
+    DiskOp rop = e.Load(reads);
     (void)op.fence.Wait();
     (void)rop.fence.Wait();
     for (size_t i = 0; i < reads.size(); ++i) {
@@ -130,9 +130,9 @@ void VerifyAfterCrash(const std::string& dir, const std::map<std::string, uint64
                       Totals* totals) {
   const ModelLayout layout = SmallHybridLayout();
   auto host = TestHostMemory::ForLayout(layout, kSlots, kSlots);
-  auto engine = DiskEngine::Open(CrashOptions(dir), layout, host.get());
-  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  DiskEngine& e = **engine;
+  auto mover = DiskMover::Open(CrashOptions(dir), layout, host.get());
+  ASSERT_TRUE(mover.ok()) << mover.status().ToString();
+  DiskMover& e = **mover;
   std::vector<DiskRecordInfo> records;
   e.tier().ForEachRecord([&](const DiskRecordInfo& r) { records.push_back(r); });
   totals->listed += records.size();
@@ -151,7 +151,7 @@ void VerifyAfterCrash(const std::string& dir, const std::map<std::string, uint64
       std::memset(host->SlotData(slot), 0xEE, host->SlotBytes(slot));
       reads.push_back({r.key, slot});
     }
-    DiskOp op = e.LoadBack(reads);
+    DiskOp op = e.Load(reads);
     ASSERT_EQ(op.fence.Wait(std::chrono::seconds(60)).code() == Status::Code::kTimedOut, false);
     for (size_t i = 0; i < reads.size(); ++i) {
       const Status& s = op.result->records[i].status;
