@@ -67,7 +67,9 @@
 #include <utility>
 #include <vector>
 
-#include "index/chunked_slab.h"
+#include "index/chunked_array.h"
+#include "index/entry_allocator.h"
+#include "index/index_allocator.h"
 #include "index/index_types.h"
 #include "index/page_table.h"
 #include "index/prefix_index.h"

@@ -72,7 +72,7 @@ Matmul::~Matmul() {
   if (enqueuer_.joinable()) enqueuer_.join();
 }
 
-std::string Matmul::engine() const {
+std::string Matmul::backend() const {
   return handle_ != nullptr ? "cuBLAS GemmEx bf16 (" + library_ + ")"
                             : "tiled bf16 kernel without tensor cores (cuBLAS not loadable)";
 }

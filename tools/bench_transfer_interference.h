@@ -39,7 +39,7 @@ class Matmul {
   Matmul& operator=(const Matmul&) = delete;
 
   // What runs the products ("cuBLAS GemmEx bf16 (libcublas.so.12)" or the kernel).
-  std::string engine() const;
+  std::string backend() const;
   // Enqueues `count` products and returns their GPU time in seconds.
   StatusOr<double> Run(int count);
 

@@ -71,7 +71,7 @@ struct Settings {
 struct Measurement {
   std::vector<Row> rows;  // per scenario and path: d2h, h2d, both
   std::string mismatch;   // the first path and direction whose bytes differ, or ""
-  std::string matmul_mover;
+  std::string matmul_backend;
   double matmul_alone_s = 0;
 };
 
@@ -145,7 +145,7 @@ StatusOr<std::vector<Row>> MeasureScenario(const ScenarioSpec& spec, Scenario& s
 Status Measure(const Settings& settings, CommandIo& io, Measurement* m) {
   CACHEPAWL_RETURN_IF_ERROR(cuda::SetDevice(0).WithContext("device"));
   CACHEPAWL_ASSIGN_OR_RETURN(std::unique_ptr<Matmul> mm, Matmul::Create(8192));
-  m->matmul_mover = mm->mover();
+  m->matmul_backend = mm->backend();
   if (settings.matmuls > 0) {
     CACHEPAWL_RETURN_IF_ERROR(mm->Run(5).status());  // warm-up
     std::vector<double> alone;
@@ -172,7 +172,7 @@ Status Measure(const Settings& settings, CommandIo& io, Measurement* m) {
 
 int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
   CLI::App app{
-      "Benchmarks the device<->host device mover against per-page copies, "
+      "Benchmarks the device mover (device<->host) against per-page copies, "
       "cudaMemcpyBatchAsync and the link's contiguous limit, with a matrix-product "
       "interference loop.",
       "cachepawl bench transfer"};
@@ -282,12 +282,12 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
   }
   const std::vector<Row>& rows = m.rows;
   const std::string& mismatch = m.mismatch;
-  const std::string& matmul_mover = m.matmul_mover;
+  const std::string& matmul_backend = m.matmul_backend;
   const double matmul_alone_s = m.matmul_alone_s;
   if (json) {
     nlohmann::json out;
     out["device"] = cuda::DescribeDevice(0);
-    out["matmul"] = matmul_mover;
+    out["matmul"] = matmul_backend;
     out["matmul_alone_ms"] = matmul_alone_s * 1e3;
     out["interference_products"] = matmuls;
     out["interference_period_ms"] = period_ms;
@@ -311,7 +311,7 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
     }
     io.out << out.dump(1) << "\n";
   } else {
-    io.out << "device: " << cuda::DescribeDevice(0) << "\nmatrix product: " << matmul_mover
+    io.out << "device: " << cuda::DescribeDevice(0) << "\nmatrix product: " << matmul_backend
            << ", 8192x8192x8192, " << std::fixed << std::setprecision(3) << matmul_alone_s * 1e3
            << " ms each alone\n";
     io.out << "GB/s (ratio to the contiguous limit of the same run); slowdown: matrix-product loop "
@@ -357,7 +357,7 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
 #endif
 
 CommandRegistration reg("bench transfer",
-                        "device<->host device mover vs per-page copies and the link's limit",
+                        "the device mover (device<->host) vs per-page copies and the link's limit",
                         &RunBenchTransfer);
 
 }  // namespace

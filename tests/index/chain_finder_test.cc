@@ -20,7 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "index/chunked_slab.h"
+#include "index/chunked_array.h"
+#include "index/entry_allocator.h"
 #include "index/page_table.h"
 #include "index/prefix_index_internal.h"
 #include "store/vocab/page_hash.h"

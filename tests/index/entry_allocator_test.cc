@@ -1,5 +1,7 @@
 // EntryAllocator: indices are never handed out twice, chains grown page by page (interleaved)
 // get consecutive indices inside blocks, and unused indices stay within the documented bound.
+#include "index/entry_allocator.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "index/chunked_slab.h"
 #include "tests/common/test_util.h"
 
 namespace cachepawl::index_internal {
@@ -71,7 +72,7 @@ TEST(EntryAllocatorTest, WhollyFreeBlocksAreReopened) {
 }
 
 // Random allocations (after a random live index or none) and frees: no index twice, counts
-// add up, and the high water mark stays within the bound of chunked_slab.h.
+// add up, and the high water mark stays within the bound of entry_allocator.h.
 TEST(EntryAllocatorTest, RandomOpsKeepCountsAndTheMemoryBound) {
   for (size_t max_open : {size_t{1}, size_t{4}, size_t{64}}) {
     SCOPED_TRACE("max_open " + std::to_string(max_open));

@@ -1,85 +1,17 @@
-// Storage named by 32-bit indices, for the index's entries and states.
+// EntryAllocator: hands out the index's entry indices (into a ChunkedArray,
+// index/chunked_array.h) in blocks, so that a chain grown page by page keeps consecutive indices
+// even when other chains grow in between.
 //
-// ChunkedArray<T> grows a chunk at a time: elements never move (a chunk is never
-// reallocated), so T may hold atomics, growth costs no copy, and at most one chunk is unused.
-// Chunks of 2 MiB or more sit on huge pages (see huge_page_allocator.h).
-// IndexAllocator hands out indices, reusing freed ones most recent first.
-// EntryAllocator hands out indices in blocks, so that a chain grown page by page keeps
-// consecutive indices even when other chains grow in between.
-// None is thread-safe: the owner guards them.
+// Thread safety: none; the owner guards it.
 #pragma once
 
 #include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <new>
 #include <vector>
 
-#include "index/huge_page_allocator.h"
-
 namespace cachepawl::index_internal {
-
-template <typename T, unsigned kChunkBits>
-class ChunkedArray {
- public:
-  static constexpr uint32_t kChunkSize = uint32_t{1} << kChunkBits;
-
-  ChunkedArray() = default;
-  ChunkedArray(const ChunkedArray&) = delete;
-  ChunkedArray& operator=(const ChunkedArray&) = delete;
-
-  T& operator[](uint32_t i) { return chunks_[i >> kChunkBits][i & (kChunkSize - 1)]; }
-  const T& operator[](uint32_t i) const { return chunks_[i >> kChunkBits][i & (kChunkSize - 1)]; }
-
-  // Makes indices [0, n) valid (value-initialized when new).
-  void Reserve(uint64_t n) {
-    while (static_cast<uint64_t>(chunks_.size()) * kChunkSize < n) AddChunk();
-  }
-
-  size_t MemoryBytes() const {
-    return chunks_.size() * (sizeof(T) * kChunkSize) + chunks_.capacity() * sizeof(Chunk);
-  }
-
- private:
-  struct ChunkDeleter {
-    void operator()(T* chunk) const {
-      for (uint32_t i = 0; i < kChunkSize; ++i) chunk[i].~T();
-      FreeMaybeHuge(chunk, sizeof(T) * kChunkSize, alignof(T));
-    }
-  };
-  using Chunk = std::unique_ptr<T[], ChunkDeleter>;
-
-  void AddChunk() {
-    T* chunk = static_cast<T*>(AllocateMaybeHuge(sizeof(T) * kChunkSize, alignof(T)));
-    for (uint32_t i = 0; i < kChunkSize; ++i) new (&chunk[i]) T();
-    chunks_.push_back(Chunk(chunk));
-  }
-
-  std::vector<Chunk> chunks_;
-};
-
-class IndexAllocator {
- public:
-  // Indices ever handed out are [0, high_water()); some of them may be free.
-  uint32_t high_water() const { return high_water_; }
-  size_t live() const { return high_water_ - free_.size(); }
-
-  uint32_t Allocate() {
-    if (free_.empty()) return high_water_++;
-    const uint32_t i = free_.back();
-    free_.pop_back();
-    return i;
-  }
-  void Free(uint32_t i) { free_.push_back(i); }
-
-  size_t MemoryBytes() const { return free_.capacity() * sizeof(uint32_t); }
-
- private:
-  std::vector<uint32_t> free_;
-  uint32_t high_water_ = 0;
-};
 
 // Indices come in aligned blocks of kBlock. Allocate(after) returns after + 1 when `after` was
 // the last index handed out of a block still open for it (the block's next indices are
