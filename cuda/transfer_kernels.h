@@ -37,7 +37,7 @@ struct KernelJob {
   uint32_t unused;
 };
 
-// Device-resident tables of one kind (uploaded once by the engine).
+// Device-resident tables of one kind (uploaded once by the device mover).
 struct KernelTables {
   const KernelSegment* segments;
   const KernelTile* tiles;

@@ -1,5 +1,5 @@
 // CompletionWorker: a one-thread task queue. The Store runs the bookkeeping of completed
-// transfers on one (it waits for the store's mutex there, never on an engine's or disk mover's
+// transfers on one (it waits for the store's mutex there, never on a device mover's or disk mover's
 // completion thread, where a small Save's finish only try-locks it), submits disk writes on
 // another (their checksums run there, never under the store's mutex), and evicts ahead on a
 // third.

@@ -1,5 +1,5 @@
 // DeferredStreamWaiter: the GPU-side wait of a Load whose pages come from disk first. The
-// host->device operation (whose transfer-engine fence carries the real GPU signal) is submitted
+// host->device operation (whose device mover fence carries the real GPU signal) is submitted
 // only once the disk reads are done; a stream wait must not be enqueued ahead of its producer (a
 // semaphore wait queued before the copies it waits for can deadlock a shared hardware queue), so
 // StreamWait on such a fence blocks the calling thread until the host->device copies are

@@ -3,7 +3,7 @@
 //
 // OpenStoreWithFaults opens a store exactly as Store::Open does, then hands `faults` to every
 // device mover the store creates (the store-owned pool's, or one RegisterDevicePool
-// creates). The functions are called on the engine's threads, concurrently with the caller's;
+// creates). The functions are called on the device mover's threads, concurrently with the caller's;
 // they must be thread-safe.
 #pragma once
 

@@ -98,7 +98,7 @@ struct DiskTierStats {
   uint64_t bytes_used = 0;
   uint64_t capacity_bytes = 0;
   uint64_t largest_free_bytes = 0;
-  // I/O (counted by the engine that moves the data).
+  // I/O (counted by the disk mover, which moves the data).
   uint64_t reads = 0;  // records read and verified
   uint64_t read_bytes = 0;
   uint64_t writes = 0;  // records written and committed
@@ -144,7 +144,7 @@ class DiskTier {
   DiskTier(const DiskTier&) = delete;
   DiskTier& operator=(const DiskTier&) = delete;
 
-  // ---- The write protocol (used by the engine) -------------------------------------------
+  // ---- The write protocol (used by the disk mover) ---------------------------------------
 
   struct Ticket;  // one record in flight (opaque)
   using TicketPtr = std::shared_ptr<Ticket>;
@@ -204,7 +204,7 @@ class DiskTier {
   uint64_t payload_bytes(Kind kind) const { return payload_bytes_[static_cast<int>(kind)]; }
   const LayoutFingerprint& fingerprint() const { return fingerprint_; }
 
-  // Counters bumped by the engine (thread-safe).
+  // Counters bumped by the disk mover (thread-safe).
   enum class Counter {
     kReads,
     kReadBytes,

@@ -1,7 +1,7 @@
 // DevicePool: where the KV pages and Mamba states of one GPU live, described by base pointers and
 // strides. The pool's memory is owned by someone else: the serving engine (its own paged cache
-// tensors) or a DevicePoolArena (tiers/device_pool_arena.h, store-owned VRAM). The transfer
-// engine reads and writes pages and states through a description; it never frees the memory.
+// tensors) or a DevicePoolArena (tiers/device_pool_arena.h, store-owned VRAM). The device
+// mover reads and writes pages and states through a description; it never frees the memory.
 //
 // Device slot numbers (transfer/transfer_unit.h TierSlot): for KV, a page index in
 // [0, num_pages); for Mamba, a state slot index in [0, num_state_slots).
@@ -62,8 +62,8 @@ struct DevicePoolDescription {
   // Checks the description against `layout`: one entry per layer, non-null bases, strides that
   // keep slots from overlapping, no two tensors overlapping, offsets that do not overflow, and,
   // for device >= 0, that every tensor is memory of that GPU. No alignment is required (the
-  // engine moves bytes; 16-byte aligned bases, strides and sizes take the kernels' vector path;
-  // block-contiguous records of odd-sized segments are unaligned by nature). Errors:
+  // device mover moves bytes; 16-byte aligned bases, strides and sizes take the kernels' vector
+  // path; block-contiguous records of odd-sized segments are unaligned by nature). Errors:
   // InvalidArgument naming the entry and the value at fault, e.g.
   // "device_pool.attention[3].v_page_stride: 1024 (smaller than the 32768 bytes of one page's V)".
   Status Validate(const ModelLayout& layout) const;

@@ -459,7 +459,7 @@ TEST_F(StoreTest, ConcurrentRegistrationsOfADevicePoolLetExactlyOneThrough) {
   EXPECT_EQ(ok.load(), 1);
   EXPECT_EQ(refused.load(), 7);
   EXPECT_FALSE(store->gpu_mode());
-  // The one engine works: a page round-trips through the registered pool.
+  // The one device mover works: a page round-trips through the registered pool.
   auto tokens = Tokens(7, 4);
   auto hashes = store->HashTokens("", tokens);
   const std::vector<std::byte> page = Content(l, hashes[0], Kind::kKV);

@@ -92,7 +92,7 @@ TEST(DevicePoolDescription, RejectsNullAndSmallStridesButNotMisalignment) {
             std::string::npos)
       << d.Validate(l).ToString();
   d = LayerFirstPool(l, b, 8, 3, false);
-  d.ssm[1].ssm_base += 2;  // misaligned fp32 state: the engine moves bytes, so this is fine
+  d.ssm[1].ssm_base += 2;  // misaligned fp32 state: the mover moves bytes, so this is fine
   d.num_state_slots -= 1;  // (and stays inside its buffer)
   EXPECT_TRUE(d.Validate(l).ok()) << d.Validate(l).ToString();
   d = LayerFirstPool(l, b, 8, 3, false);

@@ -52,7 +52,7 @@ struct Rec {
   std::vector<PageHash> chain;
 };
 
-// Writes `records` (header, payload and checksum, as the store's engine does) and closes.
+// Writes `records` (header, payload and checksum, as the store's disk mover does) and closes.
 void WriteStore(const std::string& dir, const ModelLayout& layout, const std::vector<Rec>& recs) {
   DiskTierOptions o;
   o.dir = dir;

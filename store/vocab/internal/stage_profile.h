@@ -33,15 +33,15 @@ enum class Stage : uint8_t {
   kSaveHostAllocate,  // host slots for the fresh entries (eviction included)
   kHostEvict,         // eviction, inside kSaveHostAllocate or kLoadHostAllocate
   kSaveSubmit,        // DeviceMover::Submit of the operation
-  kSaveCopy,          // Submit returned -> the engine's fence fired (store's threads)
-  kSaveHop,           // engine fence fired -> the completion worker runs the finish (only
+  kSaveCopy,          // Submit returned -> the device mover's fence fired (store's threads)
+  kSaveHop,           // mover fence fired -> the completion worker runs the finish (only
                       // when it is not run inline: large Saves, or the mutex was busy)
   kSaveFinish,        // the finish: locations published, disk hand-off
   // Store::Load.
   kLoadIndex,         // checks, pins, disk fills planned (under the store's mutex)
   kLoadHostAllocate,  // host slots for disk hits
   kLoadSubmit,        // DeviceMover::Submit of the host -> device operation
-  kLoadCopy,          // Submit returned -> the engine's fence fired
+  kLoadCopy,          // Submit returned -> the device mover's fence fired
   kLoadHop,           // outer fence fired -> the completion worker runs the unpins (after
                       // the fence: not in the Load's latency)
   kLoadFinish,        // the unpins, on the completion worker
@@ -52,7 +52,7 @@ enum class Stage : uint8_t {
   kMoverEnqueue,   // GPU mode: the dispatcher enqueues the operation's kernels and copies
   kMoverGpu,       // GPU mode: enqueued -> its completion thread saw the last event (the
                    // GPU's work and that thread's wake-up)
-  kMoverFire,      // GPU mode: the engine's fence fired, its callbacks included
+  kMoverFire,      // GPU mode: the mover's fence fired, its callbacks included
   // DiskMover reads.
   kDiskReadSetup,   // Load: pins and requests, before the first submit
   kDiskReadSubmit,  // Load: handing the requests to the ring (io_uring_enter included)
