@@ -120,8 +120,8 @@ Status StoreImpl::OpenTiers() {
 Status StoreImpl::CreateEngine(const DevicePoolDescription& pool) {
   DeviceMoverOptions to;
   to.mode = pool.device < 0 ? DeviceMoverOptions::Mode::kCpu : DeviceMoverOptions::Mode::kAuto;
-  to.writeback_priority = options_.write_stream_priority;
-  to.loadback_priority = options_.load_stream_priority;
+  to.save_priority = options_.write_stream_priority;
+  to.load_priority = options_.load_stream_priority;
   to.staging_bytes = options_.staging_bytes;
   to.fault_injection = faults_.before_operation;
   to.cuda_fault = faults_.cuda_call;

@@ -213,10 +213,10 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--paths", path_list,
                  "comma-separated subset of: ours, ours_block, memcpy_piece, memcpy_batch "
                  "(contiguous always runs; default all)");
-  int priority = defaults.loadback_priority;
+  int priority = defaults.load_priority;
   app.add_option("--priority", priority,
                  "CUDA priority of the mover's streams (default: the mover's, " +
-                     std::to_string(defaults.loadback_priority) +
+                     std::to_string(defaults.load_priority) +
                      "; 0 is the lowest, -5 the highest on an H100)")
       ->check(CLI::Range(-100, 100));
   app.add_flag("--no-coalesce", no_coalesce,
@@ -248,7 +248,7 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
     return kExitUsage;
   }
   eo.coalesce_copies = !no_coalesce;
-  eo.writeback_priority = eo.loadback_priority = priority;
+  eo.save_priority = eo.load_priority = priority;
   std::vector<std::string> paths;
   if (path_list == "all") {
     paths = {"ours", "ours_block", "memcpy_piece", "memcpy_batch"};

@@ -166,7 +166,7 @@ class CudaBackend final : public TransferBackend {
     for (int d = 0; d < 2; ++d) {
       Dir& dir = dirs_[d];
       dir.index = d;
-      int prio = d == 0 ? options_.writeback_priority : options_.loadback_priority;
+      int prio = d == 0 ? options_.save_priority : options_.load_priority;
       prio = std::clamp(prio, hi, lo);
       CACHEPAWL_ASSIGN_OR_RETURN(dir.copy, Stream::Create(prio));
       CACHEPAWL_ASSIGN_OR_RETURN(dir.kernel, Stream::Create(prio));
@@ -217,8 +217,7 @@ class CudaBackend final : public TransferBackend {
     p.status = op->pre_status;
     p.op = std::move(op);
     if (p.status.ok()) {
-      p.status =
-          p.op->direction == Direction::kSave ? EnqueueWriteBack(d, p) : EnqueueLoadBack(d, p);
+      p.status = p.op->direction == Direction::kSave ? EnqueueSave(d, p) : EnqueueLoad(d, p);
     }
     if (!p.status.ok()) execution_errors_.fetch_add(1, std::memory_order_relaxed);
     Status fin = Finalize(d, p);
@@ -400,7 +399,7 @@ class CudaBackend final : public TransferBackend {
     return flush_batch();
   }
 
-  Status EnqueueWriteBack(Dir& d, Pending& p) {
+  Status EnqueueSave(Dir& d, Pending& p) {
     const PlannedOperation& op = *p.op;
     for (const StagedChunk& chunk : op.chunks) {
       const auto [h, chunk_base] = d.TakeChunk(chunk_bytes_);
@@ -417,7 +416,7 @@ class CudaBackend final : public TransferBackend {
     return Copies(op.direct, nullptr, true, d.copy.get());
   }
 
-  Status EnqueueLoadBack(Dir& d, Pending& p) {
+  Status EnqueueLoad(Dir& d, Pending& p) {
     const PlannedOperation& op = *p.op;
     CACHEPAWL_RETURN_IF_ERROR(Copies(op.direct, nullptr, false, d.copy.get()));
     if (!op.direct.empty() && !op.chunks.empty()) {

@@ -47,13 +47,11 @@ Status DeviceMoverOptions::Validate() const {
     return Status::InvalidArgument("transfer.kernel_ctas: " + std::to_string(kernel_ctas) +
                                    " (must be <= 65535; 0 means one per SM)");
   }
-  if (writeback_priority < -1000 || writeback_priority > 1000) {
-    return Status::InvalidArgument("transfer.writeback_priority: " +
-                                   std::to_string(writeback_priority));
+  if (save_priority < -1000 || save_priority > 1000) {
+    return Status::InvalidArgument("device_mover.save_priority: " + std::to_string(save_priority));
   }
-  if (loadback_priority < -1000 || loadback_priority > 1000) {
-    return Status::InvalidArgument("transfer.loadback_priority: " +
-                                   std::to_string(loadback_priority));
+  if (load_priority < -1000 || load_priority > 1000) {
+    return Status::InvalidArgument("device_mover.load_priority: " + std::to_string(load_priority));
   }
   return Status::OK();
 }

@@ -92,8 +92,8 @@ struct DeviceMoverOptions {
   Mode mode = Mode::kAuto;
   // CUDA stream priorities of the Save and Load streams (lower numbers run first; the
   // device's range is typically [-5, 0]; values outside it are clamped). 0 = lowest priority.
-  int writeback_priority = 0;
-  int loadback_priority = 0;
+  int save_priority = 0;
+  int load_priority = 0;
   // Device staging bytes per direction, a ring of `staging_chunks` chunks of staging_bytes /
   // staging_chunks bytes (rounded down to 4 KiB, at least tile_bytes). The mover allocates it
   // once per direction (VRAM in GPU mode; one chunk of host memory in CPU mode). Smaller chunks
