@@ -16,7 +16,7 @@
 
 #include "tiers/catalog_env.h"
 #include "tiers/disk_catalog_rocks.h"
-#include "tiers/disk_files.h"
+#include "tiers/disk_folders.h"
 
 namespace cachepawl {
 namespace {

@@ -12,7 +12,7 @@ std::string DiskExtent::ToString() const {
          std::to_string(end()) + ")";
 }
 
-ExtentAllocator::ExtentAllocator(std::vector<uint64_t> file_bytes) {
+DiskExtentAllocator::DiskExtentAllocator(std::vector<uint64_t> file_bytes) {
   files_.resize(file_bytes.size());
   for (size_t i = 0; i < file_bytes.size(); ++i) {
     files_[i].bytes = file_bytes[i];
@@ -22,7 +22,7 @@ ExtentAllocator::ExtentAllocator(std::vector<uint64_t> file_bytes) {
   free_ = capacity_;
 }
 
-void ExtentAllocator::InsertFree(File& f, uint64_t offset, uint64_t length) {
+void DiskExtentAllocator::InsertFree(File& f, uint64_t offset, uint64_t length) {
   // Coalesce with the neighbours on both sides.
   auto next = f.free_by_offset.lower_bound(offset);
   if (next != f.free_by_offset.end() && next->first == offset + length) {
@@ -42,12 +42,12 @@ void ExtentAllocator::InsertFree(File& f, uint64_t offset, uint64_t length) {
   f.free_by_size.emplace(length, offset);
 }
 
-void ExtentAllocator::EraseFree(File& f, std::map<uint64_t, uint64_t>::iterator it) {
+void DiskExtentAllocator::EraseFree(File& f, std::map<uint64_t, uint64_t>::iterator it) {
   f.free_by_size.erase({it->second, it->first});
   f.free_by_offset.erase(it);
 }
 
-std::optional<DiskExtent> ExtentAllocator::Allocate(uint64_t bytes) {
+std::optional<DiskExtent> DiskExtentAllocator::Allocate(uint64_t bytes) {
   if (bytes == 0 || bytes % kDirectIoAlignment != 0) return std::nullopt;
   for (size_t n = 0; n < files_.size(); ++n) {
     const size_t i = (next_file_ + n) % files_.size();
@@ -65,7 +65,7 @@ std::optional<DiskExtent> ExtentAllocator::Allocate(uint64_t bytes) {
   return std::nullopt;
 }
 
-Status ExtentAllocator::Reserve(const DiskExtent& e) {
+Status DiskExtentAllocator::Reserve(const DiskExtent& e) {
   if (e.file >= files_.size() || e.bytes == 0 || e.offset % kDirectIoAlignment != 0 ||
       e.bytes % kDirectIoAlignment != 0 || e.offset > files_[e.file].bytes ||
       e.bytes > files_[e.file].bytes - e.offset) {
@@ -92,13 +92,13 @@ Status ExtentAllocator::Reserve(const DiskExtent& e) {
   return Status::OK();
 }
 
-void ExtentAllocator::Free(const DiskExtent& e) {
+void DiskExtentAllocator::Free(const DiskExtent& e) {
   assert(e.file < files_.size());
   InsertFree(files_[e.file], e.offset, e.bytes);
   free_ += e.bytes;
 }
 
-uint64_t ExtentAllocator::LargestFree() const {
+uint64_t DiskExtentAllocator::LargestFree() const {
   uint64_t best = 0;
   for (const File& f : files_) {
     if (!f.free_by_size.empty()) best = std::max(best, f.free_by_size.rbegin()->first);

@@ -1,4 +1,4 @@
-// DiskExtent and ExtentAllocator: where records live inside the disk tier's data files.
+// DiskExtent and DiskExtentAllocator: where records live inside the disk tier's data files.
 //
 // Each data file is an address space of 4 KiB units. A record occupies one extent: a
 // contiguous, 4 KiB-aligned range of one file whose size is RecordSlotBytes(layout, kind), so
@@ -37,10 +37,10 @@ struct DiskExtent {
 inline constexpr uint32_t kMaxDiskFiles = 1u << 20;
 inline constexpr uint64_t kMaxDiskFileBytes = 1ull << 56;
 
-class ExtentAllocator {
+class DiskExtentAllocator {
  public:
   // One entry per data file: its usable size in bytes (a 4 KiB multiple, < 2^56).
-  explicit ExtentAllocator(std::vector<uint64_t> file_bytes);
+  explicit DiskExtentAllocator(std::vector<uint64_t> file_bytes);
 
   // A free extent of `bytes` (a 4 KiB multiple), or nullopt when no file has a free range that
   // large. Files are tried round-robin starting after the file of the previous allocation.

@@ -173,7 +173,7 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
   }
   std::vector<DiskDataFiles::FileReport> reports;
   CACHEPAWL_ASSIGN_OR_RETURN(t.files_, DiskDataFiles::Open(data_files, per_file, &reports));
-  t.allocator_ = std::make_unique<ExtentAllocator>(std::vector<uint64_t>(n, per_file));
+  t.allocator_ = std::make_unique<DiskExtentAllocator>(std::vector<uint64_t>(n, per_file));
   if (fresh) {
     CatalogMeta m;
     m.fingerprint = t.fingerprint_;

@@ -45,8 +45,9 @@
 #include "store/vocab/page_hash.h"
 #include "store/vocab/status.h"
 #include "tiers/disk_catalog.h"
+#include "tiers/disk_data_files.h"
 #include "tiers/disk_extent_allocator.h"
-#include "tiers/disk_files.h"
+#include "tiers/disk_folders.h"
 #include "tiers/disk_record.h"
 
 namespace cachepawl {
@@ -265,7 +266,7 @@ class DiskTier {
 
   mutable std::mutex mu_;
   bool closed_ = false;                                               // guarded by mu_
-  std::unique_ptr<ExtentAllocator> allocator_;                        // guarded by mu_
+  std::unique_ptr<DiskExtentAllocator> allocator_;                    // guarded by mu_
   std::unordered_map<KeyId, std::shared_ptr<Entry>, KeyIdHash> map_;  // guarded by mu_
   std::array<std::list<Entry*>, kNumKinds> lru_;  // guarded by mu_ (front: oldest)
   uint64_t clock_ = 0;                            // guarded by mu_

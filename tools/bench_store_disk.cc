@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "store/vocab/internal/stage_profile.h"
-#include "tiers/disk_files.h"
+#include "tiers/disk_folders.h"
 #include "tools/bench_store_run.h"
 
 namespace cachepawl::tools::bench_store {

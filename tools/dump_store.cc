@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "tiers/disk_catalog_check.h"
-#include "tiers/disk_files.h"
+#include "tiers/disk_data_files.h"
 #include "tiers/disk_record.h"
 #include "tiers/host_memory.h"
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "tiers/disk_files.h"
+#include "tiers/disk_folders.h"
 
 namespace cachepawl::tools {
 

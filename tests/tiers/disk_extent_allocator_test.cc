@@ -14,7 +14,7 @@ namespace {
 constexpr uint64_t K4 = 4096;
 
 TEST(ExtentAllocatorTest, StripesRoundRobinAndFillsExactly) {
-  ExtentAllocator a({8 * K4, 8 * K4});
+  DiskExtentAllocator a({8 * K4, 8 * K4});
   std::vector<DiskExtent> got;
   for (int i = 0; i < 8; ++i) {
     auto e = a.Allocate(2 * K4);
@@ -37,7 +37,7 @@ TEST(ExtentAllocatorTest, StripesRoundRobinAndFillsExactly) {
 }
 
 TEST(ExtentAllocatorTest, FreedNeighboursCoalesceForALargerExtent) {
-  ExtentAllocator a({6 * K4});
+  DiskExtentAllocator a({6 * K4});
   auto x = a.Allocate(2 * K4), y = a.Allocate(2 * K4), z = a.Allocate(2 * K4);
   ASSERT_TRUE(x && y && z);
   a.Free(*x);
@@ -52,7 +52,7 @@ TEST(ExtentAllocatorTest, FreedNeighboursCoalesceForALargerExtent) {
 }
 
 TEST(ExtentAllocatorTest, ReserveRebuildsAndRejectsOverlapsAndOutOfRange) {
-  ExtentAllocator a({16 * K4, 16 * K4});
+  DiskExtentAllocator a({16 * K4, 16 * K4});
   ASSERT_TRUE(a.Reserve({0, 4 * K4, 3 * K4}).ok());
   ASSERT_TRUE(a.Reserve({1, 0, 16 * K4}).ok());
   EXPECT_TRUE(a.Reserve({0, 6 * K4, 2 * K4}).IsCorruption());        // overlaps [4,7)
@@ -74,7 +74,7 @@ TEST(ExtentAllocatorTest, ReserveRebuildsAndRejectsOverlapsAndOutOfRange) {
 
 TEST(ExtentAllocatorTest, RandomAllocFreeKeepsAccountsAndNeverOverlaps) {
   std::mt19937_64 rng(testing::SeedFromEnv(11));
-  ExtentAllocator a({256 * K4, 100 * K4, 64 * K4});
+  DiskExtentAllocator a({256 * K4, 100 * K4, 64 * K4});
   std::vector<DiskExtent> live;
   for (int step = 0; step < 20000; ++step) {
     if (!live.empty() && (rng() % 3 == 0)) {
@@ -91,7 +91,7 @@ TEST(ExtentAllocatorTest, RandomAllocFreeKeepsAccountsAndNeverOverlaps) {
       for (const auto& e : live) used += e.bytes;
       ASSERT_EQ(used, a.used_bytes());
       // Rebuilding from the live set reproduces the same free space, and finds no overlap.
-      ExtentAllocator b({256 * K4, 100 * K4, 64 * K4});
+      DiskExtentAllocator b({256 * K4, 100 * K4, 64 * K4});
       for (const auto& e : live) ASSERT_TRUE(b.Reserve(e).ok()) << e.ToString();
       ASSERT_EQ(b.free_bytes(), a.free_bytes());
     }
