@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
 #include "store/store.h"
 #include "store/store_faults.h"
@@ -234,10 +235,10 @@ TEST_F(StoreCudaFaultsTest, FailedDeviceAllocationsAreClearErrorsAndTheStoreStay
   EXPECT_TRUE(no_pool.IsFailedPrecondition()) << no_pool.ToString();
   ASSERT_TRUE(store.RegisterDevicePool(pool.desc()).ok());
   ASSERT_TRUE(SavePrompt(store, 0).ok());
-  cudaStream_t user;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+  auto user_stream = cuda::Stream::Create();  // non-blocking
+  ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
+  cudaStream_t user = user_stream->get();
   EXPECT_TRUE(LoadPrompt(store, pool, 0, user).ok());
-  ASSERT_EQ(cudaStreamDestroy(user), cudaSuccess);
   ASSERT_TRUE(store.Close().ok());
 }
 
@@ -264,13 +265,13 @@ TEST_F(StoreCudaFaultsTest, InvalidDeviceSlotsAreRefusedByNameAndTheStoreStaysUs
   const Status st = f.ok() ? f->Wait(std::chrono::seconds(60)) : f.status();
   EXPECT_TRUE(st.IsInvalidArgument()) << st.ToString();
   // Nothing half-saved is served; a good save and load work.
-  cudaStream_t user;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+  auto user_stream = cuda::Stream::Create();  // non-blocking
+  ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
+  cudaStream_t user = user_stream->get();
   const Status miss = LoadPrompt(store, pool, 0, user);
   EXPECT_TRUE(miss.ok() || miss.IsNotFound()) << miss.ToString();
   ASSERT_TRUE(SavePrompt(store, 0).ok());
   EXPECT_TRUE(LoadPrompt(store, pool, 0, user).ok());
-  ASSERT_EQ(cudaStreamDestroy(user), cudaSuccess);
 }
 
 // Every third CUDA call of one site fails while prompts are saved and loaded; then the faults
@@ -298,8 +299,9 @@ TEST_F(StoreCudaFaultsTest, ErrorsInCopiesKernelsAndCompletionsFailFencesAndServ
     Store& store = **opened;
     GpuPool pool(layout_, 10 + static_cast<uint64_t>(site));
     ASSERT_TRUE(store.RegisterDevicePool(pool.desc()).ok());
-    cudaStream_t user;
-    ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+    auto user_stream = cuda::Stream::Create();  // non-blocking
+    ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
+    cudaStream_t user = user_stream->get();
     int failed = 0, served = 0;
     for (size_t i = 0; i < kPrompts; ++i) {
       if (!SavePrompt(store, i).ok()) ++failed;
@@ -324,7 +326,6 @@ TEST_F(StoreCudaFaultsTest, ErrorsInCopiesKernelsAndCompletionsFailFencesAndServ
     }
     for (size_t i = 0; i < kPrompts; ++i) ASSERT_TRUE(SavePrompt(store, i).ok()) << i;
     for (size_t i = 0; i < kPrompts; ++i) EXPECT_TRUE(LoadPrompt(store, pool, i, user).ok()) << i;
-    ASSERT_EQ(cudaStreamDestroy(user), cudaSuccess);
     ASSERT_TRUE(store.Close().ok());
   }
 }
@@ -379,14 +380,14 @@ TEST_F(StoreCudaFaultsTest, APoolUnregisteredWhileOperationsRunIsNeverTouchedAft
   // A new pool: the prompts saved through the first one are served, byte-exact, and saves work.
   GpuPool second(layout_, 30);
   ASSERT_TRUE(store.RegisterDevicePool(second.desc()).ok());
-  cudaStream_t user;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+  auto user_stream = cuda::Stream::Create();  // non-blocking
+  ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
+  cudaStream_t user = user_stream->get();
   for (size_t i = 0; i < kPrompts; ++i) {
     EXPECT_TRUE(LoadPrompt(store, second, i, user, &saved[i]).ok()) << i;
   }
   ASSERT_TRUE(SavePrompt(store, kPrompts).ok());
   EXPECT_TRUE(LoadPrompt(store, second, kPrompts, user).ok());
-  ASSERT_EQ(cudaStreamDestroy(user), cudaSuccess);
   ASSERT_TRUE(store.Close().ok());
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
 #include "store/store.h"
 #include "tests/common/test_util.h"
@@ -80,8 +81,9 @@ TEST_F(StoreGpuTest, SaveEvictReopenLoadEveryByteOnTheGpu) {
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   auto store = std::move(opened).value();
   const ModelLayout& layout = store->layout();
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto owned_stream = cuda::Stream::Create();  // non-blocking
+  ASSERT_TRUE(owned_stream.ok()) << owned_stream.status().ToString();
+  cudaStream_t stream = owned_stream->get();
   for (int pass = 0; pass < 2; ++pass) {  // pass 0: disk hits; pass 1: host hits
     for (const auto& prompt : prompts) {
       auto m = store->Lookup("", prompt);
@@ -121,7 +123,6 @@ TEST_F(StoreGpuTest, SaveEvictReopenLoadEveryByteOnTheGpu) {
       ASSERT_TRUE(store->FreeDeviceSlot(Kind::kMamba, *s).ok());
     }
   }
-  cudaStreamDestroy(stream);
   EXPECT_EQ(store->Stats().checksum_failures, 0u);
   ASSERT_TRUE(store->Close().ok());
 #else

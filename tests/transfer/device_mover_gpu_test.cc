@@ -10,6 +10,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
 #include "tests/transfer/transfer_test_util.h"
 #include "tiers/device_pool_arena.h"
@@ -138,8 +139,9 @@ TEST(GpuDeviceMover, StreamWaitCalledBeforeTheOperationIsEnqueued) {
   }
   pool.Poison(0x11);
   Fence f = mover->Submit(lb);
-  cudaStream_t user;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+  auto user_stream = cuda::Stream::Create();  // non-blocking
+  ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
+  cudaStream_t user = user_stream->get();
   // The dispatcher is held: nothing is enqueued yet. StreamWait returns once it is enqueued.
   std::thread release([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -161,7 +163,6 @@ TEST(GpuDeviceMover, StreamWaitCalledBeforeTheOperationIsEnqueued) {
   EXPECT_TRUE(f.Wait().ok());
   // After the fence fired, StreamWait needs no GPU wait at all.
   EXPECT_TRUE(f.StreamWait(user).ok());
-  ASSERT_EQ(cudaStreamDestroy(user), cudaSuccess);
 }
 
 TEST(GpuDeviceMover, AFailedOperationStillReleasesWaitingStreams) {
@@ -175,8 +176,9 @@ TEST(GpuDeviceMover, AFailedOperationStillReleasesWaitingStreams) {
     return ++n % 2 == 0 ? Status::Internal("simulated CUDA error") : Status::OK();
   };
   auto mover = DeviceMover::Create(l, pool.desc(), arena.get(), o).value();
-  cudaStream_t user;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+  auto user_stream = cuda::Stream::Create();  // non-blocking
+  ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
+  cudaStream_t user = user_stream->get();
   std::vector<Fence> fences;
   for (uint64_t i = 0; i < 8; ++i) {
     Operation wb;
@@ -191,7 +193,6 @@ TEST(GpuDeviceMover, AFailedOperationStillReleasesWaitingStreams) {
     EXPECT_EQ(fences[i].Wait().ok(), i % 2 == 0) << i << ": " << fences[i].status().ToString();
   }
   EXPECT_EQ(mover->stats().execution_errors, 4u);
-  ASSERT_EQ(cudaStreamDestroy(user), cudaSuccess);
 }
 
 #endif  // CACHEPAWL_HAVE_CUDA
