@@ -1,6 +1,6 @@
 // DiskTier bookkeeping: options, open/mismatch/wipe, the write and read protocols, pins, LRU,
 // eviction, Remove, and recovery from the catalog (no data I/O here: see
-// tests/transfer/io_uring_disk*_test.cc for the data path).
+// tests/transfer/disk_mover*_test.cc for the data path).
 #include "tiers/disk_tier.h"
 
 #include <gtest/gtest.h>
