@@ -11,7 +11,7 @@
 // that are still pending with the operation's status.
 //
 // GPU: StreamWait(stream) makes a CUDA stream wait for the fence without blocking the calling
-// CPU thread (see transfer/fence.cc for the mechanism). In CPU mode (no GPU) `stream` must be
+// CPU thread (see store/vocab/fence.cc for the mechanism). In CPU mode (no GPU) `stream` must be
 // nullptr and StreamWait blocks until the fence fires.
 #pragma once
 
