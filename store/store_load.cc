@@ -69,9 +69,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
   {
     const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
-    auto usable = UsableMoverLocked();
-    if (!usable.ok()) return usable.status();
-    mover = std::move(usable).value();
+    CACHEPAWL_ASSIGN_OR_RETURN(mover, UsableMoverLocked());
     std::vector<bool> has_slot;  // per fill: its host slot is allocated
     auto rollback = [&](const Status& why) {
       for (const HostSource& s : sources) (void)index_->Unpin(s.key.hash, s.key.kind, Tier::kHost);

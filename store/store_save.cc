@@ -91,9 +91,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   {
     const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
-    auto usable = UsableMoverLocked();
-    if (!usable.ok()) return usable.status();
-    mover = std::move(usable).value();
+    CACHEPAWL_ASSIGN_OR_RETURN(mover, UsableMoverLocked());
     if (chain == 0) return Fence::Completed(Status::OK());
     CACHEPAWL_RETURN_IF_ERROR(
         index_->InsertChain(std::nullopt, hashes.first(chain)).WithContext("SaveRequest"));
