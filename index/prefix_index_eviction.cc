@@ -152,8 +152,7 @@ StatusOr<std::vector<Victim>> PrefixIndex::PickVictims(Tier tier, Kind kind, siz
                                                        VictimClass cls) {
   Impl& m = *impl_;
   Impl::Exclusive section(m);
-  CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
-  CACHEPAWL_RETURN_IF_ERROR(m.CheckClass(cls));
+  CACHEPAWL_RETURN_IF_ERROR(m.CheckPick(kind, tier, cls));
   return m.Pick(kind, static_cast<int>(tier), max_count, cls);
 }
 
@@ -161,8 +160,7 @@ StatusOr<std::vector<Victim>> PrefixIndex::PickVictimsForBytes(Tier tier, Kind k
                                                                VictimClass cls) {
   Impl& m = *impl_;
   Impl::Exclusive section(m);
-  CACHEPAWL_RETURN_IF_ERROR(m.CheckEnums(kind, tier));
-  CACHEPAWL_RETURN_IF_ERROR(m.CheckClass(cls));
+  CACHEPAWL_RETURN_IF_ERROR(m.CheckPick(kind, tier, cls));
   const uint64_t unit = m.UnitBytes(static_cast<int>(kind));
   if (unit == 0) {
     ++m.errors.err_bytes_unknown;

@@ -534,6 +534,11 @@ struct Core {
     return Status::InvalidArgument("victim class: " + std::to_string(static_cast<int>(cls)) +
                                    " (expected 0..2)");
   }
+  // The arguments of PickVictims and PickVictimsForBytes.
+  Status CheckPick(Kind kind, Tier tier, VictimClass cls) {
+    CACHEPAWL_RETURN_IF_ERROR(CheckEnums(kind, tier));
+    return CheckClass(cls);
+  }
   // The index of `hash`, or NotFound.
   Status FindKnown(const PageHash& hash, uint32_t* i) {
     *i = FindIndex(hash);

@@ -58,43 +58,36 @@ _REMOTE_POLICY_ALIASES = {
 }
 
 
-def _remote_write_policy(value: Any) -> int:
+def _remote_write_policy(name: str, value: Any) -> int:
     if isinstance(value, str):
         key = value.lower()
         key = _REMOTE_POLICY_ALIASES.get(key, key)
         if key in REMOTE_WRITE_POLICIES:
             return REMOTE_WRITE_POLICIES[key]
     raise InvalidArgument(
-        f"remote_write_policy: {value!r} "
+        f"{name}: {value!r} "
         "(expected 'none', 'write_through', 'selective' or 'on_evict')"
     )
 
 
-def _secret(name: str, value: Any) -> bytes:
-    """A password as a C string; errors never show its value."""
-    if isinstance(value, str):
-        b = value.encode("utf-8")
-    elif isinstance(value, (bytes, bytearray)):
-        b = bytes(value)
-    else:
-        raise TypeError(f"{name}: expected str or bytes, got {type(value).__name__}")
-    if b"\0" in b:
-        raise InvalidArgument(f"{name}: (hidden) contains a NUL byte")
-    return b
+def _flag(name: str, value: Any) -> int:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected a bool, got {value!r}")
+    return int(value)
 
 
-def _eviction_policy(value: Any) -> int:
+def _eviction_policy(name: str, value: Any) -> int:
     if isinstance(value, str) and value.lower() in EVICTION_POLICIES:
         return EVICTION_POLICIES[value.lower()]
-    raise InvalidArgument(f"eviction_policy: {value!r} (expected 'lru' or 'hybrid')")
+    raise InvalidArgument(f"{name}: {value!r} (expected 'lru' or 'hybrid')")
 
 
-def _write_policy(value: Any) -> int:
+def _write_policy(name: str, value: Any) -> int:
     if isinstance(value, str):
         key = _POLICY_ALIASES.get(value.lower(), value.lower())
         if key in WRITE_POLICIES:
             return WRITE_POLICIES[key]
-    raise InvalidArgument(f"write_policy: {value!r} (expected 'through', 'selective' or 'back')")
+    raise InvalidArgument(f"{name}: {value!r} (expected 'through', 'selective' or 'back')")
 
 
 class Options(_lib.Owner):
@@ -141,24 +134,88 @@ class Options(_lib.Owner):
         check(lib.cachepawl_options_new(ctypes.byref(h)))
         self._own(h, lib.cachepawl_options_free)
         self._set_layout(layout, layout_json, layout_file, page_size_tokens)
-        if host_bytes is not None:
-            check(lib.cachepawl_options_set_host_bytes(h, _convert.u64("host_bytes", host_bytes)))
-        if host_free_target_bytes is not None:
-            check(
-                lib.cachepawl_options_set_host_free_target_bytes(
-                    h, _convert.u64("host_free_target_bytes", host_free_target_bytes)
-                )
-            )
-        if save_chunk_entries is not None:
-            check(
-                lib.cachepawl_options_set_save_chunk_entries(
-                    h, _convert.u32("save_chunk_entries", save_chunk_entries)
-                )
-            )
-        if disk_dir is not None:
-            check(lib.cachepawl_options_set_disk_dir(h, _convert.path("disk_dir", disk_dir)))
-        if disk_bytes is not None:
-            check(lib.cachepawl_options_set_disk_bytes(h, _convert.u64("disk_bytes", disk_bytes)))
+        u64, u32, i32, text = _convert.u64, _convert.u32, _convert.i32, _convert.text
+        self._set_fields(
+            host_bytes=(lib.cachepawl_options_set_host_bytes, u64, host_bytes),
+            host_free_target_bytes=(
+                lib.cachepawl_options_set_host_free_target_bytes,
+                u64,
+                host_free_target_bytes,
+            ),
+            save_chunk_entries=(
+                lib.cachepawl_options_set_save_chunk_entries,
+                u32,
+                save_chunk_entries,
+            ),
+            disk_dir=(lib.cachepawl_options_set_disk_dir, _convert.path, disk_dir),
+            disk_bytes=(lib.cachepawl_options_set_disk_bytes, u64, disk_bytes),
+            disk_queue_depth=(lib.cachepawl_options_set_disk_queue_depth, u32, disk_queue_depth),
+            write_policy=(lib.cachepawl_options_set_write_policy, _write_policy, write_policy),
+            eviction_policy=(
+                lib.cachepawl_options_set_eviction_policy,
+                _eviction_policy,
+                eviction_policy,
+            ),
+            selective_min_hits=(
+                lib.cachepawl_options_set_selective_min_hits,
+                u32,
+                selective_min_hits,
+            ),
+            wipe_on_layout_mismatch=(
+                lib.cachepawl_options_set_wipe_on_layout_mismatch,
+                _flag,
+                wipe_on_layout_mismatch,
+            ),
+            cuda_device=(lib.cachepawl_options_set_cuda_device, i32, cuda_device),
+            device_pool_bytes=(lib.cachepawl_options_set_device_pool_bytes, u64, device_pool_bytes),
+            staging_bytes=(lib.cachepawl_options_set_staging_bytes, u64, staging_bytes),
+            track_interval_pages=(
+                lib.cachepawl_options_set_track_interval_pages,
+                u32,
+                track_interval_pages,
+            ),
+            remote_seeds=(lib.cachepawl_options_set_remote_seeds, text, remote_seeds),
+            remote_key_prefix=(
+                lib.cachepawl_options_set_remote_key_prefix,
+                text,
+                remote_key_prefix,
+            ),
+            remote_write_policy=(
+                lib.cachepawl_options_set_remote_write_policy,
+                _remote_write_policy,
+                remote_write_policy,
+            ),
+            remote_chunk_bytes=(
+                lib.cachepawl_options_set_remote_chunk_bytes,
+                u64,
+                remote_chunk_bytes,
+            ),
+            remote_deadline_ms=(
+                lib.cachepawl_options_set_remote_deadline_ms,
+                u32,
+                remote_deadline_ms,
+            ),
+            remote_lookup_deadline_ms=(
+                lib.cachepawl_options_set_remote_lookup_deadline_ms,
+                u32,
+                remote_lookup_deadline_ms,
+            ),
+            remote_ttl_seconds=(
+                lib.cachepawl_options_set_remote_ttl_seconds,
+                u32,
+                remote_ttl_seconds,
+            ),
+            remote_selective_min_hits=(
+                lib.cachepawl_options_set_remote_selective_min_hits,
+                u32,
+                remote_selective_min_hits,
+            ),
+            remote_max_queued_writes=(
+                lib.cachepawl_options_set_remote_max_queued_writes,
+                u32,
+                remote_max_queued_writes,
+            ),
+        )
         if disk_data_paths is not None:
             if isinstance(disk_data_paths, (str, bytes, os.PathLike)):
                 raise TypeError("disk_data_paths: expected a list of paths, got a single path")
@@ -168,121 +225,27 @@ class Options(_lib.Owner):
                 if not data_path:
                     raise InvalidArgument(f"{name}: '' (a data file path is needed)")
                 check(lib.cachepawl_options_add_disk_data_path(h, data_path))
-        if disk_queue_depth is not None:
-            check(
-                lib.cachepawl_options_set_disk_queue_depth(
-                    h, _convert.u32("disk_queue_depth", disk_queue_depth)
-                )
-            )
-        if write_policy is not None:
-            check(lib.cachepawl_options_set_write_policy(h, _write_policy(write_policy)))
-        if eviction_policy is not None:
-            check(lib.cachepawl_options_set_eviction_policy(h, _eviction_policy(eviction_policy)))
-        if selective_min_hits is not None:
-            check(
-                lib.cachepawl_options_set_selective_min_hits(
-                    h, _convert.u32("selective_min_hits", selective_min_hits)
-                )
-            )
-        if wipe_on_layout_mismatch is not None:
-            if not isinstance(wipe_on_layout_mismatch, bool):
-                raise TypeError(
-                    f"wipe_on_layout_mismatch: expected a bool, got {wipe_on_layout_mismatch!r}"
-                )
-            check(
-                lib.cachepawl_options_set_wipe_on_layout_mismatch(h, int(wipe_on_layout_mismatch))
-            )
-        if cuda_device is not None:
-            check(
-                lib.cachepawl_options_set_cuda_device(h, _convert.i32("cuda_device", cuda_device))
-            )
-        if device_pool_bytes is not None:
-            check(
-                lib.cachepawl_options_set_device_pool_bytes(
-                    h, _convert.u64("device_pool_bytes", device_pool_bytes)
-                )
-            )
         if load_stream_priority is not None or write_stream_priority is not None:
             check(
                 lib.cachepawl_options_set_stream_priorities(
                     h,
-                    _convert.i32("load_stream_priority", load_stream_priority or 0),
-                    _convert.i32("write_stream_priority", write_stream_priority or 0),
-                )
-            )
-        if staging_bytes is not None:
-            check(
-                lib.cachepawl_options_set_staging_bytes(
-                    h, _convert.u64("staging_bytes", staging_bytes)
-                )
-            )
-        if track_interval_pages is not None:
-            check(
-                lib.cachepawl_options_set_track_interval_pages(
-                    h, _convert.u32("track_interval_pages", track_interval_pages)
-                )
-            )
-        if remote_seeds is not None:
-            check(
-                lib.cachepawl_options_set_remote_seeds(
-                    h, _convert.text("remote_seeds", remote_seeds)
+                    i32("load_stream_priority", load_stream_priority or 0),
+                    i32("write_stream_priority", write_stream_priority or 0),
                 )
             )
         if remote_user is not None or remote_password is not None:
             check(
                 lib.cachepawl_options_set_remote_auth(
                     h,
-                    _convert.text("remote_user", remote_user or ""),
-                    _secret("remote_password", remote_password or ""),
+                    text("remote_user", remote_user or ""),
+                    text("remote_password", remote_password or "", secret=True),
                 )
             )
-        if remote_key_prefix is not None:
-            check(
-                lib.cachepawl_options_set_remote_key_prefix(
-                    h, _convert.text("remote_key_prefix", remote_key_prefix)
-                )
-            )
-        if remote_write_policy is not None:
-            check(
-                lib.cachepawl_options_set_remote_write_policy(
-                    h, _remote_write_policy(remote_write_policy)
-                )
-            )
-        self._set_remote_numbers(
-            remote_chunk_bytes=(
-                lib.cachepawl_options_set_remote_chunk_bytes,
-                _convert.u64,
-                remote_chunk_bytes,
-            ),
-            remote_deadline_ms=(
-                lib.cachepawl_options_set_remote_deadline_ms,
-                _convert.u32,
-                remote_deadline_ms,
-            ),
-            remote_lookup_deadline_ms=(
-                lib.cachepawl_options_set_remote_lookup_deadline_ms,
-                _convert.u32,
-                remote_lookup_deadline_ms,
-            ),
-            remote_ttl_seconds=(
-                lib.cachepawl_options_set_remote_ttl_seconds,
-                _convert.u32,
-                remote_ttl_seconds,
-            ),
-            remote_selective_min_hits=(
-                lib.cachepawl_options_set_remote_selective_min_hits,
-                _convert.u32,
-                remote_selective_min_hits,
-            ),
-            remote_max_queued_writes=(
-                lib.cachepawl_options_set_remote_max_queued_writes,
-                _convert.u32,
-                remote_max_queued_writes,
-            ),
-        )
 
-    def _set_remote_numbers(self, **fields: Any) -> None:
-        """Calls each (setter, converter, value) whose value is not None."""
+    def _set_fields(self, **fields: Any) -> None:
+        """Calls each (setter, converter, value) whose value is not None, in the order given:
+        converter(name, value) checks the value and makes the C argument, naming the field in
+        its error."""
         for name, (setter, convert, value) in fields.items():
             if value is not None:
                 check(setter(self._h, convert(name, value)))

@@ -108,15 +108,20 @@ def library_env() -> Dict[str, str]:
 
 
 def fill(
-    store: cachepawl.Store, n_pages: int, seed: int
+    store: cachepawl.Store,
+    n_pages: int,
+    seed: int,
+    kv_bytes: int = KV_BYTES,
+    state_bytes: int = STATE_BYTES,
 ) -> Tuple[List[int], int, List[bytes], bytes]:
-    """Allocates n_pages KV slots and one state slot and writes random records into them."""
+    """Allocates n_pages KV slots and one state slot and writes random records into them (of
+    the test layout's sizes unless given)."""
     pages = [store.allocate_device_slot(Kind.KV) for _ in range(n_pages)]
-    kv = [record(KV_BYTES, seed * 1000 + i) for i in range(n_pages)]
+    kv = [record(kv_bytes, seed * 1000 + i) for i in range(n_pages)]
     for p, data in zip(pages, kv):
         store.write_device_record(Kind.KV, p, data)
     slot = store.allocate_device_slot("state")
-    state = record(STATE_BYTES, seed * 1000 + 999)
+    state = record(state_bytes, seed * 1000 + 999)
     store.write_device_record("state", slot, state)
     return pages, slot, kv, state
 

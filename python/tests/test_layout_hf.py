@@ -13,7 +13,7 @@ import pytest
 
 import cachepawl
 from cachepawl import Kind, Layout
-from conftest import record, tokens
+from conftest import fill, tokens
 
 # Jamba with 4 layers: attention at 1 and 3 (attn_layer_period 2, offset 1; 2 KV heads of
 # 256 / 4 = 64), Mamba-1 at 0 and 2 (d_inner 2 * 256, d_state 16, d_conv 4).
@@ -121,13 +121,7 @@ def test_a_shortconv_layout_round_trips_through_a_store(
     store = make_store(layout=layout, layout_json=None)
     kv_bytes, state_bytes = layout.kv_page_bytes, layout.state_bytes
     assert store.record_bytes("state") == state_bytes == 2 * 64 * 3 * 2
-    pages = [store.allocate_device_slot(Kind.KV) for _ in range(2)]
-    kv = [record(kv_bytes, 40 + i) for i in range(2)]
-    for p, data in zip(pages, kv):
-        store.write_device_record(Kind.KV, p, data)
-    slot = store.allocate_device_slot(Kind.STATE)
-    state = record(state_bytes, 49)
-    store.write_device_record(Kind.STATE, slot, state)
+    pages, slot, kv, state = fill(store, 2, seed=4, kv_bytes=kv_bytes, state_bytes=state_bytes)
     toks = tokens(8, first=4242)
     store.save(toks, pages, state_slot=slot, state_depth_tokens=8).wait(timeout=30)
     m = store.lookup(toks)

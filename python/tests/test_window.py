@@ -11,7 +11,7 @@ import pytest
 import cachepawl
 from cachepawl import Kind
 from cachepawl.layout import to_kind
-from conftest import TINY_LAYOUT_JSON, record
+from conftest import TINY_LAYOUT_JSON, fill, record
 
 # Layer 0 full attention, layer 1 SSM, layer 2 a 10-token window (3 pages of 4 tokens).
 WINDOW_LAYOUT_JSON = """{"model": "test/tiny-window", "num_layers": 3, "page_size_tokens": 4,
@@ -87,13 +87,7 @@ def test_save_lookup_load_with_a_window(make_store: Callable[..., Any]) -> None:
     page = 2 * LAYER_KV  # the full layer, then the windowed layer
     state_bytes = s.record_bytes(Kind.STATE)
     toks = list(range(500, 500 + 6 * 4))
-    pages = [s.allocate_device_slot(Kind.KV) for _ in range(6)]
-    kv = [record(page, 40 + i) for i in range(6)]
-    for p, data in zip(pages, kv):
-        s.write_device_record(Kind.KV, p, data)
-    slot = s.allocate_device_slot(Kind.STATE)
-    state = record(state_bytes, 7)
-    s.write_device_record(Kind.STATE, slot, state)
+    pages, slot, kv, state = fill(s, 6, seed=4, kv_bytes=page, state_bytes=state_bytes)
     s.save(toks, pages, state_slot=slot, state_depth_tokens=len(toks)).wait(timeout=30)
 
     m = s.lookup(toks)

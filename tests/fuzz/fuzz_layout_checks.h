@@ -9,6 +9,8 @@
 // kEveryLayerUpTo / 2 layers checked that way; all layers are checked by one linear walk.
 #pragma once
 
+#include <string>
+
 #include "store/vocab/model_layout.h"
 #include "tests/fuzz/fuzz_util.h"
 
@@ -19,6 +21,20 @@ inline constexpr size_t kEveryLayerUpTo = 256;
 // Whether layer i of n is checked through the per-layer segment functions.
 inline bool CheckedOneByOne(size_t i, size_t n) {
   return n <= kEveryLayerUpTo || i < kEveryLayerUpTo / 2 || i >= n - kEveryLayerUpTo / 2;
+}
+
+// One layer's pair of segments (K and V, or conv and SSM state) inside a record of `limit`
+// bytes: the second ends where the walk over the layers so far (`walk`) puts it, and both lie
+// inside the record.
+inline void CheckSegmentPair(const RecordSegment& first, const RecordSegment& second, uint64_t walk,
+                             uint64_t limit, const char* what) {
+  if (second.offset + second.bytes != walk) {
+    Check(false,
+          (std::string("a ") + what + " segment that is not where the walk puts it").c_str());
+  }
+  if (first.offset + first.bytes > limit || second.offset + second.bytes > limit) {
+    Check(false, (std::string("a ") + what + " segment outside its record").c_str());
+  }
 }
 
 inline void CheckLayout(const ModelLayout& l) {
@@ -35,16 +51,9 @@ inline void CheckLayout(const ModelLayout& l) {
     record_walk[windowed ? 1 : 0] += 2 * l.KBytesPerPage(a);
     Check(kv_walk <= kv_page, "the attention layers' K and V exceed the KV page");
     if (!CheckedOneByOne(a, l.attention_layers.size())) continue;
-    const RecordSegment k = l.KSegment(a), v = l.VSegment(a);
-    Check(v.offset + v.bytes == kv_walk, "a KV page segment that is not where the walk puts it");
-    Check(k.offset + k.bytes <= kv_page && v.offset + v.bytes <= kv_page,
-          "an attention segment outside the KV page");
-    const uint64_t record = l.RecordBytes(l.AttentionKind(a));
-    const RecordSegment kr = l.KRecordSegment(a), vr = l.VRecordSegment(a);
-    Check(kr.offset + kr.bytes <= record && vr.offset + vr.bytes <= record,
-          "an attention segment outside its record");
-    Check(vr.offset + vr.bytes == record_walk[windowed ? 1 : 0],
-          "a record segment that is not where the walk puts it");
+    CheckSegmentPair(l.KSegment(a), l.VSegment(a), kv_walk, kv_page, "KV page");
+    CheckSegmentPair(l.KRecordSegment(a), l.VRecordSegment(a), record_walk[windowed ? 1 : 0],
+                     l.RecordBytes(l.AttentionKind(a)), "attention record");
   }
   const uint64_t state = l.MambaSlotBytes();
   uint64_t state_walk = 0;
@@ -52,10 +61,7 @@ inline void CheckLayout(const ModelLayout& l) {
     state_walk += l.ConvStateBytes(s) + l.SsmStateBytes(s);
     Check(state_walk <= state, "the SSM layers' tensors exceed the state record");
     if (!CheckedOneByOne(s, l.ssm_layers.size())) continue;
-    const RecordSegment c = l.ConvSegment(s), m = l.SsmSegment(s);
-    Check(m.offset + m.bytes == state_walk, "a state segment that is not where the walk puts it");
-    Check(c.offset + c.bytes <= state && m.offset + m.bytes <= state,
-          "an SSM segment outside the state record");
+    CheckSegmentPair(l.ConvSegment(s), l.SsmSegment(s), state_walk, state, "state record");
   }
   (void)l.WindowPages();
   (void)l.EstimatedPrefillCost();

@@ -25,15 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// A small host tier (4 MiB) so that the replay writes to disk what dump then reads.
 StoreOptions Options(const std::string& dir, const ModelLayout& layout) {
-  StoreOptions o;
-  o.layout = layout;
-  o.host_bytes = 4 << 20;
-  o.disk_dir = dir;
-  o.disk_bytes = 16 << 20;
-  o.device_pool_bytes = 512 << 10;
-  o.track_interval_pages = 4;
-  return o;
+  return test_layouts::SmallStore(dir, layout, 4 << 20, 16 << 20);
 }
 
 // Each test gets a store of its own, filled by a replay (a copy would not do: the catalog names

@@ -22,6 +22,8 @@
 namespace cachepawl::tools {
 namespace {
 
+using test_layouts::Engine;
+
 namespace fs = std::filesystem;
 
 using test_layouts::SmallStore;
@@ -38,14 +40,6 @@ RequestSource Workload(const std::string& name, size_t n) {
     o.block_size_tokens = 64;
     return GenerateWorkload(name, o).value();
   };
-}
-
-ReplayEngineOptions Engine() {
-  ReplayEngineOptions e;
-  e.block_size_tokens = 64;
-  e.track_interval_pages = 4;
-  e.chunk_pages = 16;
-  return e;
 }
 
 void ExpectClean(const ReplayTotals& t) {

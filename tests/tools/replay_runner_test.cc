@@ -11,6 +11,8 @@
 namespace cachepawl::tools {
 namespace {
 
+using test_layouts::Engine;
+
 using fakes::MapStore;
 
 StoreFactory FakeFactory(uint64_t device_bytes = 1 << 20) {
@@ -28,14 +30,6 @@ RequestSource ChatSource(size_t n) {
     o.block_size_tokens = 64;
     return GenerateWorkload("chat", o).value();
   };
-}
-
-ReplayEngineOptions Engine() {
-  ReplayEngineOptions o;
-  o.block_size_tokens = 64;
-  o.track_interval_pages = 4;
-  o.chunk_pages = 16;
-  return o;
 }
 
 TEST(ReplayRunnerTest, OnePassReplaysEveryRequestOnce) {

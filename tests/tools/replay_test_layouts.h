@@ -1,12 +1,14 @@
 // Small model layouts for the replay tests: real shapes, little data.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "store/store.h"
 #include "store/vocab/model_layout.h"
 #include "store/vocab/store_options.h"
 #include "tests/common/test_util.h"
+#include "tools/replay_engine.h"
 
 namespace cachepawl::tools::test_layouts {
 
@@ -28,15 +30,26 @@ inline ModelLayout SmallPureSsm() { return testing::WithoutAttention(Small(), "t
 // A real store over Small(): host and disk tiers in `dir`, a store-owned device pool.
 // ~2000 page slots: more than the longest prompt (the engine locks a whole prefix, and a locked
 // prefix loaded from disk must fit in host memory), less than the workloads.
-inline StoreOptions SmallStore(const std::string& dir) {
+// Smaller `host_bytes` / `disk_bytes` force writes to disk and evictions from it.
+inline StoreOptions SmallStore(const std::string& dir, const ModelLayout& layout = Small(),
+                               uint64_t host_bytes = 16 << 20, uint64_t disk_bytes = 64 << 20) {
   StoreOptions o;
-  o.layout = Small();
-  o.host_bytes = 16 << 20;
+  o.layout = layout;
+  o.host_bytes = host_bytes;
   o.disk_dir = dir;
-  o.disk_bytes = 64 << 20;
+  o.disk_bytes = disk_bytes;
   o.device_pool_bytes = 512 << 10;
   o.track_interval_pages = 4;
   return o;
+}
+
+// The replay engine of the replay tests: 64-token blocks, a state every 4 pages, 16-page loads.
+inline ReplayEngineOptions Engine() {
+  ReplayEngineOptions e;
+  e.block_size_tokens = 64;
+  e.track_interval_pages = 4;
+  e.chunk_pages = 16;
+  return e;
 }
 
 }  // namespace cachepawl::tools::test_layouts
