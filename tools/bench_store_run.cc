@@ -206,6 +206,20 @@ Status LayoutRun::FillHostTier(Store& store, uint64_t bytes, std::span<const uin
   return f.Wait().WithContext("warm-up load");
 }
 
+SaveRequest LayoutRun::SaveOf(const Prefix& pre, const ThreadSlots& s, uint64_t depth) {
+  SaveRequest r;
+  r.ns = pre.ns;
+  r.tokens = pre.tokens;
+  r.device_pages = s.src_pages;
+  r.device_state_slot = s.src_state;
+  if (r.device_state_slot) r.state_depth_tokens = depth;
+  return r;
+}
+
+std::string LayoutRun::RoundNs(const std::string& tag, size_t t, uint64_t round) {
+  return tag + "/t" + std::to_string(t) + "/r" + std::to_string(round);
+}
+
 Status LayoutRun::SaveRound(Store& store, const std::vector<ThreadSlots>& slots,
                             std::vector<Prefix>& pre, const std::string& tag, Samples* out,
                             std::vector<ThreadTimes>* times) {
@@ -214,13 +228,8 @@ Status LayoutRun::SaveRound(Store& store, const std::vector<ThreadSlots>& slots,
   return RunRound(
       static_cast<uint32_t>(slots.size()),
       [&](uint32_t t, ThreadTimes& tt) -> Status {
-        pre[t].ns = tag + "/t" + std::to_string(t) + "/r" + std::to_string(round);
-        SaveRequest r;
-        r.ns = pre[t].ns;
-        r.tokens = pre[t].tokens;
-        r.device_pages = slots[t].src_pages;
-        r.device_state_slot = slots[t].src_state;
-        if (r.device_state_slot) r.state_depth_tokens = depth;
+        pre[t].ns = RoundNs(tag, t, round);
+        const SaveRequest r = SaveOf(pre[t], slots[t], depth);
         tt.start = Clock::now();
         CACHEPAWL_ASSIGN_OR_RETURN(Fence f, store.Save(r));
         CACHEPAWL_ASSIGN_OR_RETURN(tt.d2h_end, WaitStamped(f));
@@ -254,13 +263,8 @@ Status LayoutRun::SaveAndLock(Store& store, const std::vector<ThreadSlots>& slot
                               std::vector<Prefix>& pre, const std::string& tag, Locks* locks) {
   for (size_t t = 0; t < slots.size(); ++t) {
     pre[t].ns = tag + "/t" + std::to_string(t);
-    SaveRequest r;
-    r.ns = pre[t].ns;
-    r.tokens = pre[t].tokens;
-    r.device_pages = slots[t].src_pages;
-    r.device_state_slot = slots[t].src_state;
-    if (r.device_state_slot)
-      r.state_depth_tokens = slots[t].src_pages.size() * layout_.page_size_tokens;
+    const SaveRequest r =
+        SaveOf(pre[t], slots[t], slots[t].src_pages.size() * layout_.page_size_tokens);
     CACHEPAWL_ASSIGN_OR_RETURN(Fence f, store.Save(r));
     CACHEPAWL_RETURN_IF_ERROR(f.Wait());
     CACHEPAWL_RETURN_IF_ERROR(
@@ -282,12 +286,8 @@ Status LayoutRun::LoadRound(Store& store, PoolView& view, const std::vector<Thre
         const uint64_t depth = slots[t].dst_pages.size() * layout_.page_size_tokens;
         SaveRequest r;
         if (!save_tag.empty()) {
-          fresh[t].ns = save_tag + "/t" + std::to_string(t) + "/r" + std::to_string(round);
-          r.ns = fresh[t].ns;
-          r.tokens = fresh[t].tokens;
-          r.device_pages = slots[t].src_pages;
-          r.device_state_slot = slots[t].src_state;
-          if (r.device_state_slot) r.state_depth_tokens = depth;
+          fresh[t].ns = RoundNs(save_tag, t, round);
+          r = SaveOf(fresh[t], slots[t], depth);
         }
         tt.start = Clock::now();
         CACHEPAWL_ASSIGN_OR_RETURN(

@@ -21,6 +21,9 @@ void expect_code(cachepawl_status got, cachepawl_status code, const char* needle
                  int line);
 #define EXPECT_OK(call) expect_code((call), CACHEPAWL_OK, NULL, #call, __LINE__)
 #define EXPECT_ERR(call, code, needle) expect_code((call), (code), (needle), #call, __LINE__)
+/* A call on a null handle: InvalidArgument naming the handle. */
+#define NULL_OPTIONS(call) EXPECT_ERR(call, CACHEPAWL_INVALID_ARGUMENT, "options: null")
+#define NULL_STORE(call) EXPECT_ERR(call, CACHEPAWL_INVALID_ARGUMENT, "store: null")
 
 /* Tiny hybrid layout: 4-token pages, attention layers 0 and 2 (2 KV heads of 16 bf16: 256
  * bytes of K per page, a 1024-byte KV record), SSM layers 1 and 3 (conv 8x3 bf16 = 48 bytes,

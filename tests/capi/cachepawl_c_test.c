@@ -359,21 +359,14 @@ void test_options(void) {
              "remote.selective_min_hits: 0");
   EXPECT_ERR(cachepawl_options_set_remote_max_queued_writes(o, 0), CACHEPAWL_INVALID_ARGUMENT,
              "remote.max_queued_writes: 0");
-  EXPECT_ERR(cachepawl_options_set_remote_ttl_seconds(NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
-             "options: null");
-  EXPECT_ERR(cachepawl_options_set_host_bytes(NULL, 4096), CACHEPAWL_INVALID_ARGUMENT,
-             "options: null");
-  EXPECT_ERR(cachepawl_options_set_disk_bytes(NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
-             "options: null");
-  EXPECT_ERR(cachepawl_options_set_device_pool_bytes(NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
-             "options: null");
-  EXPECT_ERR(cachepawl_options_set_track_interval_pages(NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
-             "options: null");
-  EXPECT_ERR(cachepawl_options_set_wipe_on_layout_mismatch(NULL, 1), CACHEPAWL_INVALID_ARGUMENT,
-             "options: null");
-  EXPECT_ERR(cachepawl_options_set_stream_priorities(NULL, 0, 0), CACHEPAWL_INVALID_ARGUMENT,
-             "options: null");
-  EXPECT_ERR(cachepawl_options_validate(NULL), CACHEPAWL_INVALID_ARGUMENT, "options: null");
+  NULL_OPTIONS(cachepawl_options_set_remote_ttl_seconds(NULL, 0));
+  NULL_OPTIONS(cachepawl_options_set_host_bytes(NULL, 4096));
+  NULL_OPTIONS(cachepawl_options_set_disk_bytes(NULL, 0));
+  NULL_OPTIONS(cachepawl_options_set_device_pool_bytes(NULL, 0));
+  NULL_OPTIONS(cachepawl_options_set_track_interval_pages(NULL, 0));
+  NULL_OPTIONS(cachepawl_options_set_wipe_on_layout_mismatch(NULL, 1));
+  NULL_OPTIONS(cachepawl_options_set_stream_priorities(NULL, 0, 0));
+  NULL_OPTIONS(cachepawl_options_validate(NULL));
 
   /* Good values of every setter; the combination is then checked by validate / open. */
   EXPECT_OK(cachepawl_options_set_layout_preset(o, "jamba-v0.1", 16));
@@ -403,13 +396,11 @@ void test_options(void) {
   EXPECT_OK(cachepawl_options_set_host_free_target_bytes(o, 5u << 20));
   EXPECT_ERR(cachepawl_options_validate(o), CACHEPAWL_INVALID_ARGUMENT,
              "host_free_target_bytes: 5242880");
-  EXPECT_ERR(cachepawl_options_set_host_free_target_bytes(NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
-             "options: null");
+  NULL_OPTIONS(cachepawl_options_set_host_free_target_bytes(NULL, 0));
   EXPECT_ERR(cachepawl_options_set_save_chunk_entries(o, 0), CACHEPAWL_INVALID_ARGUMENT,
              "save_chunk_entries: 0");
   EXPECT_OK(cachepawl_options_set_save_chunk_entries(o, 64));
-  EXPECT_ERR(cachepawl_options_set_save_chunk_entries(NULL, 1), CACHEPAWL_INVALID_ARGUMENT,
-             "options: null");
+  NULL_OPTIONS(cachepawl_options_set_save_chunk_entries(NULL, 1));
   cachepawl_options_free(o);
   cachepawl_options_free(NULL);
 }
@@ -439,8 +430,7 @@ static void test_eviction_policy(void) {
                "eviction_policy: -1");
     cachepawl_options_free(o);
   }
-  EXPECT_ERR(cachepawl_options_set_eviction_policy(NULL, CACHEPAWL_EVICTION_LRU),
-             CACHEPAWL_INVALID_ARGUMENT, "options: null");
+  NULL_OPTIONS(cachepawl_options_set_eviction_policy(NULL, CACHEPAWL_EVICTION_LRU));
 }
 
 int main(void) {

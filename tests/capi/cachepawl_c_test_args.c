@@ -10,8 +10,6 @@
 #include "store/cachepawl.h"
 #include "tests/capi/c_test_util.h"
 
-#define NULL_STORE(call) EXPECT_ERR(call, CACHEPAWL_INVALID_ARGUMENT, "store: null")
-
 static void null_store_calls(void) {
   uint32_t tokens[4] = {1, 2, 3, 4};
   uint8_t hash[CACHEPAWL_HASH_BYTES] = {1};

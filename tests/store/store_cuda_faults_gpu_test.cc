@@ -149,11 +149,7 @@ class StoreCudaFaultsTest : public ::testing::Test {
     std::vector<uint64_t> pages;
     for (size_t p = 0; p < kPagesPerPrompt; ++p) pages.push_back(i * kPagesPerPrompt + p);
     const auto tokens = Prompt(i);
-    SaveRequest req;
-    req.tokens = tokens;
-    req.device_pages = pages;
-    req.device_state_slot = i % kStates;
-    req.state_depth_tokens = tokens.size();
+    const SaveRequest req = WholePromptSave(tokens, pages, i % kStates);
     auto f = store.Save(req);
     if (!f.ok()) return f.status();
     return f->Wait(std::chrono::seconds(60));
@@ -250,16 +246,13 @@ TEST_F(StoreCudaFaultsTest, InvalidDeviceSlotsAreRefusedByNameAndTheStoreStaysUs
   ASSERT_TRUE(store.RegisterDevicePool(pool.desc()).ok());
   const auto tokens = Prompt(0);
   const std::vector<uint64_t> bad_pages{0, 1, 2, kPages + 5};
-  SaveRequest req;
-  req.tokens = tokens;
-  req.device_pages = bad_pages;
-  req.device_state_slot = 0;
-  req.state_depth_tokens = tokens.size();
+  SaveRequest req = WholePromptSave(tokens, bad_pages, 0);
   auto f = store.Save(req);
   const Status s = f.ok() ? f->Wait(std::chrono::seconds(60)) : f.status();
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find(std::to_string(kPages + 5)), std::string::npos) << s.ToString();
-  req.device_pages = std::vector<uint64_t>{0, 1, 2, 3};
+  const std::vector<uint64_t> good_pages{0, 1, 2, 3};  // (a span must not outlive its vector)
+  req.device_pages = good_pages;
   req.device_state_slot = kStates;  // one past the last state slot
   f = store.Save(req);
   const Status st = f.ok() ? f->Wait(std::chrono::seconds(60)) : f.status();

@@ -64,11 +64,7 @@ class StoreDevicePoolTest : public ::testing::Test {
     }
     const auto state = Content(l, hashes.back(), Kind::kMamba);
     std::memcpy(pool.State(l, i % kStates), state.data(), state.size());
-    SaveRequest req;
-    req.tokens = tokens;
-    req.device_pages = pages;
-    req.device_state_slot = i % kStates;
-    req.state_depth_tokens = tokens.size();
+    const SaveRequest req = WholePromptSave(tokens, pages, i % kStates);
     auto f = store_->Save(req);
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     ASSERT_TRUE(f->Wait(std::chrono::seconds(30)).ok());

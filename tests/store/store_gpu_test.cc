@@ -61,11 +61,7 @@ TEST_F(StoreGpuTest, SaveEvictReopenLoadEveryByteOnTheGpu) {
       ASSERT_TRUE(
           store->WriteDeviceRecord(Kind::kMamba, *s, Content(layout, hashes.back(), Kind::kMamba))
               .ok());
-      SaveRequest req;
-      req.tokens = prompt;
-      req.device_pages = pages;
-      req.device_state_slot = *s;
-      req.state_depth_tokens = prompt.size();
+      const SaveRequest req = WholePromptSave(prompt, pages, *s);
       auto f = store->Save(req);
       ASSERT_TRUE(f.ok()) << f.status().ToString();
       ASSERT_TRUE(f->Wait(std::chrono::seconds(60)).ok());

@@ -47,11 +47,7 @@ class StoreProductionGpuTest : public ::testing::Test {
       ASSERT_TRUE(s.ok()) << s.status().ToString();
       ASSERT_TRUE(
           store.WriteDeviceRecord(Kind::kMamba, *s, Content(l, hashes.back(), Kind::kMamba)).ok());
-      SaveRequest req;
-      req.tokens = tokens;
-      req.device_pages = pages;
-      req.device_state_slot = *s;
-      req.state_depth_tokens = tokens.size();
+      const SaveRequest req = WholePromptSave(tokens, pages, *s);
       auto f = store.Save(req);
       ASSERT_TRUE(f.ok()) << "prompt " << r << ": " << f.status().ToString();
       Status done = f->Wait(std::chrono::seconds(120));

@@ -71,11 +71,7 @@ void SaveAllPrompts(Store& a) {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     ASSERT_TRUE(
         a.WriteDeviceRecord(Kind::kMamba, *s, Content(l, hashes.back(), Kind::kMamba)).ok());
-    SaveRequest req;
-    req.tokens = tokens;
-    req.device_pages = pages;
-    req.device_state_slot = *s;
-    req.state_depth_tokens = tokens.size();
+    const SaveRequest req = WholePromptSave(tokens, pages, *s);
     auto f = a.Save(req);
     ASSERT_TRUE(f.ok()) << "prompt " << r << ": " << f.status().ToString();
     Status done = f->Wait(std::chrono::seconds(120));

@@ -3,9 +3,11 @@
 
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "store/store.h"
 #include "store/vocab/model_layout.h"
 #include "store/vocab/page_hash.h"
 #include "store/vocab/store_options.h"
@@ -63,6 +65,18 @@ inline StoreOptions CpuStoreOptions(const ModelLayout& layout, uint64_t host_byt
     o.disk_queue_depth = 8;
   }
   return o;
+}
+
+// The Save of a whole prompt: its pages from device slots `pages` and its state, at the prompt's
+// end, from state slot `state_slot`. The request points into `tokens` and `pages`.
+inline SaveRequest WholePromptSave(std::span<const uint32_t> tokens,
+                                   std::span<const uint64_t> pages, uint64_t state_slot) {
+  SaveRequest req;
+  req.tokens = tokens;
+  req.device_pages = pages;
+  req.device_state_slot = state_slot;
+  req.state_depth_tokens = tokens.size();
+  return req;
 }
 
 // Deterministic content of a KV page or a state, defined by its hash (and kind).

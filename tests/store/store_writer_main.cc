@@ -56,11 +56,7 @@ int main(int argc, char** argv) {
   Status w = store->WriteDeviceRecord(Kind::kMamba, *state,
                                       Content(store->layout(), hashes.back(), Kind::kMamba));
   if (!w.ok()) return Fail("WriteDeviceRecord", w);
-  SaveRequest req;
-  req.tokens = tokens;
-  req.device_pages = pages;
-  req.device_state_slot = *state;
-  req.state_depth_tokens = tokens.size();
+  const SaveRequest req = WholePromptSave(tokens, pages, *state);
   auto f = store->Save(req);
   if (!f.ok()) return Fail("Save", f.status());
   if (Status s = f->Wait(); !s.ok()) return Fail("Save fence", s);
