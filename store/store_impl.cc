@@ -112,12 +112,12 @@ Status StoreImpl::OpenTiers() {
     auto arena = DevicePoolArena::Create(layout_, po);
     if (!arena.ok()) return arena.status().WithContext("store-owned device pool");
     device_arena_ = std::move(arena).value();
-    CACHEPAWL_RETURN_IF_ERROR(CreateEngine(device_arena_->description()));
+    CACHEPAWL_RETURN_IF_ERROR(CreateMover(device_arena_->description()));
   }
   return Status::OK();
 }
 
-Status StoreImpl::CreateEngine(const DevicePoolDescription& pool) {
+Status StoreImpl::CreateMover(const DevicePoolDescription& pool) {
   DeviceMoverOptions to;
   to.mode = pool.device < 0 ? DeviceMoverOptions::Mode::kCpu : DeviceMoverOptions::Mode::kAuto;
   to.save_priority = options_.write_stream_priority;
@@ -311,7 +311,7 @@ Status StoreImpl::RegisterDevicePool(const DevicePoolDescription& pool) {
     }
     registering_ = true;  // a second caller meanwhile fails as if this one had finished
   }
-  Status s = CreateEngine(pool);
+  Status s = CreateMover(pool);
   std::lock_guard<std::mutex> lock(mu_);
   registering_ = false;
   return s;

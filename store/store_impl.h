@@ -139,7 +139,7 @@ class StoreImpl final : public Store {
   // OK when `slot` of `kind` is allocated in the store-owned pool and `bytes` is its record size.
   Status CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) const;
   Status OpenTiers();
-  Status CreateEngine(const DevicePoolDescription& pool);
+  Status CreateMover(const DevicePoolDescription& pool);
   // The device mover a Load or Save uses (a copy: it outlives UnregisterDevicePool):
   // FailedPrecondition when the store is closed or has no device pool. Requires mu_.
   StatusOr<std::shared_ptr<DeviceMover>> UsableMoverLocked() const;
@@ -343,7 +343,7 @@ class StoreImpl final : public Store {
   std::unique_ptr<DiskMover> disk_;
   std::unique_ptr<DevicePoolArena> device_arena_;
   // Set by Open (store-owned pool) or RegisterDevicePool, dropped by UnregisterDevicePool, under
-  // mu_ (with mover_ready_). Load and Save copy it under mu_ and use only their copy, so an
+  // mu_ (with mover_ready_). Load and Save copy it under mu_ and use only their copy, so a
   // mover outlives the operations that use it (UnregisterDevicePool waits for them).
   std::shared_ptr<DeviceMover> mover_;
   StoreFaultInjection faults_;  // tests only (store/store_faults.h); set by Open

@@ -49,7 +49,7 @@ inline constexpr uint64_t kMiB = uint64_t{1} << 20;
 inline constexpr uint64_t kLookupPromptPages = 2048;
 inline constexpr uint8_t kPoison = 0x5A;
 // VRAM kept out of the pools in GPU mode: the staging rings of the store's and the peer's
-// transfer movers (2 x 256 MiB each) and CUDA's own needs.
+// device movers (2 x 256 MiB each) and CUDA's own needs.
 inline constexpr uint64_t kGpuReserveBytes = uint64_t{2} << 30;
 
 // ---- Configuration (flags, after the --quick preset is applied) ----
@@ -66,8 +66,8 @@ struct Config {
   std::string dir;
   bool gpu = false;  // decided once at start: a GPU is usable and --cpu was not given
   bool json = false, quick = false, dry_run = false;
-  bool profile_stages =
-      false;  // per-stage time per operation (store/vocab/internal/stage_profile.h) in rows
+  // Per-stage time per operation (store/vocab/internal/stage_profile.h) in rows.
+  bool profile_stages = false;
   uint64_t seed = 1;
   // Cases not started once this many seconds have passed since `started` are skipped (0: no
   // limit): a run that must end within a window still reports what it measured.
@@ -144,7 +144,7 @@ Status FillBytes(void* dst, uint8_t value, uint64_t bytes, bool gpu);
 // Fills `bytes` at `dst` with random data (a tiled random block), `gpu`: dst is device memory.
 Status FillRandom(std::byte* dst, uint64_t bytes, bool gpu, uint64_t seed);
 
-// The bench's own pool region (its "mover's" KV and state tensors), one per layout: described
+// The bench's own pool region (its "engine's" KV and state tensors), one per layout: described
 // layer-first (registered with the store; the registered peer) or block-contiguous (the peer of
 // the store-owned pool, which DevicePoolArena lays out that way).
 struct BenchPool {

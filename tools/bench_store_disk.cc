@@ -114,7 +114,7 @@ Status LayoutRun::DiskLoads(const std::string& pool, const std::string& dir, uin
   Row row = MakeRow(pool, "disk", Op::kLoad, threads, pages, c_.disk_iters, {}, nullptr);
   profile::Totals stages;  // --profile-stages: the timed Loads' stages, summed
   // Each Load from a reopened store (its host tier starts empty) whose host tier is then filled
-  // with other prefixes, as a warm mover's is.
+  // with other prefixes, as a warm serving engine's store's is.
   for (int k = 0; k < c_.disk_iters; ++k) {
     CACHEPAWL_ASSIGN_OR_RETURN(auto store,
                                OpenStore(pool, tier, dir, WritePolicy::kWriteThroughSelective));

@@ -118,11 +118,11 @@ class LayoutRun {
                       std::span<const uint64_t> warm = {});
 
   // ---- rounds through the store ----
-  // One round of Saves of fresh prefixes (`tag` makes the namespace); `names` gets them.
   // The Save of prefix `pre` from thread slots `s`'s source pages and state (at `depth` tokens).
   static SaveRequest SaveOf(const Prefix& pre, const ThreadSlots& s, uint64_t depth);
   // The namespace of thread t's prefix in round `round` of the case tagged `tag`.
   static std::string RoundNs(const std::string& tag, size_t t, uint64_t round);
+  // One round of Saves of fresh prefixes (`tag` makes the namespace); `names` gets them.
   Status SaveRound(Store& store, const std::vector<ThreadSlots>& slots, std::vector<Prefix>& pre,
                    const std::string& tag, Samples* out, std::vector<ThreadTimes>* times = nullptr);
   // Looks up thread t's prefix, checks that all of it is in `tier`, and locks it.

@@ -145,10 +145,10 @@ Status Scenario::Init(const DeviceMoverOptions& mover_options, uint64_t seed) {
   for (uint64_t i = 0; i < spec.units; ++i) {
     for (size_t t = 0; t < tensors_.size(); ++t) {
       const RecordSegment& seg = segs_[t].segment;
-      wb_pieces_.push_back({tensors_[t].data() + src_[i] * seg.bytes,
-                            arena_->SlotPayload(w_[i]) + seg.offset, seg.bytes});
-      lb_pieces_.push_back({tensors_[t].data() + dst_[i] * seg.bytes,
-                            arena_->SlotPayload(r_[i]) + seg.offset, seg.bytes});
+      save_pieces_.push_back({tensors_[t].data() + src_[i] * seg.bytes,
+                              arena_->SlotPayload(w_[i]) + seg.offset, seg.bytes});
+      load_pieces_.push_back({tensors_[t].data() + dst_[i] * seg.bytes,
+                              arena_->SlotPayload(r_[i]) + seg.offset, seg.bytes});
     }
   }
   // Contiguous limit buffers.
@@ -232,13 +232,13 @@ StatusOr<Scenario::InFlight> Scenario::Start(const std::string& path, bool d2h, 
 Status Scenario::StartCopies(const std::string& path, bool d2h, bool h2d) {
   if (path == "memcpy_piece") {
     if (d2h) {
-      for (const Piece& p : wb_pieces_) {
+      for (const Piece& p : save_pieces_) {
         CACHEPAWL_CUDA_RETURN_IF_ERROR(
             cudaMemcpyAsync(p.host, p.dev, p.bytes, cudaMemcpyDeviceToHost, s_d2h_.get()));
       }
     }
     if (h2d) {
-      for (const Piece& p : lb_pieces_) {
+      for (const Piece& p : load_pieces_) {
         CACHEPAWL_CUDA_RETURN_IF_ERROR(
             cudaMemcpyAsync(p.dev, p.host, p.bytes, cudaMemcpyHostToDevice, s_h2d_.get()));
       }
@@ -263,8 +263,8 @@ Status Scenario::StartCopies(const std::string& path, bool d2h, bool h2d) {
                                                   dsts.size(), &attr, &idx, 1, s),
                              "cudaMemcpyBatchAsync");
     };
-    if (d2h) CACHEPAWL_RETURN_IF_ERROR(batch(wb_pieces_, true, s_d2h_.get()));
-    if (h2d) CACHEPAWL_RETURN_IF_ERROR(batch(lb_pieces_, false, s_h2d_.get()));
+    if (d2h) CACHEPAWL_RETURN_IF_ERROR(batch(save_pieces_, true, s_d2h_.get()));
+    if (h2d) CACHEPAWL_RETURN_IF_ERROR(batch(load_pieces_, false, s_h2d_.get()));
     return Status::OK();
   }
   // contiguous

@@ -1,6 +1,6 @@
 // The scenario set-up of `cachepawl bench transfer`: per scenario (a layout, a kind, how many
 // units one operation moves), the device pools (layer-first and block-contiguous), the pinned
-// host slots, the transfer movers over both pools, the pieces of the per-piece baselines and a
+// host slots, the device movers over both pools, the pieces of the per-piece baselines and a
 // contiguous buffer pair for the link's limit; and one iteration of each path in each
 // direction, the poisoning of its destinations before it and the check of every destination
 // byte after it. Paths: "ours", "ours_block", "memcpy_piece", "memcpy_batch", "contiguous"
@@ -100,7 +100,7 @@ class Scenario {
   double pin_seconds_ = 0;
   std::vector<HostSlotId> w_, r_;
   std::unique_ptr<DeviceMover> mover_, mover_block_;
-  std::vector<Piece> wb_pieces_, lb_pieces_;
+  std::vector<Piece> save_pieces_, load_pieces_;
   cuda::DeviceBuffer contig_dev_;
   cuda::PinnedBuffer contig_host_;
   std::vector<std::byte> contig_d2h_expected_;

@@ -27,14 +27,14 @@ class CpuBackend final : public TransferBackend {
       op->Finish(op->pre_status);
       return;
     }
-    const bool wb = op->direction == Direction::kSave;
-    std::byte* staging = staging_[wb ? 0 : 1].get();
-    if (!wb) RunCopies(op->direct, nullptr, /*to_host=*/false);
+    const bool saving = op->direction == Direction::kSave;
+    std::byte* staging = staging_[saving ? 0 : 1].get();
+    if (!saving) RunCopies(op->direct, nullptr, /*to_host=*/false);
     for (size_t c = 0; c < op->chunks.size(); ++c) {
       const StagedChunk& chunk = op->chunks[c];
       std::byte* stage = staging;
       const bool last = c + 1 == op->chunks.size();
-      if (wb) {
+      if (saving) {
         for (int k = 0; k < kNumKinds; ++k) RunJobs(*maps_[k], chunk.jobs[k], stage, true);
         RunCopies(chunk.copies, stage, /*to_host=*/true);
       } else {
@@ -55,7 +55,7 @@ class CpuBackend final : public TransferBackend {
         }
       }
     }
-    if (wb) RunCopies(op->direct, nullptr, /*to_host=*/true);
+    if (saving) RunCopies(op->direct, nullptr, /*to_host=*/true);
     op->Finish(Status::OK());
   }
 
@@ -85,7 +85,7 @@ class CpuBackend final : public TransferBackend {
     }
   }
 
-  // "Copy movers": each run between host memory and the staging chunk (or, when `stage` is null,
+  // "Copy engines": each run between host memory and the staging chunk (or, when `stage` is null,
   // the device address in `other`).
   void RunCopies(const std::vector<CopyRun>& runs, std::byte* stage, bool to_host) {
     for (const CopyRun& r : runs) {

@@ -48,10 +48,10 @@ Status DeviceMoverOptions::Validate() const {
                                    " (must be <= 65535; 0 means one per SM)");
   }
   if (save_priority < -1000 || save_priority > 1000) {
-    return Status::InvalidArgument("device_mover.save_priority: " + std::to_string(save_priority));
+    return Status::InvalidArgument("transfer.save_priority: " + std::to_string(save_priority));
   }
   if (load_priority < -1000 || load_priority > 1000) {
-    return Status::InvalidArgument("device_mover.load_priority: " + std::to_string(load_priority));
+    return Status::InvalidArgument("transfer.load_priority: " + std::to_string(load_priority));
   }
   return Status::OK();
 }
@@ -163,13 +163,13 @@ Status DeviceMover::Validate(const Operation& op) const {
     return Status::InvalidArgument("operation.direction: " +
                                    std::to_string(static_cast<int>(op.direction)));
   }
-  const bool wb = op.direction == Direction::kSave;
-  if (op.per_layer_fences && wb) {
+  const bool saving = op.direction == Direction::kSave;
+  if (op.per_layer_fences && saving) {
     return Status::InvalidArgument(
         "operation.per_layer_fences: true on a Save (only Load has per-layer fences)");
   }
-  const Tier src_tier = wb ? Tier::kDevice : Tier::kHost;
-  const Tier dst_tier = wb ? Tier::kHost : Tier::kDevice;
+  const Tier src_tier = saving ? Tier::kDevice : Tier::kHost;
+  const Tier dst_tier = saving ? Tier::kHost : Tier::kDevice;
   // Runs once per unit on the submitting thread: no allocation unless a unit is bad.
   std::vector<uint64_t> destinations;  // (slot << 2) | kind, sorted below to find repeats
   destinations.reserve(op.units.size());
@@ -187,16 +187,16 @@ Status DeviceMover::Validate(const Operation& op) const {
           std::string(TierName(dst_tier)) + " only; disk units belong to the disk tier)");
     }
     const RecordMap& m = *maps_[static_cast<int>(u.kind)];
-    const TierSlot& dev = wb ? u.src : u.dst;
-    const TierSlot& host = wb ? u.dst : u.src;
+    const TierSlot& dev = saving ? u.src : u.dst;
+    const TierSlot& host = saving ? u.dst : u.src;
     if (dev.slot >= m.num_slots) {
-      return Status::InvalidArgument(at(i) + (wb ? ".src.slot: " : ".dst.slot: ") +
+      return Status::InvalidArgument(at(i) + (saving ? ".src.slot: " : ".dst.slot: ") +
                                      std::to_string(dev.slot) + " (the device pool has " +
                                      std::to_string(m.num_slots) +
                                      (u.kind == Kind::kMamba ? " state slots)" : " KV pages)"));
     }
     Status st = host_->CheckSlot(host.slot, u.kind);
-    if (!st.ok()) return st.WithContext(at(i) + (wb ? ".dst" : ".src"));
+    if (!st.ok()) return st.WithContext(at(i) + (saving ? ".dst" : ".src"));
     destinations.push_back((u.dst.slot << 2) | static_cast<uint64_t>(u.kind));  // slots < 2^62
   }
   std::sort(destinations.begin(), destinations.end());

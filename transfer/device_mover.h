@@ -2,7 +2,7 @@
 // and the host tier (a HostArena), in both directions at once, and reports each through a Fence.
 //
 //   Save: units {kind, src = {Device, page or state index}, dst = {Host, HostSlotId}}
-//   Load:  units {kind, src = {Host, HostSlotId}, dst = {Device, page or state index}}
+//   Load: units {kind, src = {Host, HostSlotId}, dst = {Device, page or state index}}
 // (Host<->Disk units belong to the disk tier; this mover refuses them.)
 //
 // Data path (GPU mode). The PCIe link is crossed by copy engines in large contiguous records;
@@ -104,7 +104,8 @@ struct DeviceMoverOptions {
   // Gather/scatter work unit: the largest piece one warp copies at once; a record is split at
   // tile boundaries when it does not fit in a staging chunk. A multiple of 4 KiB.
   uint64_t tile_bytes = uint64_t{64} << 10;
-  // CTAs of each gather/scatter kernel launch (fewer CTAs leave more SMs to the mover's model).
+  // CTAs of each gather/scatter kernel launch (fewer CTAs leave more SMs to the serving engine's
+  // model).
   uint32_t kernel_ctas = 16;
   // Merge copies of adjacent records into one copy-engine call (2-D copies for records at a
   // constant pitch); false: one call per record piece (batched with cudaMemcpyBatchAsync).

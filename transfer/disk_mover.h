@@ -31,7 +31,7 @@
 //   o.tier.data_paths = {"/nvme0/cp/data", "/nvme1/cp/data"};   // optional: stripe over drives
 //   auto disk = DiskMover::Open(o, layout, &host_arena);        // StatusOr<unique_ptr<>>
 //   (*disk)->tier().ForEachRecord([&](const DiskRecordInfo& r) {...});  // rebuild the index
-//   DiskOp op = (*disk)->Save(writes);                       // returns at once
+//   DiskOp op = (*disk)->Save(writes);                          // returns at once
 //   op.fence.OnComplete(...) / op.fence.Wait(); then op.result->records[i].status
 //
 // Policies stay with the Store: when to write (write-through, write-on-evict) is the caller's
@@ -40,8 +40,8 @@
 // evict_when_full, evicted keys reported in the write's result). Records pinned by in-flight
 // reads or writes are never evicted, removed or overwritten.
 //
-// Why two objects: the bookkeeping is tiers/ (where bytes live); moving bytes, the ring and
-// fences are transfer/ (docs/DESIGN.md: transfer depends on tiers, never the reverse).
+// Why two objects: the bookkeeping is tiers/ (where bytes live); moving bytes and the ring are
+// transfer/ (docs/DESIGN.md: transfer depends on tiers, never the reverse).
 //
 // Thread safety: Save, Load and tier() may be called from any thread concurrently.
 // Close (and the destructor) must not race with them from the caller's side; batches already

@@ -21,7 +21,7 @@ RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescriptio
   m.num_slots = attention ? pool.num_pages : pool.num_state_slots;
   if (m.num_slots == 0) return m;
   // The layers of this kind only (full-attention or windowed, at their record offsets; the
-  // device side is where the mover's page of all layers keeps them), or the SSM layers.
+  // device side is where the serving engine's page of all layers keeps them), or the SSM layers.
   for (const LayerSegment& ls : layout.RecordSegments(kind)) {
     // An empty segment (the SSM state of a shortconv layer) moves nothing: no segment, no tile,
     // no copy, and its (unused) base and stride take no part in the direct-record detection.
@@ -111,7 +111,7 @@ void PlanOperation(const Operation& op, const std::vector<HostPlacement>& host_s
                    const RecordMap* const maps[kNumKinds], uint64_t chunk_bytes,
                    PlannedOperation* out) {
   out->direction = op.direction;
-  const bool write_back = op.direction == Direction::kSave;
+  const bool saving = op.direction == Direction::kSave;
   StagedChunk* chunk = nullptr;
   auto new_chunk = [&] {
     out->chunks.emplace_back();
@@ -120,7 +120,7 @@ void PlanOperation(const Operation& op, const std::vector<HostPlacement>& host_s
   for (size_t i = 0; i < op.units.size(); ++i) {
     const CacheTransferUnit& u = op.units[i];
     const RecordMap& m = *maps[static_cast<int>(u.kind)];
-    const uint64_t slot = write_back ? u.src.slot : u.dst.slot;
+    const uint64_t slot = saving ? u.src.slot : u.dst.slot;
     std::byte* host = host_slots[i].payload;
     const int region = host_slots[i].region;
     ++out->units;

@@ -88,7 +88,6 @@ def path(name: str, value: Any) -> bytes:
 def text(name: str, value: Any, secret: bool = False) -> bytes:
     """A C string argument (str as UTF-8, or bytes; no NUL inside). With `secret` (a password),
     no error message shows the value."""
-    shown = "(hidden)" if secret else repr(value)
     if isinstance(value, str):
         b = value.encode("utf-8")
     elif isinstance(value, (bytes, bytearray)):
@@ -97,7 +96,9 @@ def text(name: str, value: Any, secret: bool = False) -> bytes:
         what = type(value).__name__ if secret else f"{type(value).__name__} {value!r}"
         raise TypeError(f"{name}: expected str or bytes, got {what}")
     if b"\0" in b:
-        raise InvalidArgument(f"{name}: {shown} (contains a NUL byte)")
+        if secret:
+            raise InvalidArgument(f"{name}: (hidden) contains a NUL byte")
+        raise InvalidArgument(f"{name}: {value!r} (contains a NUL byte)")
     return b
 
 

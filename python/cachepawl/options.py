@@ -134,6 +134,7 @@ class Options(_lib.Owner):
         check(lib.cachepawl_options_new(ctypes.byref(h)))
         self._own(h, lib.cachepawl_options_free)
         self._set_layout(layout, layout_json, layout_file, page_size_tokens)
+        # In the order of the keywords, so that of several bad values the first is reported.
         u64, u32, i32, text = _convert.u64, _convert.u32, _convert.i32, _convert.text
         self._set_fields(
             host_bytes=(lib.cachepawl_options_set_host_bytes, u64, host_bytes),
@@ -149,6 +150,17 @@ class Options(_lib.Owner):
             ),
             disk_dir=(lib.cachepawl_options_set_disk_dir, _convert.path, disk_dir),
             disk_bytes=(lib.cachepawl_options_set_disk_bytes, u64, disk_bytes),
+        )
+        if disk_data_paths is not None:
+            if isinstance(disk_data_paths, (str, bytes, os.PathLike)):
+                raise TypeError("disk_data_paths: expected a list of paths, got a single path")
+            for i, p in enumerate(disk_data_paths):
+                name = f"disk_data_paths[{i}]"
+                data_path = _convert.path(name, p)
+                if not data_path:
+                    raise InvalidArgument(f"{name}: '' (a data file path is needed)")
+                check(lib.cachepawl_options_add_disk_data_path(h, data_path))
+        self._set_fields(
             disk_queue_depth=(lib.cachepawl_options_set_disk_queue_depth, u32, disk_queue_depth),
             write_policy=(lib.cachepawl_options_set_write_policy, _write_policy, write_policy),
             eviction_policy=(
@@ -168,6 +180,16 @@ class Options(_lib.Owner):
             ),
             cuda_device=(lib.cachepawl_options_set_cuda_device, i32, cuda_device),
             device_pool_bytes=(lib.cachepawl_options_set_device_pool_bytes, u64, device_pool_bytes),
+        )
+        if load_stream_priority is not None or write_stream_priority is not None:
+            check(
+                lib.cachepawl_options_set_stream_priorities(
+                    h,
+                    i32("load_stream_priority", load_stream_priority or 0),
+                    i32("write_stream_priority", write_stream_priority or 0),
+                )
+            )
+        self._set_fields(
             staging_bytes=(lib.cachepawl_options_set_staging_bytes, u64, staging_bytes),
             track_interval_pages=(
                 lib.cachepawl_options_set_track_interval_pages,
@@ -175,6 +197,16 @@ class Options(_lib.Owner):
                 track_interval_pages,
             ),
             remote_seeds=(lib.cachepawl_options_set_remote_seeds, text, remote_seeds),
+        )
+        if remote_user is not None or remote_password is not None:
+            check(
+                lib.cachepawl_options_set_remote_auth(
+                    h,
+                    text("remote_user", remote_user or ""),
+                    text("remote_password", remote_password or "", secret=True),
+                )
+            )
+        self._set_fields(
             remote_key_prefix=(
                 lib.cachepawl_options_set_remote_key_prefix,
                 text,
@@ -216,31 +248,6 @@ class Options(_lib.Owner):
                 remote_max_queued_writes,
             ),
         )
-        if disk_data_paths is not None:
-            if isinstance(disk_data_paths, (str, bytes, os.PathLike)):
-                raise TypeError("disk_data_paths: expected a list of paths, got a single path")
-            for i, p in enumerate(disk_data_paths):
-                name = f"disk_data_paths[{i}]"
-                data_path = _convert.path(name, p)
-                if not data_path:
-                    raise InvalidArgument(f"{name}: '' (a data file path is needed)")
-                check(lib.cachepawl_options_add_disk_data_path(h, data_path))
-        if load_stream_priority is not None or write_stream_priority is not None:
-            check(
-                lib.cachepawl_options_set_stream_priorities(
-                    h,
-                    i32("load_stream_priority", load_stream_priority or 0),
-                    i32("write_stream_priority", write_stream_priority or 0),
-                )
-            )
-        if remote_user is not None or remote_password is not None:
-            check(
-                lib.cachepawl_options_set_remote_auth(
-                    h,
-                    text("remote_user", remote_user or ""),
-                    text("remote_password", remote_password or "", secret=True),
-                )
-            )
 
     def _set_fields(self, **fields: Any) -> None:
         """Calls each (setter, converter, value) whose value is not None, in the order given:

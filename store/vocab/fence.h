@@ -11,12 +11,13 @@
 // that are still pending with the operation's status.
 //
 // GPU: StreamWait(stream) makes a CUDA stream wait for the fence without blocking the calling
-// CPU thread (see store/vocab/fence.cc for the mechanism). In CPU mode (no GPU) `stream` must be
-// nullptr and StreamWait blocks until the fence fires.
+// CPU thread (the mechanism is in transfer/cuda_backend.cc: cuStreamWaitValue32 on a counter). In
+// CPU mode (no GPU) `stream` must be nullptr and StreamWait blocks until the fence fires.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -159,14 +159,15 @@ struct ModelLayout {
   std::string Describe() const;
 };
 
-// ---- Presets (store/layout_presets.cc; docs/MODELS.md says where every number came from) ----
+// ---- Presets (store/vocab/layout_presets.cc; docs/MODELS.md says where every number came from)
+// ----
 
 // Names of the built-in presets, sorted.
 std::vector<std::string> LayoutPresetNames();
 // The named preset with the given page size; NotFound naming the preset otherwise.
 StatusOr<ModelLayout> LayoutPreset(std::string_view name, uint32_t page_size_tokens = 16);
 
-// ---- Files (store/layout_json.cc) ----
+// ---- Files (store/vocab/layout_json.cc) ----
 
 // The schema is in docs/MODELS.md. "model" and "num_layers" are required, "page_size_tokens"
 // defaults to 16, "tp_rank"/"tp_size" to 0/1; unknown and duplicate keys are errors.

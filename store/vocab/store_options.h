@@ -116,7 +116,7 @@ struct StoreOptions {
   // many bytes of VRAM (host memory in CPU mode), holding KV pages and Mamba states under one
   // budget. 0: the engine registers its own pool (Store::RegisterDevicePool).
   uint64_t device_pool_bytes = 0;
-  int load_stream_priority = 0;  // CUDA stream priorities (lower is higher priority)
+  int load_stream_priority = 0;  // CUDA stream priorities in [-1000, 1000] (lower runs first)
   int write_stream_priority = 0;
   uint64_t staging_bytes = 256ull << 20;  // device staging per direction (DeviceMoverOptions)
 

@@ -23,17 +23,16 @@ inline bool CheckedOneByOne(size_t i, size_t n) {
   return n <= kEveryLayerUpTo || i < kEveryLayerUpTo / 2 || i >= n - kEveryLayerUpTo / 2;
 }
 
-// One layer's pair of segments (K and V, or conv and SSM state) inside a record of `limit`
-// bytes: the second ends where the walk over the layers so far (`walk`) puts it, and both lie
-// inside the record.
+// One layer's pair of segments (K and V, or conv and SSM state) in a record of `limit` bytes
+// (`what` names it for the message: "a KV page"): the second ends where the walk over the
+// layers so far (`walk`) puts it, and both lie inside the record.
 inline void CheckSegmentPair(const RecordSegment& first, const RecordSegment& second, uint64_t walk,
                              uint64_t limit, const char* what) {
   if (second.offset + second.bytes != walk) {
-    Check(false,
-          (std::string("a ") + what + " segment that is not where the walk puts it").c_str());
+    Check(false, (std::string(what) + " segment that is not where the walk puts it").c_str());
   }
   if (first.offset + first.bytes > limit || second.offset + second.bytes > limit) {
-    Check(false, (std::string("a ") + what + " segment outside its record").c_str());
+    Check(false, (std::string(what) + " segment outside its record").c_str());
   }
 }
 
@@ -51,9 +50,9 @@ inline void CheckLayout(const ModelLayout& l) {
     record_walk[windowed ? 1 : 0] += 2 * l.KBytesPerPage(a);
     Check(kv_walk <= kv_page, "the attention layers' K and V exceed the KV page");
     if (!CheckedOneByOne(a, l.attention_layers.size())) continue;
-    CheckSegmentPair(l.KSegment(a), l.VSegment(a), kv_walk, kv_page, "KV page");
+    CheckSegmentPair(l.KSegment(a), l.VSegment(a), kv_walk, kv_page, "a KV page");
     CheckSegmentPair(l.KRecordSegment(a), l.VRecordSegment(a), record_walk[windowed ? 1 : 0],
-                     l.RecordBytes(l.AttentionKind(a)), "attention record");
+                     l.RecordBytes(l.AttentionKind(a)), "an attention record");
   }
   const uint64_t state = l.MambaSlotBytes();
   uint64_t state_walk = 0;
@@ -61,7 +60,7 @@ inline void CheckLayout(const ModelLayout& l) {
     state_walk += l.ConvStateBytes(s) + l.SsmStateBytes(s);
     Check(state_walk <= state, "the SSM layers' tensors exceed the state record");
     if (!CheckedOneByOne(s, l.ssm_layers.size())) continue;
-    CheckSegmentPair(l.ConvSegment(s), l.SsmSegment(s), state_walk, state, "state record");
+    CheckSegmentPair(l.ConvSegment(s), l.SsmSegment(s), state_walk, state, "a state record");
   }
   (void)l.WindowPages();
   (void)l.EstimatedPrefillCost();

@@ -1,5 +1,5 @@
-// Fuzz target: layout files (store/layout_json.cc, ParseLayoutJson), what a user's JSON file or
-// the C ABI's layout text hands in.
+// Fuzz target: layout files (store/vocab/layout_json.cc, ParseLayoutJson), what a user's JSON file
+// or the C ABI's layout text hands in.
 //
 // Input: the JSON text. Properties: no crash, no exception out of the parser, no overflow in the
 // sizes a validated layout derives (every accessor is called); a layout that parses writes

@@ -6,9 +6,9 @@
 #   2. the exports: every dynamic symbol the library defines is in namespace cachepawl or named
 #      cachepawl_* (no CUDA runtime, spdlog, fmt, RocksDB... leaking);
 #   3. the installed headers are exactly the API: store/store.h, every header directly in
-#      store/vocab/ and the C header cachepawl.h, nothing else; each one compiles alone with only the prefix's include folders on the
-#      path, warning-free, and reaches no RocksDB, liburing, xxHash, spdlog, fmt, OpenSSL,
-#      nlohmann, hiredis or CUDA header;
+#      store/vocab/ and the C header cachepawl.h, nothing else; each one compiles alone with
+#      only the prefix's include folders on the path, warning-free, and reaches no RocksDB,
+#      liburing, xxHash, spdlog, fmt, OpenSSL, nlohmann, hiredis or CUDA header;
 #   4. tests/install/consumer.cc built with find_package(Cachepawl) and with pkg-config, linked
 #      only to libcachepawl.so, and run: save, load and compare every byte, host then disk tier;
 #   5. (hook) the C consumer, once the C API's header is installed.

@@ -130,15 +130,15 @@ TEST(GpuDeviceMover, StreamWaitCalledBeforeTheOperationIsEnqueued) {
   auto mover = DeviceMover::Create(l, pool.desc(), arena.get(), o).value();
   // Host records with known bytes, loaded into pages 0..31.
   std::vector<HostSlotId> hs;
-  Operation lb;
-  lb.direction = Direction::kLoad;
+  Operation load;
+  load.direction = Direction::kLoad;
   for (uint64_t p = 0; p < 32; ++p) {
     hs.push_back(arena->Allocate(Kind::kKV).value());
     testing::FillRandom({arena->SlotPayload(hs.back()), l.KvPageBytes()}, 500 + p);
-    lb.units.push_back({Kind::kKV, {Tier::kHost, hs.back()}, {Tier::kDevice, p}});
+    load.units.push_back({Kind::kKV, {Tier::kHost, hs.back()}, {Tier::kDevice, p}});
   }
   pool.Poison(0x11);
-  Fence f = mover->Submit(lb);
+  Fence f = mover->Submit(load);
   auto user_stream = cuda::Stream::Create();  // non-blocking
   ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
   cudaStream_t user = user_stream->get();
@@ -181,11 +181,11 @@ TEST(GpuDeviceMover, AFailedOperationStillReleasesWaitingStreams) {
   cudaStream_t user = user_stream->get();
   std::vector<Fence> fences;
   for (uint64_t i = 0; i < 8; ++i) {
-    Operation wb;
-    wb.direction = Direction::kSave;
-    wb.units.push_back(
+    Operation save;
+    save.direction = Direction::kSave;
+    save.units.push_back(
         {Kind::kKV, {Tier::kDevice, i}, {Tier::kHost, arena->Allocate(Kind::kKV).value()}});
-    fences.push_back(mover->Submit(wb));
+    fences.push_back(mover->Submit(save));
     ASSERT_TRUE(fences.back().StreamWait(user).ok());
   }
   ASSERT_TRUE(StreamFinishes(user, std::chrono::seconds(30))) << "a waiting stream hung";
@@ -211,17 +211,17 @@ TEST(GpuDeviceMover, ConcurrentSubmittersBothDirections) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 20; ++i) {
-        Operation wb;
-        wb.direction = Direction::kSave;
+        Operation save;
+        save.direction = Direction::kSave;
         std::vector<HostSlotId> hs;
         for (uint64_t p = 16u * t; p < 16u * t + 16; p += 1 + (i % 3)) {
           hs.push_back(arena->Allocate(Kind::kKV).value());
           std::memset(arena->SlotPayload(hs.back()), 0xAB, l.KvPageBytes());
-          wb.units.push_back({Kind::kKV, {Tier::kDevice, p}, {Tier::kHost, hs.back()}});
+          save.units.push_back({Kind::kKV, {Tier::kDevice, p}, {Tier::kHost, hs.back()}});
         }
-        if (!mover->Submit(wb).Wait().ok()) ++bad;
+        if (!mover->Submit(save).Wait().ok()) ++bad;
         for (size_t u = 0; u < hs.size(); ++u) {
-          const auto& r = records[wb.units[u].src.slot];
+          const auto& r = records[save.units[u].src.slot];
           if (std::memcmp(arena->SlotPayload(hs[u]), r.data(), r.size()) != 0) ++bad;
           (void)arena->Free(hs[u]);
         }
@@ -271,27 +271,27 @@ TEST(GpuDevicePoolArena, StoreOwnedPoolMovesWholeRecords) {
   std::vector<uint64_t> pages, states;
   for (int i = 0; i < 40; ++i) pages.push_back(dev->Allocate(Kind::kKV).value());
   for (int i = 0; i < 3; ++i) states.push_back(dev->Allocate(Kind::kMamba).value());
-  Operation lb;
-  lb.direction = Direction::kLoad;
+  Operation load;
+  load.direction = Direction::kLoad;
   std::vector<std::pair<Kind, HostSlotId>> hs;
   for (uint64_t p : pages) {
     hs.push_back({Kind::kKV, arena->Allocate(Kind::kKV).value()});
-    lb.units.push_back({Kind::kKV, {Tier::kHost, hs.back().second}, {Tier::kDevice, p}});
+    load.units.push_back({Kind::kKV, {Tier::kHost, hs.back().second}, {Tier::kDevice, p}});
   }
   for (uint64_t s : states) {
     hs.push_back({Kind::kMamba, arena->Allocate(Kind::kMamba).value()});
-    lb.units.push_back({Kind::kMamba, {Tier::kHost, hs.back().second}, {Tier::kDevice, s}});
+    load.units.push_back({Kind::kMamba, {Tier::kHost, hs.back().second}, {Tier::kDevice, s}});
   }
   for (size_t i = 0; i < hs.size(); ++i) {
     testing::FillRandom({arena->SlotPayload(hs[i].second), l.RecordBytes(hs[i].first)}, 900 + i);
   }
-  ASSERT_TRUE(mover->Submit(lb).Wait().ok());
+  ASSERT_TRUE(mover->Submit(load).Wait().ok());
   EXPECT_EQ(mover->stats().kernel_launches, 0u) << "block-contiguous records need no kernel";
   for (size_t i = 0; i < hs.size(); ++i) {
     const Kind k = hs[i].first;
     std::vector<std::byte> got(l.RecordBytes(k), std::byte{0});
     ASSERT_TRUE(
-        cuda::CopySync(got.data(), dev->SlotRecord(k, lb.units[i].dst.slot), got.size()).ok());
+        cuda::CopySync(got.data(), dev->SlotRecord(k, load.units[i].dst.slot), got.size()).ok());
     EXPECT_EQ(std::memcmp(got.data(), arena->SlotPayload(hs[i].second), got.size()), 0) << i;
   }
 }

@@ -89,14 +89,14 @@ class HostSlotPlacement : public ::testing::TestWithParam<PoolForm> {
       const auto src = testing::DistinctSlots(rng, kPoolPages, n);
       const auto dst = testing::DistinctSlots(rng, kPoolPages, n);
       std::vector<std::vector<std::byte>> records;
-      Operation wb;
-      wb.direction = Direction::kSave;
+      Operation save;
+      save.direction = Direction::kSave;
       for (size_t i = 0; i < n; ++i) {
         std::memset(arena_->SlotPayload(host[at + i]), 0x5A, l.RecordBytes(Kind::kKV));
         records.push_back(pool.ReadRecord(l, Kind::kKV, src[i]));
-        wb.units.push_back({Kind::kKV, {Tier::kDevice, src[i]}, {Tier::kHost, host[at + i]}});
+        save.units.push_back({Kind::kKV, {Tier::kDevice, src[i]}, {Tier::kHost, host[at + i]}});
       }
-      Status st = (*mover)->Submit(wb).Wait(std::chrono::seconds(120));
+      Status st = (*mover)->Submit(save).Wait(std::chrono::seconds(120));
       if (!st.ok()) return ::testing::AssertionFailure() << "Save: " << st.ToString();
       for (size_t i = 0; i < n; ++i) {
         if (std::memcmp(arena_->SlotPayload(host[at + i]), records[i].data(), records[i].size()) !=
@@ -106,12 +106,12 @@ class HostSlotPlacement : public ::testing::TestWithParam<PoolForm> {
         }
       }
       pool.Poison(0xC3);
-      Operation lb;
-      lb.direction = Direction::kLoad;
+      Operation load;
+      load.direction = Direction::kLoad;
       for (size_t i = 0; i < n; ++i) {
-        lb.units.push_back({Kind::kKV, {Tier::kHost, host[at + i]}, {Tier::kDevice, dst[i]}});
+        load.units.push_back({Kind::kKV, {Tier::kHost, host[at + i]}, {Tier::kDevice, dst[i]}});
       }
-      st = (*mover)->Submit(lb).Wait(std::chrono::seconds(120));
+      st = (*mover)->Submit(load).Wait(std::chrono::seconds(120));
       if (!st.ok()) return ::testing::AssertionFailure() << "Load: " << st.ToString();
       for (size_t i = 0; i < n; ++i) {
         if (pool.ReadRecord(l, Kind::kKV, dst[i]) != records[i]) {

@@ -87,7 +87,7 @@ class TestPool {
     }
     for (size_t s = 0; states && s < layout.ssm_layers.size(); ++s) {
       conv.push_back(New(layout.ConvStateBytes(s) * states));
-      // A shortconv layer has no SSM state: no tensor (a null base, as movers pass it).
+      // A shortconv layer has no SSM state: no tensor (a null base, as serving engines pass it).
       ssm.push_back(layout.SsmStateBytes(s) > 0 ? New(layout.SsmStateBytes(s) * states) : nullptr);
     }
     desc_ =
@@ -244,17 +244,17 @@ inline ::testing::AssertionResult RoundTrip(DeviceMover& mover, HostArena& arena
     for (auto& it : items) (void)arena.Free(it.host);
     return ::testing::AssertionFailure() << why;
   };
-  Operation wb;
-  wb.direction = Direction::kSave;
+  Operation save;
+  save.direction = Direction::kSave;
   for (auto& it : items) {
     auto h = arena.Allocate(it.kind);
     if (!h.ok()) return fail("host allocation: " + h.status().ToString());
     it.host = *h;
     std::memset(arena.SlotData(it.host), 0x5A, arena.SlotBytes(it.host));
     it.record = pool.ReadRecord(l, it.kind, it.src);
-    wb.units.push_back({it.kind, {Tier::kDevice, it.src}, {Tier::kHost, it.host}});
+    save.units.push_back({it.kind, {Tier::kDevice, it.src}, {Tier::kHost, it.host}});
   }
-  Status st = mover.Submit(wb).Wait(std::chrono::seconds(120));
+  Status st = mover.Submit(save).Wait(std::chrono::seconds(120));
   if (!st.ok()) return fail("Save: " + st.ToString());
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& it = items[i];
@@ -272,12 +272,12 @@ inline ::testing::AssertionResult RoundTrip(DeviceMover& mover, HostArena& arena
     }
   }
   pool.Poison(0xC3);
-  Operation lb;
-  lb.direction = Direction::kLoad;
-  lb.per_layer_fences = per_layer;
+  Operation load;
+  load.direction = Direction::kLoad;
+  load.per_layer_fences = per_layer;
   for (auto& it : items)
-    lb.units.push_back({it.kind, {Tier::kHost, it.host}, {Tier::kDevice, it.dst}});
-  Fence f = mover.Submit(lb);
+    load.units.push_back({it.kind, {Tier::kHost, it.host}, {Tier::kDevice, it.dst}});
+  Fence f = mover.Submit(load);
   if (per_layer) {
     if (f.num_layers() != l.attention_layers.size())
       return fail("per-layer fence count " + std::to_string(f.num_layers()));

@@ -1,5 +1,6 @@
-// Shared by the LayoutFromHfConfig tests (tests/store/layout_from_hf*_test.cc): expected layouts
-// written layer by layer, and a comparison that prints both layouts as JSON when they differ.
+// Shared by the LayoutFromHfConfig tests (tests/store/vocab/layout_from_hf*_test.cc): expected
+// layouts written layer by layer, and a comparison that prints both layouts as JSON when they
+// differ.
 //
 // The configs of the tests are JSON text in `constexpr char kName[] = R"json(...)json";`
 // constants, one per config, so that a script can run the same configs through transformers.

@@ -79,6 +79,12 @@ TEST(StoreOptionsTest, EachBadFieldIsNamed) {
   o.cuda_device = -2;
   ExpectBad(o, "StoreOptions.cuda_device: -2");
   o = Good();
+  o.write_stream_priority = 5000;
+  ExpectBad(o, "StoreOptions.write_stream_priority: 5000");
+  o = Good();
+  o.load_stream_priority = -1001;
+  ExpectBad(o, "StoreOptions.load_stream_priority: -1001");
+  o = Good();
   o.staging_bytes = 1000;
   ExpectBad(o, "StoreOptions.staging_bytes: 1000");
   o = Good();

@@ -1,46 +1,9 @@
-#include "store/vocab/store_options.h"
-
 #include <string>
 
+#include "store/vocab/store_options.h"
 #include "tiers/remote_tier.h"
 
 namespace cachepawl {
-
-const char* WritePolicyName(WritePolicy p) {
-  switch (p) {
-    case WritePolicy::kWriteThrough:
-      return "write_through";
-    case WritePolicy::kWriteThroughSelective:
-      return "write_through_selective";
-    case WritePolicy::kWriteBack:
-      return "write_back";
-  }
-  return "unknown";
-}
-
-const char* RemoteWritePolicyName(RemoteWritePolicy p) {
-  switch (p) {
-    case RemoteWritePolicy::kNone:
-      return "none";
-    case RemoteWritePolicy::kWriteThrough:
-      return "write_through";
-    case RemoteWritePolicy::kSelective:
-      return "selective";
-    case RemoteWritePolicy::kOnEvict:
-      return "on_evict";
-  }
-  return "unknown";
-}
-
-const char* EvictionPolicyName(EvictionPolicy p) {
-  switch (p) {
-    case EvictionPolicy::kLru:
-      return "lru";
-    case EvictionPolicy::kHybrid:
-      return "hybrid";
-  }
-  return "unknown";
-}
 
 Status StoreOptions::Validate() const {
   auto bad = [](const std::string& field, const std::string& value, const std::string& why) {
@@ -95,6 +58,14 @@ Status StoreOptions::Validate() const {
   }
   if (cuda_device < -1) {
     return bad("cuda_device", std::to_string(cuda_device), "must be -1 (CPU mode) or >= 0");
+  }
+  for (const auto& [field, priority] :
+       {std::pair{"load_stream_priority", load_stream_priority},
+        std::pair{"write_stream_priority", write_stream_priority}}) {
+    if (priority < -1000 || priority > 1000) {
+      return bad(field, std::to_string(priority),
+                 "must be in [-1000, 1000] (CUDA clamps it to the device's range)");
+    }
   }
   if (save_chunk_entries == 0) return bad("save_chunk_entries", "0", "must be >= 1");
   if (staging_bytes < (1ull << 20)) {

@@ -1,8 +1,7 @@
-#include "store/vocab/device_pool.h"
-
 #include <string>
 
 #include "cuda/gpu_runtime.h"
+#include "store/vocab/device_pool.h"
 
 namespace cachepawl {
 
@@ -126,76 +125,6 @@ Status DevicePoolDescription::Validate(const ModelLayout& layout) const {
     }
   }
   return Status::OK();
-}
-
-uint64_t DevicePoolDescription::LayerFirstKvBytes(const ModelLayout& layout, size_t a,
-                                                  uint64_t num_pages) {
-  return layout.KBytesPerPage(a) * num_pages;
-}
-
-DevicePoolDescription DevicePoolDescription::LayerFirst(const ModelLayout& layout, int device,
-                                                        uint64_t num_pages,
-                                                        const std::vector<std::byte*>& k_bases,
-                                                        const std::vector<std::byte*>& v_bases,
-                                                        bool interleaved, uint64_t num_state_slots,
-                                                        const std::vector<std::byte*>& conv_bases,
-                                                        const std::vector<std::byte*>& ssm_bases) {
-  DevicePoolDescription d;
-  d.device = device;
-  d.num_pages = num_pages;
-  d.num_state_slots = num_state_slots;
-  if (num_pages > 0) {
-    for (size_t a = 0; a < k_bases.size(); ++a) {
-      const uint64_t kb = layout.KBytesPerPage(a);
-      KvLayerPool p;
-      p.k_base = k_bases[a];
-      if (interleaved) {
-        p.v_base = k_bases[a] + kb;
-        p.k_page_stride = p.v_page_stride = 2 * kb;
-      } else {
-        p.v_base = a < v_bases.size() ? v_bases[a] : nullptr;
-        p.k_page_stride = p.v_page_stride = kb;
-      }
-      d.attention.push_back(p);
-    }
-  }
-  if (num_state_slots > 0) {
-    for (size_t s = 0; s < conv_bases.size(); ++s) {
-      SsmLayerPool p;
-      p.conv_base = conv_bases[s];
-      p.ssm_base = s < ssm_bases.size() ? ssm_bases[s] : nullptr;
-      p.conv_slot_stride = layout.ConvStateBytes(s);
-      p.ssm_slot_stride = layout.SsmStateBytes(s);
-      d.ssm.push_back(p);
-    }
-  }
-  return d;
-}
-
-DevicePoolDescription DevicePoolDescription::BlockContiguous(
-    const ModelLayout& layout, int device, std::byte* kv_base, uint64_t num_pages,
-    uint64_t page_stride, std::byte* state_base, uint64_t num_state_slots, uint64_t state_stride) {
-  DevicePoolDescription d;
-  d.device = device;
-  d.num_pages = num_pages;
-  d.num_state_slots = num_state_slots;
-  if (num_pages > 0) {
-    if (page_stride == 0) page_stride = layout.KvPageBytes();
-    const std::vector<LayerSegment> segs = layout.KvPageSegments();  // K, V of each layer
-    for (size_t i = 0; i + 1 < segs.size(); i += 2) {
-      d.attention.push_back({kv_base + segs[i].segment.offset, kv_base + segs[i + 1].segment.offset,
-                             page_stride, page_stride});
-    }
-  }
-  if (num_state_slots > 0) {
-    if (state_stride == 0) state_stride = layout.MambaSlotBytes();
-    const std::vector<LayerSegment> segs = layout.RecordSegments(Kind::kMamba);  // conv, SSM
-    for (size_t i = 0; i + 1 < segs.size(); i += 2) {
-      d.ssm.push_back({state_base + segs[i].segment.offset, state_base + segs[i + 1].segment.offset,
-                       state_stride, state_stride});
-    }
-  }
-  return d;
 }
 
 }  // namespace cachepawl
