@@ -315,7 +315,8 @@ CACHEPAWL_API cachepawl_status cachepawl_options_set_cuda_device(cachepawl_optio
  * engine registers its own pool with cachepawl_store_register_device_pool. */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_device_pool_bytes(cachepawl_options* options,
                                                                        uint64_t bytes);
-/* CUDA priorities of the store's load and write streams (lower is higher priority). */
+/* CUDA priorities of the store's load and write streams, each in [-1000, 1000] (lower runs first;
+ * CUDA clamps a value to the device's range). */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_stream_priorities(cachepawl_options* options,
                                                                        int32_t load_priority,
                                                                        int32_t write_priority);

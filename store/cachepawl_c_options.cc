@@ -245,6 +245,12 @@ cachepawl_status cachepawl_options_set_stream_priorities(cachepawl_options* opti
                                                          int32_t load_priority,
                                                          int32_t write_priority) {
   return Setter("cachepawl_options_set_stream_priorities", options, [&](StoreOptions& o) {
+    for (const auto& [field, priority] : {std::pair{"load_stream_priority", load_priority},
+                                          std::pair{"write_stream_priority", write_priority}}) {
+      if (priority < -1000 || priority > 1000) {
+        return Bad(field, std::to_string(priority), "must be in [-1000, 1000]");
+      }
+    }
     o.load_stream_priority = load_priority;
     o.write_stream_priority = write_priority;
     return Status::OK();

@@ -51,6 +51,8 @@ def opts(**overrides: Any) -> Dict[str, Any]:
         ("track_interval_pages", -1, cachepawl.InvalidArgument),
         ("load_stream_priority", 2**31, cachepawl.InvalidArgument),
         ("write_stream_priority", -(2**31) - 1, cachepawl.InvalidArgument),
+        ("write_stream_priority", 5000, cachepawl.InvalidArgument),  # int32, out of [-1000, 1000]
+        ("load_stream_priority", -1001, cachepawl.InvalidArgument),
         ("wipe_on_layout_mismatch", "yes", TypeError),
         ("disk_dir", 3, TypeError),
         ("disk_dir", "a\0b", cachepawl.InvalidArgument),
@@ -61,6 +63,17 @@ def test_bad_option_names_field(field: str, value: Any, exc: type) -> None:
         cachepawl.Store(**opts(**{field: value}))
     with pytest.raises(exc, match=field):
         cachepawl.validate_options(**opts(**{field: value}))
+
+
+def test_the_first_bad_keyword_is_reported() -> None:
+    """Keywords are applied in the order of the signature: of two bad values, the first one's
+    error is raised, whichever kind of setter takes it."""
+    with pytest.raises(TypeError, match="disk_data_paths"):
+        cachepawl.validate_options(**opts(disk_data_paths="/x", remote_seeds=123))
+    with pytest.raises(cachepawl.InvalidArgument, match="host_bytes"):
+        cachepawl.validate_options(**opts(host_bytes=-1, write_stream_priority=5000))
+    with pytest.raises(TypeError, match="remote_user"):
+        cachepawl.validate_options(**opts(remote_user=1, remote_key_prefix="bad prefix!"))
 
 
 def test_bad_data_paths(tmp_path: Path) -> None:

@@ -383,6 +383,10 @@ void test_options(void) {
   EXPECT_OK(cachepawl_options_set_cuda_device(o, -1));
   EXPECT_OK(cachepawl_options_set_device_pool_bytes(o, 1u << 20));
   EXPECT_OK(cachepawl_options_set_stream_priorities(o, -1, 0));
+  EXPECT_ERR(cachepawl_options_set_stream_priorities(o, 0, 5000), CACHEPAWL_INVALID_ARGUMENT,
+             "write_stream_priority: 5000");
+  EXPECT_ERR(cachepawl_options_set_stream_priorities(o, -1001, 0), CACHEPAWL_INVALID_ARGUMENT,
+             "load_stream_priority: -1001");
   EXPECT_OK(cachepawl_options_set_staging_bytes(o, 2u << 20));
   EXPECT_OK(cachepawl_options_set_track_interval_pages(o, 4));
   /* Data paths without a disk budget: the combination is wrong. */
