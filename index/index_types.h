@@ -61,6 +61,10 @@ struct IndexOptions {
   double state_value_per_page = 1.0;
   double state_value_per_page_squared = 0.0;
 
+  // value(d) / bytes(d) of a state at depth d pages, as defined above (bytes(d) taken as at
+  // least 1). The one definition: the index scores states with it and its model test reuses it.
+  double StateValuePerByte(uint32_t depth) const;
+
   // InvalidArgument naming the field and value at fault.
   Status Validate() const;
 };

@@ -104,21 +104,10 @@ std::vector<Victim> Core::Pick(Kind kind, int t, size_t max_count, VictimClass c
 
 // ===== hybrid eviction of states ===============================================================
 
-double Core::StateValuePerByte(uint32_t depth) const {
-  const double d = depth;
-  const double value =
-      options.state_value_per_page * d + options.state_value_per_page_squared * d * d;
-  double bytes = static_cast<double>(options.mamba_state_bytes);
-  if (options.kv_payload) bytes += d * static_cast<double>(options.kv_page_bytes);
-  bytes += static_cast<double>(std::min(depth, options.window_pages)) *
-           static_cast<double>(options.window_page_bytes);
-  return value / std::max(bytes, 1.0);
-}
-
 uint64_t Core::StatePriority(uint32_t depth, uint32_t hits, bool off_track) const {
   const double weight =
       static_cast<double>(std::min(hits + 1, kMaxScoredHits)) * (off_track ? kOffTrackWeight : 1.0);
-  return std::bit_cast<uint64_t>(inflation + weight * StateValuePerByte(depth));
+  return std::bit_cast<uint64_t>(inflation + weight * options.StateValuePerByte(depth));
 }
 
 void Core::ScoreStateHit(uint32_t i, State& s) const {

@@ -476,8 +476,6 @@ struct Core {
   std::vector<Victim> Pick(Kind kind, int t, size_t max_count, VictimClass cls);
 
   // ----- hybrid eviction of states (prefix_index_eviction.cc) ---------------------------------
-  // value(d) / bytes(d) of a state at depth d (IndexOptions::state_value_per_page).
-  double StateValuePerByte(uint32_t depth) const;
   // The score of a state at depth d with `hits` hits: inflation + min(hits + 1, kMaxScoredHits)
   // * value per byte (times kOffTrackWeight off the track), as the bits of the double.
   uint64_t StatePriority(uint32_t depth, uint32_t hits, bool off_track) const;

@@ -404,13 +404,10 @@ class StoreImpl final : public Store {
   uint64_t remote_copy_bytes_ = 0;  // bytes of queued disk copies (bounded); guarded by mu_
   bool remote_stop_ = false;        // guarded by mu_
   SteadyClock::time_point remote_drain_until_;  // set with remote_stop_; guarded by mu_
-  struct RemoteCounters {                       // guarded by mu_, except lookup_pages
-    uint64_t writes_queued = 0, writes = 0, write_failures = 0, writes_dropped = 0;
-    uint64_t writes_skipped = 0, loaded = 0, load_failures = 0;
-    uint64_t disk_copies = 0, disk_copy_failures = 0;
-    std::atomic<uint64_t> lookup_pages{0};
-  };
-  RemoteCounters remote_counters_;
+  // The remote counters the store keeps itself: writes_*, disk_copies, disk_copy_failures,
+  // loaded and load_failures (RemoteStatsLocked fills in the rest). Guarded by mu_.
+  RemoteStats remote_counters_;
+  std::atomic<uint64_t> remote_lookup_pages_{0};  // Lookup adds to it under a shared lock
 
   mutable std::mutex drain_mu_;
   std::condition_variable drain_cv_;

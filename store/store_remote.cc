@@ -112,7 +112,7 @@ void StoreImpl::ExtendMatchFromRemote(PrefixMatch& m) {
     }
   }
   if (reusable == m.reusable_pages && kv_end <= m.kv_only_pages) return;
-  remote_counters_.lookup_pages.fetch_add(reusable - m.reusable_pages, std::memory_order_relaxed);
+  remote_lookup_pages_.fetch_add(reusable - m.reusable_pages, std::memory_order_relaxed);
   if (full_kv) {
     for (size_t p = m.kv_only_pages; p < kv_end; ++p) m.page_tiers.push_back(Tier::kRemote);
     m.kv_only_pages = kv_end;
@@ -192,20 +192,11 @@ Status StoreImpl::FetchRemoteFills(std::span<const PageHash> hashes,
 }
 
 RemoteStats StoreImpl::RemoteStatsLocked() const {
-  RemoteStats r;
-  if (!remote_) return r;
+  if (!remote_) return RemoteStats{};
+  RemoteStats r = remote_counters_;
   r.enabled = true;
-  r.writes_queued = remote_counters_.writes_queued;
-  r.writes = remote_counters_.writes;
-  r.write_failures = remote_counters_.write_failures;
-  r.writes_dropped = remote_counters_.writes_dropped;
-  r.writes_skipped = remote_counters_.writes_skipped;
-  r.disk_copies = remote_counters_.disk_copies;
-  r.disk_copy_failures = remote_counters_.disk_copy_failures;
   r.queued_now = remote_queue_.size();
-  r.lookup_pages = remote_counters_.lookup_pages.load(std::memory_order_relaxed);
-  r.loaded = remote_counters_.loaded;
-  r.load_failures = remote_counters_.load_failures;
+  r.lookup_pages = remote_lookup_pages_.load(std::memory_order_relaxed);
   const RemoteTierStats t = remote_->stats();
   r.put_bytes = t.put_bytes;
   r.get_bytes = t.get_bytes;

@@ -164,36 +164,47 @@ void ReplayTotals::Merge(const ReplayTotals& o) {
   save_us.Merge(o.save_us);
 }
 
-json ReplayTotalsToJson(const ReplayTotals& t) {
+namespace {
+
+// The counts a report prints and a replica hands its parent (ReplayTotalsToJson) under the same
+// keys: one list, so the two cannot drift apart.
+json ReplayCountsJson(const ReplayTotals& t) {
   return {{"requests", t.requests},
           {"prompt_tokens", t.prompt_tokens},
           {"pages", t.pages},
-          {"hit_pages", t.hit_pages},
-          {"hit_states", t.hit_states},
           {"computed_pages", t.computed_pages},
           {"computed_states", t.computed_states},
           {"saved_pages", t.saved_pages},
           {"saved_states", t.saved_states},
           {"loaded_pages", t.loaded_pages},
           {"loaded_states", t.loaded_states},
-          {"loaded_bytes", t.loaded_bytes},
-          {"saved_bytes", t.saved_bytes},
-          {"saved_window_pages", t.saved_window_pages},
-          {"loaded_window_pages", t.loaded_window_pages},
-          {"lost_races", t.lost_races},
-          {"refused", t.refused},
-          {"refusals_seen", t.refusals_seen},
-          {"store_errors", t.store_errors},
-          {"errors", t.errors},
           {"verified_records", t.verified_records},
           {"verified_bytes", t.verified_bytes},
           {"wrong_records", t.wrong_records},
           {"wrong_bytes", t.wrong_bytes},
           {"wrong_records_seen", t.wrong_records_seen},
-          {"l1_evictions", t.l1_evictions},
-          {"lookup_us", t.lookup_us.samples()},
-          {"load_us", t.load_us.samples()},
-          {"save_us", t.save_us.samples()}};
+          {"lost_races", t.lost_races},
+          {"refused", t.refused},
+          {"refusals_seen", t.refusals_seen},
+          {"store_errors", t.store_errors},
+          {"errors", t.errors}};
+}
+
+}  // namespace
+
+json ReplayTotalsToJson(const ReplayTotals& t) {
+  json j = ReplayCountsJson(t);
+  j.update(json{{"hit_pages", t.hit_pages},
+                {"hit_states", t.hit_states},
+                {"loaded_bytes", t.loaded_bytes},
+                {"saved_bytes", t.saved_bytes},
+                {"saved_window_pages", t.saved_window_pages},
+                {"loaded_window_pages", t.loaded_window_pages},
+                {"l1_evictions", t.l1_evictions},
+                {"lookup_us", t.lookup_us.samples()},
+                {"load_us", t.load_us.samples()},
+                {"save_us", t.save_us.samples()}});
+  return j;
 }
 
 ReplayTotals ReplayTotalsFromJson(const json& j) {
@@ -369,9 +380,6 @@ json ReplayReportJsonValue(const ReplayReport& r) {
       {"store_dir", r.store_dir},
       {"kv_page_bytes", r.kv_page_bytes},
       {"mamba_state_bytes", r.state_bytes},
-      {"requests", t.requests},
-      {"prompt_tokens", t.prompt_tokens},
-      {"pages", t.pages},
       {"concurrency", r.concurrency},
       {"wall_seconds", r.wall_seconds},
       {"requests_per_second", PerSecond(t.requests, r.wall_seconds)},
@@ -398,12 +406,6 @@ json ReplayReportJsonValue(const ReplayReport& r) {
       {"ceiling", CeilingJson(r.ceiling)},
       {"hit_rate_of_ceiling",
        r.ceiling.hybrid_page_rate() > 0 ? page_rate / r.ceiling.hybrid_page_rate() : 0.0},
-      {"computed_pages", t.computed_pages},
-      {"computed_states", t.computed_states},
-      {"saved_pages", t.saved_pages},
-      {"saved_states", t.saved_states},
-      {"loaded_pages", t.loaded_pages},
-      {"loaded_states", t.loaded_states},
       {"kv_by_kind", WindowedKvJson(r)},
       {"bytes",
        {{"device_to_host", s.bytes_device_to_host},
@@ -431,17 +433,8 @@ json ReplayReportJsonValue(const ReplayReport& r) {
         {"disk", kinds(s.evictions[static_cast<int>(Tier::kDisk)])}}},
       {"checksum_failures", s.checksum_failures},
       {"io_errors", s.io_errors},
-      {"verified_records", t.verified_records},
-      {"verified_bytes", t.verified_bytes},
-      {"wrong_records", t.wrong_records},
-      {"wrong_bytes", t.wrong_bytes},
-      {"wrong_records_seen", t.wrong_records_seen},
-      {"lost_races", t.lost_races},
-      {"refused", t.refused},
-      {"refusals_seen", t.refusals_seen},
-      {"store_errors", t.store_errors},
-      {"errors", t.errors},
   };
+  j.update(ReplayCountsJson(t));
   if (r.store.remote.enabled) {
     json remote = json::object();
     for (const auto& [name, value] : r.store.remote.Fields()) remote[name] = value;

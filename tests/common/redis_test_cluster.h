@@ -132,4 +132,15 @@ class RedisTestCluster {
   std::vector<Node> nodes_;
 };
 
+// The fixture of every test that needs one default cluster (3 masters): SetUp skips the test
+// without Redis (fails it under CI) and starts the cluster; the cluster is stopped with the
+// fixture, also when the test failed. A derived SetUp that adds steps calls this one first and
+// returns when IsSkipped() or HasFatalFailure().
+class RedisClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+
+  std::unique_ptr<RedisTestCluster> cluster_;
+};
+
 }  // namespace cachepawl::testing

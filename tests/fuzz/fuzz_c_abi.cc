@@ -879,25 +879,10 @@ class Program {
   void Free(cachepawl_prefetch*& h) { cachepawl_prefetch_free(std::exchange(h, nullptr)); }
   void FreeOne() {
     const int i = static_cast<int>(in_.Below(kSlots));
-    switch (in_.Byte() % 6) {
-      case 0:
-        Free(layouts_[i]);
-        break;
-      case 1:
-        Free(options_[i]);
-        break;
-      case 2:
-        Free(pools_[i]);
-        break;
-      case 3:
-        Free(matches_[i]);
-        break;
-      case 4:
-        Free(locks_[i]);
-        break;
-      default:
-        Free(fences_[i]);
-    }
+    const int picked = in_.Byte() % 6;  // which of the six handle kinds below
+    int kind = 0;
+    auto free_picked = [&](auto&... slots) { ((kind++ == picked ? Free(slots[i]) : void()), ...); };
+    free_picked(layouts_, options_, pools_, matches_, locks_, fences_);
     // NULL is fine for every *_free.
     cachepawl_layout_free(nullptr);
     cachepawl_store_free(nullptr);

@@ -192,5 +192,24 @@ TEST(PrefixIndexHybridTest, BadClassAndOptionsAreRefused) {
   EXPECT_TRUE(o.Validate().ok());
 }
 
+TEST(PrefixIndexHybridTest, StateValuePerByteIsTheValueOverTheBytesAtThatDepth) {
+  IndexOptions o;
+  o.state_value_per_page = 2.0;
+  o.state_value_per_page_squared = 0.5;
+  o.mamba_state_bytes = 100;
+  o.kv_page_bytes = 10;
+  o.window_pages = 3;
+  o.window_page_bytes = 4;
+  EXPECT_EQ(o.StateValuePerByte(0), 0.0);
+  // Depth 2: value 2 * 2 + 0.5 * 4 = 6 over 100 + 2 * 10 + 2 * 4 = 128 bytes.
+  EXPECT_DOUBLE_EQ(o.StateValuePerByte(2), 6.0 / 128.0);
+  // Depth 5: value 10 + 12.5 over 100 + 50 + 3 windowed pages (the window's length) * 4.
+  EXPECT_DOUBLE_EQ(o.StateValuePerByte(5), 22.5 / 162.0);
+  o.kv_payload = false;  // pure SSM: the pages carry no KV bytes
+  EXPECT_DOUBLE_EQ(o.StateValuePerByte(2), 6.0 / 108.0);
+  o.mamba_state_bytes = o.kv_page_bytes = o.window_page_bytes = 0;  // sizes unknown: 1 byte
+  EXPECT_DOUBLE_EQ(o.StateValuePerByte(3), 10.5);
+}
+
 }  // namespace
 }  // namespace cachepawl

@@ -158,17 +158,12 @@ class RefIndex {
     }
     return 0;
   }
-  // value(d) / bytes(d) * min(hits + 1, 32) + inflation, the same operations as the index.
+  // value(d) / bytes(d) * min(hits + 1, 32) + inflation, the same operations as the index (the
+  // value per byte is IndexOptions::StateValuePerByte, checked against hand-computed values in
+  // prefix_index_hybrid_test.cc; this model checks what the index does with it).
   double Priority(uint32_t depth, uint32_t hits, bool off_track) const {
-    const double d = depth;
-    const double value =
-        options_.state_value_per_page * d + options_.state_value_per_page_squared * d * d;
-    double bytes = static_cast<double>(options_.mamba_state_bytes);
-    if (options_.kv_payload) bytes += d * static_cast<double>(options_.kv_page_bytes);
-    bytes += static_cast<double>(std::min(depth, options_.window_pages)) *
-             static_cast<double>(options_.window_page_bytes);
     const double weight = static_cast<double>(std::min(hits + 1, 32u)) * (off_track ? 0.25 : 1.0);
-    return inflation_ + weight * (value / std::max(bytes, 1.0));
+    return inflation_ + weight * options_.StateValuePerByte(depth);
   }
   // 0: not evictable; 1: evictable, not needed; 2: needed, evictable (held in another tier).
   int WindowClass(int n, int t) const {

@@ -28,14 +28,11 @@ std::vector<uint32_t> Prompt(const ModelLayout& l, uint32_t r) {
   return Tokens(1'000'000 * (r + 1), kPagesPerPrompt * l.page_size_tokens);
 }
 
-class StoreRemoteGpuTest : public ::testing::Test {
+class StoreRemoteGpuTest : public testing::RedisClusterTest {
  protected:
   void SetUp() override {
     if (!cuda::GpuAvailable()) GTEST_SKIP() << "no GPU: " << cuda::DescribeDevice(0);
-    CACHEPAWL_SKIP_WITHOUT_REDIS();
-    auto cluster = testing::RedisTestCluster::Start({});
-    ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
-    cluster_ = std::move(cluster).value();
+    RedisClusterTest::SetUp();
   }
 
   StoreOptions Options(RemoteWritePolicy policy) const {
@@ -49,8 +46,6 @@ class StoreRemoteGpuTest : public ::testing::Test {
     o.remote.lookup_deadline_ms = 2000;
     return o;
   }
-
-  std::unique_ptr<testing::RedisTestCluster> cluster_;
 };
 
 // A saves every prompt; its writer keeps up (at most 64 entries queued) so that no entry leaves

@@ -20,15 +20,8 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-class RemoteStoreTest : public ::testing::Test {
+class RemoteStoreTest : public testing::RedisClusterTest {
  protected:
-  void SetUp() override {
-    CACHEPAWL_SKIP_WITHOUT_REDIS();
-    auto cluster = testing::RedisTestCluster::Start({});
-    ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
-    cluster_ = std::move(cluster).value();
-  }
-
   StoreOptions Options(const ModelLayout& layout, RemoteWritePolicy policy) const {
     StoreOptions o = CpuStoreOptions(layout, 4 << 20, 2 << 20, 0, "");
     o.remote.seeds = cluster_->Seeds();
@@ -64,8 +57,6 @@ class RemoteStoreTest : public ::testing::Test {
     }
     ASSERT_TRUE(settled()) << "remote writes still in flight after 60 s";
   }
-
-  std::unique_ptr<testing::RedisTestCluster> cluster_;
 };
 
 TEST_F(RemoteStoreTest, ASecondStoreReusesAPrefixTheFirstSaved) {

@@ -37,13 +37,11 @@ ModelLayout RemoteTestLayout(const std::string& model = "test/remote-hybrid") {
   return l;
 }
 
-class RemoteTierTest : public ::testing::Test {
+class RemoteTierTest : public testing::RedisClusterTest {
  protected:
   void SetUp() override {
-    CACHEPAWL_SKIP_WITHOUT_REDIS();
-    auto cluster = testing::RedisTestCluster::Start({});
-    ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
-    cluster_ = std::move(cluster).value();
+    RedisClusterTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     layout_ = RemoteTestLayout();
     options_.redis.seeds = cluster_->Seeds();
     options_.chunk_bytes = 64 << 10;
@@ -106,7 +104,6 @@ class RemoteTierTest : public ::testing::Test {
     return r.ok() ? r->str : std::string();
   }
 
-  std::unique_ptr<testing::RedisTestCluster> cluster_;
   ModelLayout layout_;
   RemoteTierOptions options_;
 };

@@ -35,11 +35,10 @@ TEST(RemoteBenchTest, BadArgumentsAreUsageErrors) {
   EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r.err;
 }
 
-TEST(RemoteBenchTest, SmallRunOnAClusterPrintsEveryRowAndCleansUp) {
-  CACHEPAWL_SKIP_WITHOUT_REDIS();
-  auto cluster = testing::RedisTestCluster::Start({});
-  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
-  CliResult r = RunBench({"--remote", (*cluster)->Seeds(), "--json", "--records", "64K,1M", "--mib",
+class RemoteBenchClusterTest : public testing::RedisClusterTest {};
+
+TEST_F(RemoteBenchClusterTest, SmallRunOnAClusterPrintsEveryRowAndCleansUp) {
+  CliResult r = RunBench({"--remote", cluster_->Seeds(), "--json", "--records", "64K,1M", "--mib",
                           "4", "--batch-mib", "1", "--threads", "2", "--repeat", "2"});
   ASSERT_EQ(r.code, kExitOk) << r.err << r.out;
   const auto j = nlohmann::json::parse(r.out);
@@ -60,7 +59,7 @@ TEST(RemoteBenchTest, SmallRunOnAClusterPrintsEveryRowAndCleansUp) {
   }
   // Both sides deleted their keys.
   for (size_t node = 0; node < 3; ++node) {
-    auto size = (*cluster)->Command(node, {"DBSIZE"});
+    auto size = cluster_->Command(node, {"DBSIZE"});
     ASSERT_TRUE(size.ok()) << size.status().ToString();
     EXPECT_EQ(size->integer, 0) << "node " << node;
   }

@@ -32,11 +32,10 @@ TEST(RemoteReplayTest, BadRemoteArgumentsAreUsageErrors) {
   EXPECT_NE(r.err.find("http://x"), std::string::npos) << r.err;
 }
 
-TEST(RemoteReplayTest, TwoReplicasShareOneClusterEveryByteVerified) {
-  CACHEPAWL_SKIP_WITHOUT_REDIS();
-  auto cluster = testing::RedisTestCluster::Start({});
-  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
-  const std::string seeds = (*cluster)->Seeds();
+class RemoteReplayClusterTest : public testing::RedisClusterTest {};
+
+TEST_F(RemoteReplayClusterTest, TwoReplicasShareOneClusterEveryByteVerified) {
+  const std::string seeds = cluster_->Seeds();
   const CliResult first = RunCli(ReplayArgs(seeds, "0/2"));
   ASSERT_EQ(first.code, kExitOk) << first.err << first.out;
   const CliResult second = RunCli(ReplayArgs(seeds, "1/2"));
@@ -55,11 +54,8 @@ TEST(RemoteReplayTest, TwoReplicasShareOneClusterEveryByteVerified) {
   EXPECT_EQ(b["remote"]["load_failures"].get<uint64_t>(), 0u);
 }
 
-TEST(RemoteReplayTest, ReplicasRunsTheReplicaProcessesAtOnce) {
-  CACHEPAWL_SKIP_WITHOUT_REDIS();
-  auto cluster = testing::RedisTestCluster::Start({});
-  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
-  std::vector<std::string> args = ReplayArgs((*cluster)->Seeds(), "0/2");
+TEST_F(RemoteReplayClusterTest, ReplicasRunsTheReplicaProcessesAtOnce) {
+  std::vector<std::string> args = ReplayArgs(cluster_->Seeds(), "0/2");
   args.erase(args.begin());  // "replay": RunBinary gets it below
   const auto replica = std::find(args.begin(), args.end(), "--replica");
   args.erase(replica, replica + 2);
