@@ -60,15 +60,19 @@ class RemoteTierTest : public testing::RedisClusterTest {
     return p;
   }
 
-  // Puts records 0..n-1 of `kind`; every one must succeed.
-  void PutAll(RemoteTier& t, Kind kind, uint64_t n) {
+  // Puts records 0..n-1 of `kind`; the result of each.
+  std::vector<Status> PutRecords(RemoteTier& t, Kind kind, uint64_t n) {
     std::vector<std::vector<std::byte>> payloads;
     std::vector<RemotePut> puts;
     for (uint64_t i = 0; i < n; ++i) payloads.push_back(Payload(TestKey(kind, i)));
     for (uint64_t i = 0; i < n; ++i) {
       puts.push_back({TestKey(kind, i), TestParent(kind, i), payloads[i]});
     }
-    for (const Status& s : t.Put(puts)) ASSERT_TRUE(s.ok()) << s.ToString();
+    return t.Put(puts);
+  }
+  // Puts records 0..n-1 of `kind`; every one must succeed.
+  void PutAll(RemoteTier& t, Kind kind, uint64_t n) {
+    for (const Status& s : PutRecords(t, kind, n)) ASSERT_TRUE(s.ok()) << s.ToString();
   }
 
   // Gets `key` into a poisoned slot-sized buffer; on OK checks every payload byte.
@@ -91,6 +95,19 @@ class RemoteTierTest : public testing::RedisClusterTest {
     auto c = RedisCluster::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;
+  }
+  // A tier holding records 0..n-1 of `kind`, and a raw client to damage them with; both null
+  // when either failed (the test has failed then).
+  struct DamageableTier {
+    std::unique_ptr<RemoteTier> tier;
+    std::unique_ptr<RedisCluster> raw;
+  };
+  DamageableTier OpenWithRecords(Kind kind, uint64_t n) {
+    DamageableTier d{Open(layout_), Raw()};
+    if (!d.tier || !d.raw) return {};
+    PutAll(*d.tier, kind, n);
+    if (HasFailure()) return {};
+    return d;
   }
   StatusOr<RedisReply> RawRun(RedisCluster& c, std::vector<std::string_view> args) {
     RedisCommand cmd{args, args.at(1)};
@@ -168,11 +185,8 @@ TEST_F(RemoteTierTest, ExistsAnswersForAWholeChainInOneBatch) {
 }
 
 TEST_F(RemoteTierTest, AFlippedByteIsAMissAndTheRecordIsDeleted) {
-  auto t = Open(layout_);
-  ASSERT_NE(t, nullptr);
-  PutAll(*t, Kind::kMamba, 2);
-  auto raw = Raw();
-  ASSERT_NE(raw, nullptr);
+  auto [t, raw] = OpenWithRecords(Kind::kMamba, 2);
+  ASSERT_TRUE(t && raw);
   const DiskKey key = TestKey(Kind::kMamba, 1);
   // Part 3 written back with one byte flipped.
   const std::string part = t->PartKey(key, 3);
@@ -190,11 +204,8 @@ TEST_F(RemoteTierTest, AFlippedByteIsAMissAndTheRecordIsDeleted) {
 }
 
 TEST_F(RemoteTierTest, AMissingOrTruncatedPartIsAMissNeverData) {
-  auto t = Open(layout_);
-  ASSERT_NE(t, nullptr);
-  PutAll(*t, Kind::kKV, 3);
-  auto raw = Raw();
-  ASSERT_NE(raw, nullptr);
+  auto [t, raw] = OpenWithRecords(Kind::kKV, 3);
+  ASSERT_TRUE(t && raw);
   const DiskKey gone = TestKey(Kind::kKV, 0), short_part = TestKey(Kind::kKV, 1);
   ASSERT_TRUE(RawRun(*raw, {"DEL", t->PartKey(gone, 1)}).ok());
   ASSERT_TRUE(RawRun(*raw, {"SET", t->PartKey(short_part, 2), "short"}).ok());
@@ -221,11 +232,8 @@ TEST_F(RemoteTierTest, AMissingOrTruncatedPartIsAMissNeverData) {
 }
 
 TEST_F(RemoteTierTest, ARecordCopiedUnderAnotherKeyFailsItsHeader) {
-  auto t = Open(layout_);
-  ASSERT_NE(t, nullptr);
-  PutAll(*t, Kind::kKV, 1);
-  auto raw = Raw();
-  ASSERT_NE(raw, nullptr);
+  auto [t, raw] = OpenWithRecords(Kind::kKV, 1);
+  ASSERT_TRUE(t && raw);
   // Record 0's header block stored as record 5's: every part of 5 copied from 0.
   const DiskKey from = TestKey(Kind::kKV, 0), to = TestKey(Kind::kKV, 5);
   for (uint32_t part = 0; part < t->Parts(Kind::kKV); ++part) {
@@ -277,15 +285,9 @@ TEST_F(RemoteTierTest, AKilledMasterCostsItsRecordsAndNothingElse) {
   ASSERT_TRUE(cluster_->WaitClusterOk().ok());
   // The client skips the node for its back-off (at most 8 x 200 ms) after the failures above:
   // write again until every record is stored (bounded).
-  std::vector<std::vector<std::byte>> payloads;
-  std::vector<RemotePut> puts;
-  for (uint64_t i = 0; i < 60; ++i) payloads.push_back(Payload(TestKey(Kind::kKV, i)));
-  for (uint64_t i = 0; i < 60; ++i) {
-    puts.push_back({TestKey(Kind::kKV, i), TestParent(Kind::kKV, i), payloads[i]});
-  }
   bool stored = false;
   for (int attempt = 0; attempt < 100 && !stored; ++attempt) {
-    const auto results = t->Put(puts);
+    const auto results = PutRecords(*t, Kind::kKV, 60);
     stored = std::all_of(results.begin(), results.end(), [](const Status& s) { return s.ok(); });
     if (!stored) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -295,11 +297,8 @@ TEST_F(RemoteTierTest, AKilledMasterCostsItsRecordsAndNothingElse) {
 
 TEST_F(RemoteTierTest, TtlPutsAnExpiryOnEveryPart) {
   options_.ttl_seconds = 600;
-  auto t = Open(layout_);
-  ASSERT_NE(t, nullptr);
-  PutAll(*t, Kind::kMamba, 1);
-  auto raw = Raw();
-  ASSERT_NE(raw, nullptr);
+  auto [t, raw] = OpenWithRecords(Kind::kMamba, 1);
+  ASSERT_TRUE(t && raw);
   const DiskKey key = TestKey(Kind::kMamba, 0);
   for (uint32_t part = 0; part < t->Parts(Kind::kMamba); ++part) {
     auto ttl = RawRun(*raw, {"TTL", t->PartKey(key, part)});
