@@ -14,6 +14,37 @@ using nlohmann::json;
 
 constexpr size_t kKeptMessages = 10;
 
+// ReplayTotals' plain counters and their JSON keys: the one list that Merge, a replica's totals
+// (ReplayTotalsToJson / FromJson) and the report's JSON use. `in_report`: the report shows it
+// under its key (the others it shows in other forms, or not at all).
+struct TotalsCounter {
+  const char* key;
+  uint64_t ReplayTotals::*field;
+  bool in_report;
+};
+constexpr TotalsCounter kTotalsCounters[] = {
+    {"requests", &ReplayTotals::requests, true},
+    {"prompt_tokens", &ReplayTotals::prompt_tokens, true},
+    {"pages", &ReplayTotals::pages, true},
+    {"computed_pages", &ReplayTotals::computed_pages, true},
+    {"computed_states", &ReplayTotals::computed_states, true},
+    {"saved_pages", &ReplayTotals::saved_pages, true},
+    {"saved_states", &ReplayTotals::saved_states, true},
+    {"loaded_pages", &ReplayTotals::loaded_pages, true},
+    {"loaded_states", &ReplayTotals::loaded_states, true},
+    {"loaded_bytes", &ReplayTotals::loaded_bytes, false},
+    {"saved_bytes", &ReplayTotals::saved_bytes, false},
+    {"saved_window_pages", &ReplayTotals::saved_window_pages, false},
+    {"loaded_window_pages", &ReplayTotals::loaded_window_pages, false},
+    {"lost_races", &ReplayTotals::lost_races, true},
+    {"refused", &ReplayTotals::refused, true},
+    {"store_errors", &ReplayTotals::store_errors, true},
+    {"verified_records", &ReplayTotals::verified_records, true},
+    {"verified_bytes", &ReplayTotals::verified_bytes, true},
+    {"wrong_records", &ReplayTotals::wrong_records, true},
+    {"wrong_bytes", &ReplayTotals::wrong_bytes, true},
+};
+
 void AppendKept(std::vector<std::string>* to, const std::vector<std::string>& from) {
   for (const std::string& s : from) {
     if (to->size() >= kKeptMessages) return;
@@ -129,34 +160,15 @@ void ReplayTotals::AddError(std::string message) {
 }
 
 void ReplayTotals::Merge(const ReplayTotals& o) {
-  requests += o.requests;
-  prompt_tokens += o.prompt_tokens;
-  pages += o.pages;
+  for (const TotalsCounter& c : kTotalsCounters) this->*c.field += o.*c.field;
   for (int t = 0; t < kReportedTiers; ++t) {
     hit_pages[t] += o.hit_pages[t];
     hit_states[t] += o.hit_states[t];
   }
-  computed_pages += o.computed_pages;
-  computed_states += o.computed_states;
-  saved_pages += o.saved_pages;
-  saved_states += o.saved_states;
-  loaded_pages += o.loaded_pages;
-  loaded_states += o.loaded_states;
-  loaded_bytes += o.loaded_bytes;
-  saved_bytes += o.saved_bytes;
-  saved_window_pages += o.saved_window_pages;
-  loaded_window_pages += o.loaded_window_pages;
-  lost_races += o.lost_races;
-  refused += o.refused;
   for (const std::string& r : o.refusals_seen) {
     if (refusals_seen.size() < 3) refusals_seen.push_back(r);
   }
-  store_errors += o.store_errors;
   AppendKept(&errors, o.errors);
-  verified_records += o.verified_records;
-  verified_bytes += o.verified_bytes;
-  wrong_records += o.wrong_records;
-  wrong_bytes += o.wrong_bytes;
   AppendKept(&wrong_records_seen, o.wrong_records_seen);
   for (int k = 0; k < kNumKinds; ++k) l1_evictions[k] += o.l1_evictions[k];
   lookup_us.Merge(o.lookup_us);
@@ -164,76 +176,27 @@ void ReplayTotals::Merge(const ReplayTotals& o) {
   save_us.Merge(o.save_us);
 }
 
-namespace {
-
-// The counts a report prints and a replica hands its parent (ReplayTotalsToJson) under the same
-// keys: one list, so the two cannot drift apart.
-json ReplayCountsJson(const ReplayTotals& t) {
-  return {{"requests", t.requests},
-          {"prompt_tokens", t.prompt_tokens},
-          {"pages", t.pages},
-          {"computed_pages", t.computed_pages},
-          {"computed_states", t.computed_states},
-          {"saved_pages", t.saved_pages},
-          {"saved_states", t.saved_states},
-          {"loaded_pages", t.loaded_pages},
-          {"loaded_states", t.loaded_states},
-          {"verified_records", t.verified_records},
-          {"verified_bytes", t.verified_bytes},
-          {"wrong_records", t.wrong_records},
-          {"wrong_bytes", t.wrong_bytes},
-          {"wrong_records_seen", t.wrong_records_seen},
-          {"lost_races", t.lost_races},
-          {"refused", t.refused},
-          {"refusals_seen", t.refusals_seen},
-          {"store_errors", t.store_errors},
-          {"errors", t.errors}};
-}
-
-}  // namespace
-
 json ReplayTotalsToJson(const ReplayTotals& t) {
-  json j = ReplayCountsJson(t);
-  j.update(json{{"hit_pages", t.hit_pages},
-                {"hit_states", t.hit_states},
-                {"loaded_bytes", t.loaded_bytes},
-                {"saved_bytes", t.saved_bytes},
-                {"saved_window_pages", t.saved_window_pages},
-                {"loaded_window_pages", t.loaded_window_pages},
-                {"l1_evictions", t.l1_evictions},
-                {"lookup_us", t.lookup_us.samples()},
-                {"load_us", t.load_us.samples()},
-                {"save_us", t.save_us.samples()}});
+  json j = {{"hit_pages", t.hit_pages},
+            {"hit_states", t.hit_states},
+            {"refusals_seen", t.refusals_seen},
+            {"errors", t.errors},
+            {"wrong_records_seen", t.wrong_records_seen},
+            {"l1_evictions", t.l1_evictions},
+            {"lookup_us", t.lookup_us.samples()},
+            {"load_us", t.load_us.samples()},
+            {"save_us", t.save_us.samples()}};
+  for (const TotalsCounter& c : kTotalsCounters) j[c.key] = t.*c.field;
   return j;
 }
 
 ReplayTotals ReplayTotalsFromJson(const json& j) {
   ReplayTotals t;
-  auto u = [&](const char* key) { return j.value(key, uint64_t{0}); };
-  t.requests = u("requests");
-  t.prompt_tokens = u("prompt_tokens");
-  t.pages = u("pages");
+  for (const TotalsCounter& c : kTotalsCounters) t.*c.field = j.value(c.key, uint64_t{0});
   t.hit_pages = j.at("hit_pages").get<std::array<uint64_t, kReportedTiers>>();
   t.hit_states = j.at("hit_states").get<std::array<uint64_t, kReportedTiers>>();
-  t.computed_pages = u("computed_pages");
-  t.computed_states = u("computed_states");
-  t.saved_pages = u("saved_pages");
-  t.saved_states = u("saved_states");
-  t.loaded_pages = u("loaded_pages");
-  t.loaded_states = u("loaded_states");
-  t.loaded_bytes = u("loaded_bytes");
-  t.saved_bytes = u("saved_bytes");
-  t.saved_window_pages = u("saved_window_pages");
-  t.loaded_window_pages = u("loaded_window_pages");
-  t.lost_races = u("lost_races");
-  t.refused = u("refused");
   t.refusals_seen = j.at("refusals_seen").get<std::vector<std::string>>();
-  t.store_errors = u("store_errors");
   t.errors = j.at("errors").get<std::vector<std::string>>();
-  t.verified_records = u("verified_records");
-  t.verified_bytes = u("verified_bytes");
-  t.wrong_records = u("wrong_records");
-  t.wrong_bytes = u("wrong_bytes");
   t.wrong_records_seen = j.at("wrong_records_seen").get<std::vector<std::string>>();
   t.l1_evictions = j.at("l1_evictions").get<std::array<uint64_t, kNumKinds>>();
   for (double v : j.at("lookup_us")) t.lookup_us.Add(v);
@@ -434,7 +397,12 @@ json ReplayReportJsonValue(const ReplayReport& r) {
       {"checksum_failures", s.checksum_failures},
       {"io_errors", s.io_errors},
   };
-  j.update(ReplayCountsJson(t));
+  for (const TotalsCounter& c : kTotalsCounters) {
+    if (c.in_report) j[c.key] = t.*c.field;
+  }
+  j["wrong_records_seen"] = t.wrong_records_seen;
+  j["refusals_seen"] = t.refusals_seen;
+  j["errors"] = t.errors;
   if (r.store.remote.enabled) {
     json remote = json::object();
     for (const auto& [name, value] : r.store.remote.Fields()) remote[name] = value;

@@ -184,6 +184,19 @@ TEST(ReplayReportTest, JsonHasTheDocumentedKeysAndTheTableSaysOk) {
   // Round trip of the totals (how crash-mode children report).
   ReplayTotals back = ReplayTotalsFromJson(ReplayTotalsToJson(report.totals));
   EXPECT_EQ(ReplayTotalsToJson(back), ReplayTotalsToJson(report.totals));
+  // Merge adds every counter (how replicas and crash-mode children are summed).
+  ReplayTotals twice = report.totals;
+  twice.Merge(report.totals);
+  const nlohmann::json once_json = ReplayTotalsToJson(report.totals);
+  const nlohmann::json twice_json = ReplayTotalsToJson(twice);
+  size_t counters = 0;
+  for (const auto& [key, value] : once_json.items()) {
+    if (!value.is_number_unsigned()) continue;
+    ++counters;
+    EXPECT_EQ(twice_json[key].get<uint64_t>(), 2 * value.get<uint64_t>()) << key;
+  }
+  EXPECT_GE(counters, 20u);
+  EXPECT_GT(once_json["requests"].get<uint64_t>(), 0u);
 }
 
 }  // namespace
