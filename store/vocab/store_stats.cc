@@ -57,49 +57,43 @@ void PromLatency(std::ostringstream& o, const char* name, const LatencySummary& 
 
 }  // namespace
 
+// RemoteStats' counters in declaration order, with their names: the one list Fields and Add use.
+struct RemoteCounter {
+  const char* name;
+  uint64_t RemoteStats::*field;
+};
+constexpr RemoteCounter kRemoteCounters[] = {
+    {"writes_queued", &RemoteStats::writes_queued},
+    {"writes", &RemoteStats::writes},
+    {"write_failures", &RemoteStats::write_failures},
+    {"writes_dropped", &RemoteStats::writes_dropped},
+    {"writes_skipped", &RemoteStats::writes_skipped},
+    {"disk_copies", &RemoteStats::disk_copies},
+    {"disk_copy_failures", &RemoteStats::disk_copy_failures},
+    {"queued_now", &RemoteStats::queued_now},
+    {"lookup_pages", &RemoteStats::lookup_pages},
+    {"loaded", &RemoteStats::loaded},
+    {"load_failures", &RemoteStats::load_failures},
+    {"put_bytes", &RemoteStats::put_bytes},
+    {"get_bytes", &RemoteStats::get_bytes},
+    {"missing_parts", &RemoteStats::missing_parts},
+    {"wrong_size", &RemoteStats::wrong_size},
+    {"header_mismatches", &RemoteStats::header_mismatches},
+    {"checksum_failures", &RemoteStats::checksum_failures},
+    {"transport_errors", &RemoteStats::transport_errors},
+    {"deleted_bad", &RemoteStats::deleted_bad},
+};
+
 std::vector<std::pair<const char*, uint64_t>> RemoteStats::Fields() const {
-  return {{"writes_queued", writes_queued},
-          {"writes", writes},
-          {"write_failures", write_failures},
-          {"writes_dropped", writes_dropped},
-          {"writes_skipped", writes_skipped},
-          {"disk_copies", disk_copies},
-          {"disk_copy_failures", disk_copy_failures},
-          {"queued_now", queued_now},
-          {"lookup_pages", lookup_pages},
-          {"loaded", loaded},
-          {"load_failures", load_failures},
-          {"put_bytes", put_bytes},
-          {"get_bytes", get_bytes},
-          {"missing_parts", missing_parts},
-          {"wrong_size", wrong_size},
-          {"header_mismatches", header_mismatches},
-          {"checksum_failures", checksum_failures},
-          {"transport_errors", transport_errors},
-          {"deleted_bad", deleted_bad}};
+  std::vector<std::pair<const char*, uint64_t>> fields;
+  for (const RemoteCounter& c : kRemoteCounters) fields.emplace_back(c.name, this->*c.field);
+  return fields;
 }
 
 void RemoteStats::Add(const RemoteStats& o) {
   enabled = enabled || o.enabled;
-  writes_queued += o.writes_queued;
-  writes += o.writes;
-  write_failures += o.write_failures;
-  writes_dropped += o.writes_dropped;
-  writes_skipped += o.writes_skipped;
-  disk_copies += o.disk_copies;
-  disk_copy_failures += o.disk_copy_failures;
-  queued_now = o.queued_now;
-  lookup_pages += o.lookup_pages;
-  loaded += o.loaded;
-  load_failures += o.load_failures;
-  put_bytes += o.put_bytes;
-  get_bytes += o.get_bytes;
-  missing_parts += o.missing_parts;
-  wrong_size += o.wrong_size;
-  header_mismatches += o.header_mismatches;
-  checksum_failures += o.checksum_failures;
-  transport_errors += o.transport_errors;
-  deleted_bad += o.deleted_bad;
+  for (const RemoteCounter& c : kRemoteCounters) this->*c.field += o.*c.field;
+  queued_now = o.queued_now;  // a level, not a count: the later snapshot's
 }
 
 std::string StoreStats::ToJson() const {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "store/latency_histogram.h"
 #include "store/vocab/store_stats.h"
@@ -128,6 +131,35 @@ TEST(StoreStatsTest, JsonAndPrometheusCarryTheCounters) {
   EXPECT_NE(prom.find("cachepawl_loaded_entries_total{tier=\"disk\",kind=\"mamba\"} 5\n"),
             std::string::npos);
   EXPECT_NE(prom.find("cachepawl_load_latency_us{quantile=\"0.99\"} 12.5\n"), std::string::npos);
+}
+
+TEST(StoreStatsTest, RemoteFieldsNameEveryCounterAndAddSumsThem) {
+  RemoteStats a;
+  a.enabled = true;
+  a.writes_queued = 1;
+  a.deleted_bad = 2;
+  a.queued_now = 3;
+  a.lookup_pages = 4;
+  const auto fields = a.Fields();
+  EXPECT_EQ(fields.size(), 19u);
+  std::set<std::string> names;
+  for (const auto& [name, value] : fields) EXPECT_TRUE(names.insert(name).second) << name;
+  EXPECT_EQ(fields.front().first, std::string("writes_queued"));
+  EXPECT_EQ(fields.back(), (std::pair<const char*, uint64_t>{fields.back().first, 2}));
+  RemoteStats sum;
+  sum.Add(a);
+  sum.Add(a);
+  EXPECT_TRUE(sum.enabled);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const auto [name, value] = sum.Fields()[i];
+    // queued_now is a level (the later snapshot's); every other field is a count.
+    const uint64_t expected = std::string(name) == "queued_now" ? 3 : 2 * fields[i].second;
+    EXPECT_EQ(value, expected) << name;
+  }
+  StoreStats st;
+  st.remote = a;
+  const auto j = nlohmann::json::parse(st.ToJson());
+  for (const auto& [name, value] : fields) EXPECT_EQ(j["remote"][name], value) << name;
 }
 
 }  // namespace
