@@ -1,6 +1,5 @@
 #include "index/index_types.h"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -46,16 +45,6 @@ Status IndexOptions::Validate() const {
                                    " (must be <= max_pages " + std::to_string(max_pages) + ")");
   }
   return Status::OK();
-}
-
-double IndexOptions::StateValuePerByte(uint32_t depth) const {
-  const double d = depth;
-  const double value = state_value_per_page * d + state_value_per_page_squared * d * d;
-  double bytes = static_cast<double>(mamba_state_bytes);
-  if (kv_payload) bytes += d * static_cast<double>(kv_page_bytes);
-  bytes +=
-      static_cast<double>(std::min(depth, window_pages)) * static_cast<double>(window_page_bytes);
-  return value / std::max(bytes, 1.0);
 }
 
 std::optional<Tier> TierLocations::Fastest() const {

@@ -2,6 +2,7 @@
 // tier, the answer of a lookup, eviction victims, and counters. See index/prefix_index.h.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -63,7 +64,15 @@ struct IndexOptions {
 
   // value(d) / bytes(d) of a state at depth d pages, as defined above (bytes(d) taken as at
   // least 1). The one definition: the index scores states with it and its model test reuses it.
-  double StateValuePerByte(uint32_t depth) const;
+  double StateValuePerByte(uint32_t depth) const {
+    const double d = depth;
+    const double value = state_value_per_page * d + state_value_per_page_squared * d * d;
+    double bytes = static_cast<double>(mamba_state_bytes);
+    if (kv_payload) bytes += d * static_cast<double>(kv_page_bytes);
+    bytes +=
+        static_cast<double>(std::min(depth, window_pages)) * static_cast<double>(window_page_bytes);
+    return value / std::max(bytes, 1.0);
+  }
 
   // InvalidArgument naming the field and value at fault.
   Status Validate() const;
