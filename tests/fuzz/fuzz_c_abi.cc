@@ -234,6 +234,35 @@ class Program {
     strings_.push_back(in_.String(max));
     return {strings_.back().data(), strings_.back().size()};
   }
+  // A namespace and a prompt as the C ABI takes them, bad at times: a NULL namespace with a
+  // length, NULL tokens with a count.
+  struct PromptArgs {
+    const char* ns;
+    size_t ns_len;
+    std::vector<uint32_t> tokens;
+    bool null_tokens;
+    bool bad() const { return (ns == nullptr && ns_len > 0) || null_tokens; }
+    const uint32_t* token_data() const { return null_tokens ? nullptr : tokens.data(); }
+  };
+  PromptArgs Prompt() {
+    const auto [ns, ns_len] = Bytes(32);
+    std::vector<uint32_t> t = Tokens();
+    const bool null_tokens = (in_.Byte() & 7) == 0 && !t.empty();
+    return {ns, ns_len, std::move(t), null_tokens};
+  }
+  // Up to 64 page hashes (32 bytes each) as the C ABI takes them, NULL with a count at times.
+  struct HashArgs {
+    std::vector<uint8_t> bytes;
+    bool null_hashes;
+    const uint8_t* data() const { return null_hashes ? nullptr : bytes.data(); }
+    size_t count() const { return bytes.size() / 32; }
+  };
+  HashArgs Hashes() {
+    std::vector<uint8_t> hashes(32 * in_.Below(65));
+    for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = in_.Byte();
+    const bool null_hashes = (in_.Byte() & 7) == 0 && !hashes.empty();
+    return {std::move(hashes), null_hashes};
+  }
   std::vector<uint32_t> Tokens() {
     const uint8_t mode = in_.Byte();
     std::vector<uint32_t> t(in_.Below(kMaxTokens + 1));
@@ -627,41 +656,28 @@ class Program {
 
   void HashTokens() {
     const cachepawl_store* s = Pick(stores_);
-    const auto ns_ns_len = Bytes(32);
-    const auto ns = ns_ns_len.first;
-    const auto ns_len = ns_ns_len.second;
-    const std::vector<uint32_t> t = Tokens();
-    const bool null_tokens = (in_.Byte() & 7) == 0 && !t.empty();
+    const PromptArgs p = Prompt();
     std::vector<uint8_t> out(32 * in_.Below(kMaxTokens + 1));
     const size_t capacity = in_.Bool() ? out.size() / 32 : 0;
     const bool null_count = NullOut();
     size_t count = 0;
-    CALL(s == nullptr || (ns == nullptr && ns_len > 0) || null_tokens || null_count,
-         cachepawl_store_hash_tokens(s, ns, ns_len, null_tokens ? nullptr : t.data(), t.size(),
+    CALL(s == nullptr || p.bad() || null_count,
+         cachepawl_store_hash_tokens(s, p.ns, p.ns_len, p.token_data(), p.tokens.size(),
                                      capacity == 0 && in_.Bool() ? nullptr : out.data(), capacity,
                                      null_count ? nullptr : &count));
   }
   void Lookup() {
     cachepawl_store* s = Pick(stores_);
     if (in_.Bool()) {
-      const auto ns_ns_len = Bytes(32);
-      const auto ns = ns_ns_len.first;
-      const auto ns_len = ns_ns_len.second;
-      const std::vector<uint32_t> t = Tokens();
-      const bool null_tokens = (in_.Byte() & 7) == 0 && !t.empty();
-      Make(matches_, s == nullptr || (ns == nullptr && ns_len > 0) || null_tokens,
-           [&](cachepawl_match** o) {
-             return cachepawl_store_lookup(s, ns, ns_len, null_tokens ? nullptr : t.data(),
-                                           t.size(), o);
-           });
+      const PromptArgs p = Prompt();
+      Make(matches_, s == nullptr || p.bad(), [&](cachepawl_match** o) {
+        return cachepawl_store_lookup(s, p.ns, p.ns_len, p.token_data(), p.tokens.size(), o);
+      });
       return;
     }
-    std::vector<uint8_t> hashes(32 * in_.Below(65));
-    for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = in_.Byte();
-    const bool null_hashes = (in_.Byte() & 7) == 0 && !hashes.empty();
-    Make(matches_, s == nullptr || null_hashes, [&](cachepawl_match** o) {
-      return cachepawl_store_lookup_hashes(s, null_hashes ? nullptr : hashes.data(),
-                                           hashes.size() / 32, o);
+    const HashArgs h = Hashes();
+    Make(matches_, s == nullptr || h.null_hashes, [&](cachepawl_match** o) {
+      return cachepawl_store_lookup_hashes(s, h.data(), h.count(), o);
     });
   }
   void MatchQuery() {
@@ -770,24 +786,16 @@ class Program {
     const uint64_t depth = (in_.Byte() & 1) != 0 ? 4 * (in_.Byte() % 64) : Number();
     const bool null_pages = pages == nullptr && n > 0;
     if (in_.Bool()) {
-      const auto ns_ns_len = Bytes(32);
-      const auto ns = ns_ns_len.first;
-      const auto ns_len = ns_ns_len.second;
-      const std::vector<uint32_t> t = Tokens();
-      const bool null_tokens = (in_.Byte() & 7) == 0 && !t.empty();
-      Make(fences_, s == nullptr || (ns == nullptr && ns_len > 0) || null_tokens || null_pages,
-           [&](cachepawl_fence** o) {
-             return cachepawl_store_save(s, ns, ns_len, null_tokens ? nullptr : t.data(), t.size(),
-                                         first, pages, n, slot, depth, o);
-           });
+      const PromptArgs p = Prompt();
+      Make(fences_, s == nullptr || p.bad() || null_pages, [&](cachepawl_fence** o) {
+        return cachepawl_store_save(s, p.ns, p.ns_len, p.token_data(), p.tokens.size(), first,
+                                    pages, n, slot, depth, o);
+      });
       return;
     }
-    std::vector<uint8_t> hashes(32 * in_.Below(65));
-    for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = in_.Byte();
-    const bool null_hashes = (in_.Byte() & 7) == 0 && !hashes.empty();
-    Make(fences_, s == nullptr || null_hashes || null_pages, [&](cachepawl_fence** o) {
-      return cachepawl_store_save_hashes(s, null_hashes ? nullptr : hashes.data(),
-                                         hashes.size() / 32, first, pages, n, slot, depth, o);
+    const HashArgs h = Hashes();
+    Make(fences_, s == nullptr || h.null_hashes || null_pages, [&](cachepawl_fence** o) {
+      return cachepawl_store_save_hashes(s, h.data(), h.count(), first, pages, n, slot, depth, o);
     });
   }
   void PrefetchOps() {
