@@ -85,6 +85,7 @@ class RedisCluster::Impl {
   void Run(std::span<const RedisCommand> commands, Clock::time_point deadline,
            std::vector<StatusOr<RedisReply>>& results);
   std::vector<RedisNode> Masters() const;
+  std::optional<RedisNode> MasterOf(uint16_t slot) const;
   RedisClusterStats stats() const { return counters_.Snapshot(); }
 
  private:
@@ -370,6 +371,14 @@ void RedisCluster::Impl::Run(std::span<const RedisCommand> commands, Clock::time
   if (moved) RefreshAfterMoved(deadline);
 }
 
+std::optional<RedisNode> RedisCluster::Impl::MasterOf(uint16_t slot) const {
+  std::shared_ptr<const SlotMap> map = CurrentMap();
+  if (map == nullptr || slot >= kRedisSlotCount) return std::nullopt;
+  const RedisNodePool* pool = map->Owner(slot);
+  if (pool == nullptr) return std::nullopt;
+  return pool->node();
+}
+
 std::vector<RedisNode> RedisCluster::Impl::Masters() const {
   std::vector<RedisNode> masters;
   if (auto map = CurrentMap()) {
@@ -431,6 +440,14 @@ std::vector<RedisNode> RedisCluster::Masters() const {
     return impl_->Masters();
   } catch (const std::exception&) {
     return {};
+  }
+}
+
+std::optional<RedisNode> RedisCluster::MasterOf(uint16_t slot) const {
+  try {
+    return impl_->MasterOf(slot);
+  } catch (const std::exception&) {
+    return std::nullopt;
   }
 }
 

@@ -42,6 +42,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -170,6 +171,9 @@ class RedisCluster {
   Status RefreshSlotMap();
   // The masters the slot map names now, sorted by address.
   std::vector<RedisNode> Masters() const;
+  // The master the slot map names now for `slot` (< kRedisSlotCount); nullopt when none does
+  // (no slot map yet, or the slot is not covered).
+  std::optional<RedisNode> MasterOf(uint16_t slot) const;
   RedisClusterStats stats() const;
 
  private:

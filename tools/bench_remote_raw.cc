@@ -3,15 +3,18 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <string>
+
+#include "tiers/redis_slot_map.h"
 
 namespace cachepawl::tools {
 namespace {
-
-constexpr int kSlots = 16384;
 
 struct ReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
@@ -54,8 +57,8 @@ StatusOr<Context> Open(const RedisNode& node, const RedisClusterOptions& o) {
 struct RawRedis::Impl {
   RedisClusterOptions options;
   std::vector<RedisNode> masters;
-  std::array<uint16_t, kSlots> owner{};     // slot -> index into masters
-  std::vector<std::vector<Context>> conns;  // [thread][master]
+  std::array<uint16_t, kRedisSlotCount> owner{};  // slot -> index into masters
+  std::vector<std::vector<Context>> conns;        // [thread][master]
 
   // Pipelines argv lists per node; `check(i, reply)` judges command i's reply. Failures counted.
   template <typename Check>
@@ -110,43 +113,21 @@ StatusOr<std::unique_ptr<RawRedis>> RawRedis::Connect(const RedisClusterOptions&
                                                       size_t threads) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  CACHEPAWL_ASSIGN_OR_RETURN(auto seeds, ParseRedisSeeds(options.seeds));
-  Status last = Status::Unavailable("raw: no seed");
-  for (const RedisNode& seed : seeds) {
-    auto c = Open(seed, options);
-    if (!c.ok()) {
-      last = c.status();
-      continue;
+  // The cluster's layout as the library's client reads it (CLUSTER SLOTS; a server with cluster
+  // mode off holds every slot); only the data path below is plain hiredis.
+  CACHEPAWL_ASSIGN_OR_RETURN(std::unique_ptr<RedisCluster> cluster, RedisCluster::Connect(options));
+  impl->masters = cluster->Masters();
+  for (uint32_t slot = 0; slot < kRedisSlotCount; ++slot) {
+    const std::optional<RedisNode> master = cluster->MasterOf(static_cast<uint16_t>(slot));
+    const auto it = master.has_value()
+                        ? std::find(impl->masters.begin(), impl->masters.end(), *master)
+                        : impl->masters.end();
+    if (it == impl->masters.end()) {
+      return Status::Unavailable("raw: slot " + std::to_string(slot) +
+                                 " has no master in the cluster's slot map");
     }
-    Reply r(static_cast<redisReply*>(redisCommand(c->get(), "CLUSTER SLOTS")));
-    if (r == nullptr) {
-      last = Status::IOError("raw: " + seed.ToString() + ": CLUSTER SLOTS: no reply");
-      continue;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {  // cluster support disabled: one server holds all
-      impl->masters = {seed};
-      impl->owner.fill(0);
-      break;
-    }
-    std::map<std::string, size_t> index;
-    for (size_t i = 0; i < r->elements; ++i) {
-      const redisReply* range = r->element[i];
-      if (range->elements < 3) continue;
-      const redisReply* master = range->element[2];
-      if (master->elements < 2) continue;
-      RedisNode node{std::string(master->element[0]->str, master->element[0]->len),
-                     static_cast<uint16_t>(master->element[1]->integer)};
-      if (node.host.empty()) node.host = seed.host;
-      auto [it, added] = index.emplace(node.ToString(), impl->masters.size());
-      if (added) impl->masters.push_back(node);
-      for (long long s = range->element[0]->integer; s <= range->element[1]->integer; ++s) {
-        if (s >= 0 && s < kSlots)
-          impl->owner[static_cast<size_t>(s)] = static_cast<uint16_t>(it->second);
-      }
-    }
-    if (!impl->masters.empty()) break;
+    impl->owner[slot] = static_cast<uint16_t>(it - impl->masters.begin());
   }
-  if (impl->masters.empty()) return last;
   impl->conns.resize(threads);
   for (size_t t = 0; t < threads; ++t) {
     for (const RedisNode& m : impl->masters) {

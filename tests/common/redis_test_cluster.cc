@@ -522,7 +522,7 @@ Status RedisTestCluster::MoveSlot(uint16_t slot, size_t from, size_t to) {
   return FinishSlotMigration(slot, to);
 }
 
-void RedisClusterTest::SetUp() {
+void RedisClusterFixture::SetUp() {
   CACHEPAWL_SKIP_WITHOUT_REDIS();
   auto cluster = RedisTestCluster::Start({});
   ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();

@@ -136,7 +136,7 @@ class RedisTestCluster {
 // without Redis (fails it under CI) and starts the cluster; the cluster is stopped with the
 // fixture, also when the test failed. A derived SetUp that adds steps calls this one first and
 // returns when IsSkipped() or HasFatalFailure().
-class RedisClusterTest : public ::testing::Test {
+class RedisClusterFixture : public ::testing::Test {
  protected:
   void SetUp() override;
 

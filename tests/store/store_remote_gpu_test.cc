@@ -28,11 +28,11 @@ std::vector<uint32_t> Prompt(const ModelLayout& l, uint32_t r) {
   return Tokens(1'000'000 * (r + 1), kPagesPerPrompt * l.page_size_tokens);
 }
 
-class StoreRemoteGpuTest : public testing::RedisClusterTest {
+class StoreRemoteGpuTest : public testing::RedisClusterFixture {
  protected:
   void SetUp() override {
     if (!cuda::GpuAvailable()) GTEST_SKIP() << "no GPU: " << cuda::DescribeDevice(0);
-    RedisClusterTest::SetUp();
+    RedisClusterFixture::SetUp();
   }
 
   StoreOptions Options(RemoteWritePolicy policy) const {

@@ -20,7 +20,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-class RemoteStoreTest : public testing::RedisClusterTest {
+class RemoteStoreTest : public testing::RedisClusterFixture {
  protected:
   StoreOptions Options(const ModelLayout& layout, RemoteWritePolicy policy) const {
     StoreOptions o = CpuStoreOptions(layout, 4 << 20, 2 << 20, 0, "");

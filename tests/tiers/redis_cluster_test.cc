@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "tests/common/redis_test_cluster.h"
 #include "tests/common/test_util.h"
+#include "tiers/redis_slot_map.h"
 
 namespace cachepawl {
 namespace {
@@ -300,6 +302,12 @@ TEST_F(RedisClusterTest, BinaryValuesOverThreeMastersOneRoundTripPerNode) {
   ASSERT_TRUE(owners.ok());
   for (const std::string& key : records.keys) ++per_master[(*owners)[RedisKeySlot(key)]];
   for (size_t n : per_master) ASSERT_GT(n, 0u);  // every master has keys
+  // The client's slot map names the owner the servers report, for every slot.
+  for (uint32_t slot = 0; slot < kRedisSlotCount; ++slot) {
+    const std::optional<RedisNode> master = client_->MasterOf(static_cast<uint16_t>(slot));
+    ASSERT_TRUE(master.has_value()) << slot;
+    ASSERT_EQ(*master, cluster_->address((*owners)[slot])) << slot;
+  }
 
   const RedisClusterStats before = client_->stats();
   SetAll(*client_, records);
@@ -756,6 +764,9 @@ TEST_F(RedisClusterTest, StandaloneServerOwnsEverySlot) {
   ASSERT_NO_FATAL_FAILURE(StartAndConnect(options));
   ASSERT_EQ(client_->Masters().size(), 1u);
   EXPECT_EQ(client_->Masters()[0], cluster_->address(0));
+  EXPECT_EQ(client_->MasterOf(0), cluster_->address(0));
+  EXPECT_EQ(client_->MasterOf(kRedisSlotCount - 1), cluster_->address(0));
+  EXPECT_EQ(client_->MasterOf(kRedisSlotCount), std::nullopt);  // no such slot
 
   Records records;
   for (size_t i = 0; i < 200; ++i) records.Add("solo:" + std::to_string(i), RandomBytes(i * 50, i));

@@ -37,10 +37,10 @@ ModelLayout RemoteTestLayout(const std::string& model = "test/remote-hybrid") {
   return l;
 }
 
-class RemoteTierTest : public testing::RedisClusterTest {
+class RemoteTierTest : public testing::RedisClusterFixture {
  protected:
   void SetUp() override {
-    RedisClusterTest::SetUp();
+    RedisClusterFixture::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     layout_ = RemoteTestLayout();
     options_.redis.seeds = cluster_->Seeds();

@@ -35,7 +35,7 @@ TEST(RemoteBenchTest, BadArgumentsAreUsageErrors) {
   EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r.err;
 }
 
-class RemoteBenchClusterTest : public testing::RedisClusterTest {};
+class RemoteBenchClusterTest : public testing::RedisClusterFixture {};
 
 TEST_F(RemoteBenchClusterTest, SmallRunOnAClusterPrintsEveryRowAndCleansUp) {
   CliResult r = RunBench({"--remote", cluster_->Seeds(), "--json", "--records", "64K,1M", "--mib",

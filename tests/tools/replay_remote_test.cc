@@ -32,7 +32,7 @@ TEST(RemoteReplayTest, BadRemoteArgumentsAreUsageErrors) {
   EXPECT_NE(r.err.find("http://x"), std::string::npos) << r.err;
 }
 
-class RemoteReplayClusterTest : public testing::RedisClusterTest {};
+class RemoteReplayClusterTest : public testing::RedisClusterFixture {};
 
 TEST_F(RemoteReplayClusterTest, TwoReplicasShareOneClusterEveryByteVerified) {
   const std::string seeds = cluster_->Seeds();
