@@ -1,4 +1,4 @@
-// StoreImpl: the host -> disk cascade. Entries reach the disk tier by policy (disk_write_policy.h):
+// StoreImpl: the host -> disk cascade. Entries reach the disk tier by policy (tier_write_policy.h):
 // right after a Save (write-through), at their N-th hit (selective), or when they are about to
 // leave host memory (write-on-evict). Every write is asynchronous: under mu_ the store only pins
 // the host slot and records the job; the disk submitter thread fills the record headers and

@@ -50,8 +50,7 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
   io.kv_page_bytes = io.kv_payload ? RecordSlotBytes(s->layout_, Kind::kKV) : 0;
   // Sliding-window layers: a reusable prefix needs their KV for its last WindowPages() pages.
   io.window_pages = s->layout_.WindowPages();
-  io.window_page_bytes =
-      s->layout_.Stores(Kind::kWindowKV) ? RecordSlotBytes(s->layout_, Kind::kWindowKV) : 0;
+  io.window_page_bytes = StoredRecordSlotBytes(s->layout_, Kind::kWindowKV);
   io.mamba_state_bytes = s->layout_.has_ssm() ? RecordSlotBytes(s->layout_, Kind::kMamba) : 0;
   // Hybrid eviction: a state's value is the prefill it saves (per page of its depth).
   io.hybrid_eviction = options.eviction_policy == EvictionPolicy::kHybrid;
@@ -64,7 +63,7 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
   if (!index.ok()) return index.status();
   s->index_ = std::move(index).value();
 
-  s->policy_ = DiskWritePolicy::Make(options.write_policy, options.selective_min_hits);
+  s->policy_ = TierWritePolicy::Make(options.write_policy, options.selective_min_hits);
   CACHEPAWL_RETURN_IF_ERROR(s->OpenTiers());
   s->worker_ = std::make_unique<CompletionWorker>();
   CACHEPAWL_RETURN_IF_ERROR(s->OpenRemote());

@@ -10,7 +10,7 @@
 //   store_recovery.cc       the index rebuilt from the disk catalog at open
 //   store_remote.cc         the remote tier: Lookup past the local match, remote reads into
 //                           host memory for Load and StartPrefetch, the remote writer thread
-//   disk_write_policy.h     when an entry goes to disk (a small object, testable alone)
+//   tier_write_policy.h     when an entry goes to disk or the remote tier (testable alone)
 //
 // Locking. One mutex (mu_) serializes the store's bookkeeping: host slot allocation, eviction
 // decisions, index mutations and the in-flight sets. No thread waits on I/O or on a transfer
@@ -48,7 +48,7 @@
 #include "index/prefix_index.h"
 #include "store/completion_worker.h"
 #include "store/deferred_stream_waiter.h"
-#include "store/disk_write_policy.h"
+#include "store/tier_write_policy.h"
 #include "store/entry_key.h"
 #include "store/latency_histogram.h"
 #include "store/store.h"
@@ -356,7 +356,7 @@ class StoreImpl final : public Store {
   bool closed_ = false;       // guarded by mu_
   bool mover_ready_ = false;  // guarded by mu_
   bool registering_ = false;  // Register/UnregisterDevicePool at work; guarded by mu_
-  std::unique_ptr<DiskWritePolicy> policy_;                           // guarded by mu_
+  std::unique_ptr<TierWritePolicy> policy_;                           // guarded by mu_
   std::unordered_map<EntryKey, HostSlotId, EntryKeyHasher> filling_;  // guarded by mu_
   std::unordered_set<EntryKey, EntryKeyHasher> disk_writing_;         // guarded by mu_
   // Disk victims the index forgot whose removal from the disk tier has not run yet (it runs
@@ -386,7 +386,7 @@ class StoreImpl final : public Store {
   // writer thread drains remote_queue_.
   std::unique_ptr<RemoteTier> remote_;
   std::unique_ptr<CompletionWorker> remote_reader_;
-  std::unique_ptr<DiskWritePolicy> remote_policy_;  // null when this store writes nothing
+  std::unique_ptr<TierWritePolicy> remote_policy_;  // null when this store writes nothing
   std::thread remote_writer_;
   struct QueuedRemoteWrite {
     EntryKey key;

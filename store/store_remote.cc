@@ -6,7 +6,6 @@
 #include "store/store_impl.h"
 
 namespace cachepawl {
-namespace {}  // namespace
 
 Status StoreImpl::OpenRemote() {
   if (!options_.remote.enabled()) return Status::OK();
@@ -14,15 +13,9 @@ Status StoreImpl::OpenRemote() {
   if (!remote.ok()) return remote.status().WithContext("StoreOptions.remote");
   remote_ = std::move(remote).value();
   remote_reader_ = std::make_unique<CompletionWorker>();
-  const RemoteWritePolicy policy = options_.remote.write_policy;
-  if (policy != RemoteWritePolicy::kNone) {
-    const WritePolicy as_disk =
-        policy == RemoteWritePolicy::kSelective ? WritePolicy::kWriteThroughSelective
-        : policy == RemoteWritePolicy::kOnEvict ? WritePolicy::kWriteBack
-                                                : WritePolicy::kWriteThrough;
-    remote_policy_ = DiskWritePolicy::Make(as_disk, options_.remote.selective_min_hits);
-    remote_writer_ = std::thread([this] { RemoteWriterLoop(); });
-  }
+  remote_policy_ =
+      TierWritePolicy::Make(options_.remote.write_policy, options_.remote.selective_min_hits);
+  if (remote_policy_ != nullptr) remote_writer_ = std::thread([this] { RemoteWriterLoop(); });
   return Status::OK();
 }
 

@@ -31,6 +31,10 @@ constexpr uint64_t RoundUpToAlignment(uint64_t n, uint64_t a = kDirectIoAlignmen
 inline uint64_t RecordSlotBytes(const ModelLayout& layout, Kind kind) {
   return kRecordHeaderBytes + RoundUpToAlignment(layout.RecordBytes(kind));
 }
+// RecordSlotBytes, or 0 when `layout` stores no records of `kind` (ModelLayout::Stores).
+inline uint64_t StoredRecordSlotBytes(const ModelLayout& layout, Kind kind) {
+  return layout.Stores(kind) ? RecordSlotBytes(layout, kind) : 0;
+}
 
 // Host slot ids are opaque 64-bit values handed out by the host tier.
 using HostSlotId = uint64_t;

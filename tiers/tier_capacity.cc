@@ -28,10 +28,9 @@ TierCapacity RecordTierCapacity(const ModelLayout& layout, uint64_t bytes,
   TierCapacity c;
   c.bytes = bytes;
   c.pages_per_state = std::max<uint32_t>(pages_per_state, 1);
-  c.page_slot_bytes = layout.Stores(Kind::kKV) ? RecordSlotBytes(layout, Kind::kKV) : 0;
-  c.state_slot_bytes = layout.Stores(Kind::kMamba) ? RecordSlotBytes(layout, Kind::kMamba) : 0;
-  c.window_slot_bytes =
-      layout.Stores(Kind::kWindowKV) ? RecordSlotBytes(layout, Kind::kWindowKV) : 0;
+  c.page_slot_bytes = StoredRecordSlotBytes(layout, Kind::kKV);
+  c.state_slot_bytes = StoredRecordSlotBytes(layout, Kind::kMamba);
+  c.window_slot_bytes = StoredRecordSlotBytes(layout, Kind::kWindowKV);
   c.pages_only = c.page_slot_bytes ? bytes / c.page_slot_bytes : 0;
   c.states_only = c.state_slot_bytes ? bytes / c.state_slot_bytes : 0;
   c.window_only = c.window_slot_bytes ? bytes / c.window_slot_bytes : 0;

@@ -266,7 +266,7 @@ Status FillRandom(std::byte* dst, uint64_t bytes, bool gpu, uint64_t seed) {
 StatusOr<BenchPool> MakeBenchPool(const ModelLayout& layout, bool gpu, uint64_t num_pages,
                                   uint64_t num_states) {
   constexpr uint64_t kAlign = 256;
-  auto up = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  auto up = [](uint64_t n) { return RoundUpToAlignment(n, kAlign); };
   const size_t tensors = 2 * layout.attention_layers.size() + 2 * layout.ssm_layers.size();
   const uint64_t bytes = num_pages * layout.KvPageBytes() +
                          (layout.has_ssm() ? num_states * layout.MambaSlotBytes() : 0) +

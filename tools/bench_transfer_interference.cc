@@ -14,12 +14,6 @@
 
 namespace cachepawl::tools {
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // ---------------------------------------------------------------------------------------------
 // Matmul
 

@@ -22,11 +22,9 @@
 
 #include "cuda/cuda_resources.h"
 #include "store/vocab/status.h"
+#include "tools/bench_median.h"
 
 namespace cachepawl::tools {
-
-// The median of `v` (the upper one of an even count); 0 when empty.
-double Median(std::vector<double> v);
 
 // The matrix-product loop: cuBLAS (GemmEx, bf16) through dlopen, or a tiled kernel.
 class Matmul {

@@ -39,6 +39,7 @@
 #include "store/vocab/internal/stage_profile.h"
 #include "store/vocab/model_layout.h"
 #include "tiers/host_arena.h"
+#include "tools/bench_median.h"
 #include "tools/cli_args.h"
 #include "tools/command.h"
 #include "tools/replay_rng.h"
@@ -101,11 +102,6 @@ DiskKey BenchKey(Kind kind, uint64_t n) {
   }
   k.depth = (n + 1) * 16;
   return k;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 std::string FileSystemName(const std::string& dir) {

@@ -34,6 +34,7 @@
 #include "store/vocab/model_layout.h"
 #include "tiers/host_memory.h"
 #include "tiers/remote_tier.h"
+#include "tools/bench_median.h"
 #include "tools/bench_remote_raw.h"
 #include "tools/cli_args.h"
 #include "tools/command.h"
@@ -54,12 +55,6 @@ ModelLayout RecordLayout(uint64_t bytes) {
   l.page_size_tokens = 16;
   l.attention_layers.push_back({0, static_cast<uint32_t>(bytes / 4096), 64, DType::kBf16, 0});
   return l;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 struct Row {

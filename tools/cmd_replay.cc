@@ -6,8 +6,6 @@
 // --sweep runs the requests over tiers sized at fractions of their working set with each
 // eviction policy, and prints them side by side (replay_sweep.h).
 #include <fcntl.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -170,11 +168,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--crash-child", crash_child)->group("");  // hidden from --help
   app.footer(WorkloadList() + "\n" + ReplayJsonKeysHelp() + "\n" + SweepHelp());
   if (auto done = ParseArgs(app, args, io)) return *done;
-  // The store logs through spdlog: to stderr, so stdout holds only the report.
-  auto logger = std::make_shared<spdlog::logger>(
-      "cachepawl", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-  logger->set_level(verbose ? spdlog::level::info : spdlog::level::warn);
-  spdlog::set_default_logger(logger);
+  LogStoreToStderr(verbose);
   auto usage = [&](const std::string& message) {
     io.err << kName << ": " << message << "\n";
     return kExitUsage;

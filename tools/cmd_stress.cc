@@ -2,8 +2,6 @@
 //
 // Many engine threads over one store whose tiers are far smaller than the working set, every
 // loaded byte verified, a watchdog that aborts on a stuck operation (tools/stress.h).
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <ostream>
@@ -99,11 +97,7 @@ int RunStressCommand(const std::vector<std::string>& args, CommandIo& io) {
   o.layout = std::move(layout).value();
   if (Status s = o.Validate(); !s.ok()) return usage(s.message());
 
-  // The store logs through spdlog: to stderr, so stdout holds only the report.
-  auto logger = std::make_shared<spdlog::logger>(
-      "cachepawl", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-  logger->set_level(verbose ? spdlog::level::info : spdlog::level::warn);
-  spdlog::set_default_logger(logger);
+  LogStoreToStderr(verbose);
   o.progress = &io.err;
   auto report = RunStress(o);
   if (!report.ok()) {

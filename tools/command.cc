@@ -1,8 +1,12 @@
 #include "tools/command.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 namespace cachepawl::tools {
@@ -62,6 +66,13 @@ int RunCommandLine(const std::vector<std::string>& argv, CommandIo& io) {
   }
   std::vector<std::string> rest(argv.begin() + static_cast<long>(best_words), argv.end());
   return best->fn(rest, io);
+}
+
+void LogStoreToStderr(bool verbose) {
+  auto logger = std::make_shared<spdlog::logger>(
+      "cachepawl", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  logger->set_level(verbose ? spdlog::level::info : spdlog::level::warn);
+  spdlog::set_default_logger(logger);
 }
 
 }  // namespace cachepawl::tools

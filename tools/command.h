@@ -32,4 +32,8 @@ class CommandRegistration {
 // Prints usage (exit 2) when none does.
 int RunCommandLine(const std::vector<std::string>& argv, CommandIo& io);
 
+// Sends the store's log (spdlog's default logger) to stderr, so that stdout holds only the
+// command's report: informational lines with `verbose`, warnings and errors only without.
+void LogStoreToStderr(bool verbose);
+
 }  // namespace cachepawl::tools

@@ -14,12 +14,7 @@ namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 
-uint64_t RoundUpToMiB(uint64_t bytes) { return (bytes + kMiB - 1) / kMiB * kMiB; }
-
-// The host / disk slot bytes of a record of `kind`, 0 when the layout stores none.
-uint64_t SlotBytes(const ModelLayout& layout, Kind kind) {
-  return layout.Stores(kind) ? RecordSlotBytes(layout, kind) : 0;
-}
+uint64_t RoundUpToMiB(uint64_t bytes) { return RoundUpToAlignment(bytes, kMiB); }
 
 // Raises `*bytes` to `least`; true when it did.
 bool Clamp(uint64_t least, uint64_t* bytes) {
@@ -49,8 +44,10 @@ SweepTiers ReplayTierMinimums(const ModelLayout& layout, size_t chunk_pages, uin
   const uint64_t groups = (pages + g.group_units - 1) / g.group_units + states;
   SweepTiers least;
   least.device = RoundUpToMiB(requests * groups * g.group_units * g.unit_bytes);
-  const uint64_t page_slots = SlotBytes(layout, Kind::kKV) + SlotBytes(layout, Kind::kWindowKV);
-  const uint64_t records = pages * page_slots + states * SlotBytes(layout, Kind::kMamba);
+  const uint64_t page_slots =
+      StoredRecordSlotBytes(layout, Kind::kKV) + StoredRecordSlotBytes(layout, Kind::kWindowKV);
+  const uint64_t records =
+      pages * page_slots + states * StoredRecordSlotBytes(layout, Kind::kMamba);
   least.host = RoundUpToMiB(requests * records);
   least.disk = least.host;
   return least;

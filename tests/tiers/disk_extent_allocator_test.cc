@@ -13,7 +13,7 @@ namespace {
 
 constexpr uint64_t K4 = 4096;
 
-TEST(ExtentAllocatorTest, StripesRoundRobinAndFillsExactly) {
+TEST(DiskExtentAllocatorTest, StripesRoundRobinAndFillsExactly) {
   DiskExtentAllocator a({8 * K4, 8 * K4});
   std::vector<DiskExtent> got;
   for (int i = 0; i < 8; ++i) {
@@ -36,7 +36,7 @@ TEST(ExtentAllocatorTest, StripesRoundRobinAndFillsExactly) {
   }
 }
 
-TEST(ExtentAllocatorTest, FreedNeighboursCoalesceForALargerExtent) {
+TEST(DiskExtentAllocatorTest, FreedNeighboursCoalesceForALargerExtent) {
   DiskExtentAllocator a({6 * K4});
   auto x = a.Allocate(2 * K4), y = a.Allocate(2 * K4), z = a.Allocate(2 * K4);
   ASSERT_TRUE(x && y && z);
@@ -51,7 +51,7 @@ TEST(ExtentAllocatorTest, FreedNeighboursCoalesceForALargerExtent) {
   EXPECT_EQ(big->offset, 0u);
 }
 
-TEST(ExtentAllocatorTest, ReserveRebuildsAndRejectsOverlapsAndOutOfRange) {
+TEST(DiskExtentAllocatorTest, ReserveRebuildsAndRejectsOverlapsAndOutOfRange) {
   DiskExtentAllocator a({16 * K4, 16 * K4});
   ASSERT_TRUE(a.Reserve({0, 4 * K4, 3 * K4}).ok());
   ASSERT_TRUE(a.Reserve({1, 0, 16 * K4}).ok());
@@ -72,7 +72,7 @@ TEST(ExtentAllocatorTest, ReserveRebuildsAndRejectsOverlapsAndOutOfRange) {
   EXPECT_EQ(a.free_bytes(), 0u);
 }
 
-TEST(ExtentAllocatorTest, RandomAllocFreeKeepsAccountsAndNeverOverlaps) {
+TEST(DiskExtentAllocatorTest, RandomAllocFreeKeepsAccountsAndNeverOverlaps) {
   std::mt19937_64 rng(testing::SeedFromEnv(11));
   DiskExtentAllocator a({256 * K4, 100 * K4, 64 * K4});
   std::vector<DiskExtent> live;
