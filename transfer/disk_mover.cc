@@ -109,15 +109,16 @@ Status DiskMoverOptions::Validate() const {
   CACHEPAWL_RETURN_IF_ERROR(ring.Validate().WithContext("disk"));
   if (max_io_bytes == 0 || max_io_bytes % kDirectIoAlignment != 0 ||
       max_io_bytes > kMaxBlockIoBytes) {
-    return Status::InvalidArgument("disk.max_io_bytes: " + std::to_string(max_io_bytes) +
+    return Status::InvalidArgument("disk_mover.max_io_bytes: " + std::to_string(max_io_bytes) +
                                    " (must be a multiple of 4096, at most 1 GiB)");
   }
   if (read_piece_bytes == 0 || read_piece_bytes % kDirectIoAlignment != 0) {
-    return Status::InvalidArgument("disk.read_piece_bytes: " + std::to_string(read_piece_bytes) +
-                                   " (must be a non-zero multiple of 4096)");
+    return Status::InvalidArgument(
+        "disk_mover.read_piece_bytes: " + std::to_string(read_piece_bytes) +
+        " (must be a non-zero multiple of 4096)");
   }
   if (read_pieces_in_flight == 0 || read_pieces_in_flight > 4096) {
-    return Status::InvalidArgument("disk.read_pieces_in_flight: " +
+    return Status::InvalidArgument("disk_mover.read_pieces_in_flight: " +
                                    std::to_string(read_pieces_in_flight) + " (must be 1..4096)");
   }
   return Status::OK();
@@ -145,7 +146,7 @@ StatusOr<std::unique_ptr<DiskMover>> DiskMover::Open(const DiskMoverOptions& opt
   CACHEPAWL_ASSIGN_OR_RETURN(auto ring, IoUringRing::Open(ring_options));
   std::unique_ptr<BlockIo> io = std::move(ring);
   if (options.wrap_block_io) io = options.wrap_block_io(std::move(io));
-  if (!io) return Status::InvalidArgument("disk.wrap_block_io returned null");
+  if (!io) return Status::InvalidArgument("disk_mover.wrap_block_io returned null");
   mover->io_ = std::move(io);
   DiskMover* self = mover.get();
   mover->io_->SetCompletionHandler(
