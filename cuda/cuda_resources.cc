@@ -1,6 +1,8 @@
 #include "cuda/cuda_resources.h"
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "cuda/cuda_status.h"
@@ -128,6 +130,50 @@ StatusOr<void*> PinnedBuffer::DevicePointer() const {
 #endif
 }
 
+// ---- HostRegistration ----
+
+StatusOr<HostRegistration> HostRegistration::Register(void* ptr, size_t bytes) {
+#if CACHEPAWL_HAVE_CUDA
+  if (DeviceCount() == 0) return Status::Unavailable("cudaHostRegister: no GPU");
+  const cudaError_t err =
+      cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CheckCuda(err, "cudaHostRegister").WithContext(std::to_string(bytes) + " bytes");
+  }
+  HostRegistration r;
+  r.ptr_ = ptr;
+  r.bytes_ = bytes;
+  return r;
+#else
+  (void)ptr;
+  (void)bytes;
+  return NoCuda("cudaHostRegister");
+#endif
+}
+
+void HostRegistration::Unregister() {
+#if CACHEPAWL_HAVE_CUDA
+  if (ptr_ != nullptr && cudaHostUnregister(ptr_) != cudaSuccess) (void)cudaGetLastError();
+#endif
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+HostRegistration::~HostRegistration() { Unregister(); }
+
+HostRegistration::HostRegistration(HostRegistration&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+HostRegistration& HostRegistration::operator=(HostRegistration&& other) noexcept {
+  if (this != &other) {
+    Unregister();
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
 // ---- Stream ----
 
 StatusOr<Stream> Stream::Create(int priority) {
@@ -178,6 +224,19 @@ StatusOr<bool> Stream::Finished() const {
 #else
   return NoCuda("cudaStreamQuery");
 #endif
+}
+
+Status Stream::WaitFinished(std::chrono::milliseconds limit) const {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    auto finished = Finished();
+    if (!finished.ok()) return finished.status();
+    if (*finished) return Status::OK();
+    if (std::chrono::steady_clock::now() >= end) {
+      return Status::TimedOut("stream not finished after " + std::to_string(limit.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 // ---- Event ----

@@ -1,5 +1,6 @@
 // Move-only RAII owners of CUDA resources: device memory (DeviceBuffer), pinned host memory
-// (PinnedBuffer), streams (Stream) and events (Event). Each is made by a factory that returns
+// (PinnedBuffer), registrations of host memory (HostRegistration), streams (Stream) and events
+// (Event). Each is made by a factory that returns
 // StatusOr (never throws); every CUDA return code goes through cuda::CheckCuda
 // (cuda/cuda_status.h), so a failure names the call and the CUDA error. The destructor frees
 // the resource and ignores errors (a destructor has no one to report them to).
@@ -13,6 +14,7 @@
 // the CUDA call behind them may (recording an event, querying, synchronizing).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -75,6 +77,29 @@ class PinnedBuffer {
   size_t bytes_ = 0;
 };
 
+// A cudaHostRegister'ed range of host memory that the caller owns (portable and mapped: pinned
+// for every GPU's context). The memory must stay mapped until the registration is gone.
+class HostRegistration {
+ public:
+  HostRegistration() = default;
+  // Registers [ptr, ptr+bytes), both 4 KiB aligned. Unavailable without a usable GPU (or built
+  // without CUDA); Internal naming cudaHostRegister and the size otherwise.
+  static StatusOr<HostRegistration> Register(void* ptr, size_t bytes);
+  ~HostRegistration();  // cudaHostUnregister
+  HostRegistration(HostRegistration&& other) noexcept;
+  HostRegistration& operator=(HostRegistration&& other) noexcept;
+  HostRegistration(const HostRegistration&) = delete;
+  HostRegistration& operator=(const HostRegistration&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  void Unregister();
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // A non-blocking stream (cudaStreamNonBlocking: no implicit synchronization with the legacy
 // default stream) on the device current when it was created.
 class Stream {
@@ -92,6 +117,10 @@ class Stream {
   Status Synchronize() const;  // cudaStreamSynchronize
   // cudaStreamQuery: true once every enqueued piece of work has finished, false before.
   StatusOr<bool> Finished() const;
+  // Polls Finished() every millisecond, so that a caller (a test, a tool) cannot hang on a stream
+  // that never finishes: OK once it has finished, TimedOut after `limit`, the CUDA error of
+  // cudaStreamQuery otherwise.
+  Status WaitFinished(std::chrono::milliseconds limit) const;
 
  private:
   CUstream_st* stream_ = nullptr;

@@ -25,4 +25,12 @@ Status CheckCuda(int error, std::string_view call) {
   return Status::Internal(message);
 }
 
+Status CheckCu(int result, std::string_view call) {
+  if (result == 0) return Status::OK();
+  std::string message(call);
+  message += " failed: CUresult ";
+  message += std::to_string(result);
+  return Status::Internal(message);
+}
+
 }  // namespace cachepawl::cuda

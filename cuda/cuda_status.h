@@ -1,10 +1,11 @@
-// The one place that turns a CUDA runtime return code (a cudaError_t) into a Status. CUDA-free:
-// callable from any .cc file; a cudaError_t converts to int implicitly.
+// The one place that turns a CUDA runtime return code (a cudaError_t) or a driver API result (a
+// CUresult) into a Status. CUDA-free: callable from any .cc file; a cudaError_t converts to int
+// implicitly.
 //
 //   CACHEPAWL_RETURN_IF_ERROR(cuda::CheckCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize"));
 //   CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));   // names the call by its text
 //
-// Thread safety: CheckCuda may be called from any thread.
+// Thread safety: CheckCuda and CheckCu may be called from any thread.
 #pragma once
 
 #include <string_view>
@@ -17,6 +18,10 @@ namespace cachepawl::cuda {
 // e.g. "cudaMalloc failed: cudaErrorMemoryAllocation (out of memory)". Leaves the runtime's
 // last error as it is. In a build without CUDA a non-zero code reads "CUDA error <code>".
 Status CheckCuda(int error, std::string_view call);
+
+// The same for a CUDA driver API result (a CUresult, fetched through a driver entry point: libcuda
+// is never linked): OK for 0 (CUDA_SUCCESS); otherwise Internal "<call> failed: CUresult <code>".
+Status CheckCu(int result, std::string_view call);
 
 }  // namespace cachepawl::cuda
 

@@ -42,13 +42,17 @@ std::string DescribeDevice(int device) {
   if (DeviceCount() == 0) return "no GPU (cudaGetDeviceCount failed or found none)";
   if (device < 0 || device >= DeviceCount()) return "no GPU " + std::to_string(device);
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "GPU " + std::to_string(device);
+  const Status props = CheckCuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  if (!props.ok()) return "GPU " + std::to_string(device) + " (" + props.message() + ")";
+  // Optional in a description: a failed query reads "driver API unknown".
   int driver = 0;
-  (void)cudaDriverGetVersion(&driver);
+  const bool have_driver = CheckCuda(cudaDriverGetVersion(&driver), "cudaDriverGetVersion").ok();
   return std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
          std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " +
          std::to_string(prop.totalGlobalMem >> 20) + " MiB, driver API " +
-         std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) + ")";
+         (have_driver ? std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10)
+                      : std::string("unknown")) +
+         ")";
 #else
   (void)device;
   return "no GPU (built without CUDA)";
@@ -61,29 +65,35 @@ StatusOr<GpuProperties> QueryDevice(int device) {
     return Status::Unavailable("GPU " + std::to_string(device) + ": " + DescribeDevice(device));
   }
   cudaDeviceProp prop{};
-  cudaError_t err = cudaGetDeviceProperties(&prop, device);
-  if (err != cudaSuccess) return CheckCuda(err, "cudaGetDeviceProperties");
+  CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
   GpuProperties p;
   p.name = prop.name;
   p.compute_major = prop.major;
   p.compute_minor = prop.minor;
   p.sm_count = prop.multiProcessorCount;
   p.total_bytes = prop.totalGlobalMem;
+  // The bus id is optional (it only locates the PCIe link in sysfs): "unknown" when not known.
   char bus[32] = {};
-  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device) == cudaSuccess) {
+  if (CheckCuda(cudaDeviceGetPCIBusId(bus, sizeof(bus), device), "cudaDeviceGetPCIBusId").ok()) {
     p.pci_bus_id = bus;
     for (char& c : p.pci_bus_id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  } else {
+    (void)cudaGetLastError();  // not an error of the caller's later calls
+    p.pci_bus_id = "unknown";
   }
-  (void)cudaDriverGetVersion(&p.driver_version);
-  (void)cudaRuntimeGetVersion(&p.runtime_version);
+  CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&p.driver_version));
+  CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&p.runtime_version));
   int previous = 0;
-  (void)cudaGetDevice(&previous);
-  if ((err = cudaSetDevice(device)) != cudaSuccess) return CheckCuda(err, "cudaSetDevice");
+  CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaGetDevice(&previous));
+  CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   size_t free_bytes = 0;
   size_t total_bytes = 0;
-  err = cudaMemGetInfo(&free_bytes, &total_bytes);
-  (void)cudaSetDevice(previous);
-  if (err != cudaSuccess) return CheckCuda(err, "cudaMemGetInfo");
+  const Status info = CheckCuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  // The caller's device must be current again: its later calls would go to the wrong GPU.
+  const Status restored =
+      CheckCuda(cudaSetDevice(previous), "cudaSetDevice").WithContext("restoring the caller's GPU");
+  CACHEPAWL_RETURN_IF_ERROR(info);
+  CACHEPAWL_RETURN_IF_ERROR(restored);
   p.free_bytes = free_bytes;
   return p;
 #else
@@ -123,44 +133,14 @@ Status SetDevice(int device) {
 #endif
 }
 
-Status HostRegister(void* ptr, size_t bytes) {
-#if CACHEPAWL_HAVE_CUDA
-  if (DeviceCount() == 0) return Status::Unavailable("cudaHostRegister: no GPU");
-  cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return CheckCuda(err, "cudaHostRegister").WithContext(std::to_string(bytes) + " bytes");
-  }
-  return Status::OK();
-#else
-  (void)ptr;
-  (void)bytes;
-  return Status::Unavailable("cudaHostRegister: built without CUDA");
-#endif
-}
-
-Status HostUnregister(void* ptr) {
-#if CACHEPAWL_HAVE_CUDA
-  cudaError_t err = cudaHostUnregister(ptr);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return CheckCuda(err, "cudaHostUnregister");
-  }
-  return Status::OK();
-#else
-  (void)ptr;
-  return Status::Unavailable("cudaHostUnregister: built without CUDA");
-#endif
-}
-
 Status CheckDevicePointer(const void* ptr, int device, const std::string& what) {
 #if CACHEPAWL_HAVE_CUDA
   cudaPointerAttributes attr{};
-  cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
-  if (err != cudaSuccess) {
+  const Status queried =
+      CheckCuda(cudaPointerGetAttributes(&attr, ptr), "cudaPointerGetAttributes");
+  if (!queried.ok()) {
     (void)cudaGetLastError();
-    return Status::InvalidArgument(what + ": cudaPointerGetAttributes failed (" +
-                                   cudaGetErrorName(err) + ")");
+    return Status::InvalidArgument(what + ": " + queried.message());
   }
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
     return Status::InvalidArgument(what + ": not device memory (memory type " +

@@ -1,5 +1,6 @@
-// Thin, CUDA-free wrappers over the few CUDA runtime calls that code outside cuda/ needs (host
-// registration, device memory, device selection). Callable from any .cc file: without CUDA in
+// Thin, CUDA-free wrappers over the few CUDA runtime calls that code outside cuda/ needs (device
+// queries, device selection, copies; host registration is cuda::HostRegistration in
+// cuda/cuda_resources.h). Callable from any .cc file: without CUDA in
 // the build, or without a usable GPU at run time, they report Unavailable.
 //
 // "No GPU" is decided once per process: any failure of cudaGetDeviceCount (no driver, no
@@ -32,11 +33,13 @@ struct GpuProperties {
   int sm_count = 0;
   uint64_t total_bytes = 0;
   uint64_t free_bytes = 0;  // cudaMemGetInfo: creates the device's context on first use
-  std::string pci_bus_id;   // "0000:3b:00.0" (lower case, as sysfs names it)
+  std::string pci_bus_id;   // "0000:3b:00.0" (lower case, as sysfs names it) or "unknown"
   int driver_version = 0;   // cudaDriverGetVersion, e.g. 13000
   int runtime_version = 0;  // cudaRuntimeGetVersion
 };
-// Unavailable when there is no such GPU (or no CUDA); Internal naming the call that failed.
+// Unavailable when there is no such GPU (or no CUDA); Internal naming the call that failed. The
+// calling thread's current GPU is the same afterwards (an error when it cannot be made current
+// again).
 StatusOr<GpuProperties> QueryDevice(int device);
 
 // How an option picks between GPU mode and CPU mode (host_arena.pin, device_pool_arena.use_gpu).
@@ -54,10 +57,6 @@ StatusOr<bool> ResolveGpuMode(GpuMode mode, const std::string& field, int device
 
 // Makes `device` current on the calling thread. InvalidArgument when out of range.
 Status SetDevice(int device);
-
-// cudaHostRegister (portable, mapped) of [ptr, ptr+bytes); both 4 KiB aligned.
-Status HostRegister(void* ptr, size_t bytes);
-Status HostUnregister(void* ptr);
 
 // OK when [ptr, ptr+bytes) is device memory of `device` (cudaPointerGetAttributes);
 // InvalidArgument naming `what` otherwise.

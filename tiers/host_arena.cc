@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
 
 namespace cachepawl {
@@ -100,7 +101,7 @@ Status HostArena::MapAndStart() {
   open_time_ = std::chrono::steady_clock::now();
   unit_state_.assign(capacity_ / kUnit, 0);
   chunk_usable_.assign(num_chunks_, 0);
-  chunk_registered_.assign(num_chunks_, 0);
+  chunk_registrations_.resize(num_chunks_);
   if (!pinning_) {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t c = 0; c < num_chunks_; ++c) MakeChunkUsable(c);
@@ -114,9 +115,7 @@ Status HostArena::MapAndStart() {
 HostArena::~HostArena() {
   stop_.store(true, std::memory_order_release);
   if (pin_thread_.joinable()) pin_thread_.join();
-  for (size_t c = 0; c < num_chunks_; ++c) {
-    if (chunk_registered_[c]) (void)cuda::HostUnregister(base_ + c * chunk_bytes_);
-  }
+  chunk_registrations_.clear();  // cudaHostUnregister, before the memory is unmapped
   if (base_ != nullptr) munmap(base_, capacity_);
 }
 
@@ -155,9 +154,10 @@ void HostArena::PinLoop() {
     join(touching);
     if (!st.ok() || stop_.load(std::memory_order_acquire)) break;
     touching = start_touch(c + 1);  // overlaps with registering chunk c
-    st = cuda::HostRegister(base_ + c * chunk_bytes_, chunk_size(c));
+    auto registration = cuda::HostRegistration::Register(base_ + c * chunk_bytes_, chunk_size(c));
+    st = registration.status();
     if (st.ok()) {
-      chunk_registered_[c] = 1;
+      chunk_registrations_[c] = std::move(registration).value();
       std::lock_guard<std::mutex> lock(mu_);
       MakeChunkUsable(c);
       ++chunks_done_;

@@ -37,6 +37,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
 #include "store/vocab/model_layout.h"
 #include "store/vocab/status.h"
@@ -166,7 +167,8 @@ class HostArena final : public HostMemory {
   uint64_t allocate_busy_ = 0;          // guarded by mu_
   mutable uint64_t bad_frees_ = 0;      // guarded by mu_
   uint64_t pin_failures_ = 0;           // guarded by mu_
-  std::vector<char> chunk_registered_;  // written by the pin thread, read after it joined
+  // Per chunk; empty until pinned. Written by the pin thread, cleared after it joined.
+  std::vector<cuda::HostRegistration> chunk_registrations_;
 
   std::atomic<uint64_t> pinned_bytes_{0};
   std::atomic<bool> stop_{false};

@@ -287,12 +287,14 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
   return RunRound(
       threads,
       [&](uint32_t t, ThreadTimes& times) -> Status {
-        cudaStream_t s_h2d = streams_[2 * t].get();
-        cudaStream_t s_d2h = streams_[2 * t + 1].get();
+        const cuda::Stream& h2d_stream = streams_[2 * t];
+        const cuda::Stream& d2h_stream = streams_[2 * t + 1];
+        cudaStream_t s_h2d = h2d_stream.get();
+        cudaStream_t s_d2h = d2h_stream.get();
         const bool h2d = op != Op::kSave, d2h = op != Op::kLoad;
         // A first runtime call on this (new) thread binds the context before the clock starts.
-        (void)cudaStreamQuery(s_h2d);
-        (void)cudaStreamQuery(s_d2h);
+        CACHEPAWL_RETURN_IF_ERROR(h2d_stream.Finished().status().WithContext("limit"));
+        CACHEPAWL_RETURN_IF_ERROR(d2h_stream.Finished().status().WithContext("limit"));
         times.start = Clock::now();
         if (h2d) {
           CACHEPAWL_RETURN_IF_ERROR(
@@ -311,9 +313,9 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
           for (int dir = 0; dir < 2; ++dir) {
             bool& waiting = dir == 0 ? wait_h2d : wait_d2h;
             if (!waiting) continue;
-            const cudaError_t q = cudaStreamQuery(dir == 0 ? s_h2d : s_d2h);
-            if (q == cudaErrorNotReady) continue;
-            CACHEPAWL_RETURN_IF_ERROR(cuda::CheckCuda(q, "limit cudaStreamQuery"));
+            auto finished = (dir == 0 ? h2d_stream : d2h_stream).Finished();
+            if (!finished.ok()) return finished.status().WithContext("limit");
+            if (!*finished) continue;
             waiting = false;
             (dir == 0 ? times.h2d_end : times.d2h_end) = Clock::now();
             (dir == 0 ? times.h2d : times.d2h) = true;

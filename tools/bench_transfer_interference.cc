@@ -51,9 +51,13 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Create(int n) {
     auto create = reinterpret_cast<int (*)(void**)>(dlsym(m->lib_, "cublasCreate_v2"));
     auto set_stream =
         reinterpret_cast<int (*)(void*, cudaStream_t)>(dlsym(m->lib_, "cublasSetStream_v2"));
+    m->destroy_ = reinterpret_cast<int (*)(void*)>(dlsym(m->lib_, "cublasDestroy_v2"));
     m->gemm_ = reinterpret_cast<GemmEx>(dlsym(m->lib_, "cublasGemmEx"));
-    if (create == nullptr || set_stream == nullptr || m->gemm_ == nullptr ||
-        create(&m->handle_) != 0 || set_stream(m->handle_, m->stream_.get()) != 0) {
+    if (create == nullptr || set_stream == nullptr || m->destroy_ == nullptr ||
+        m->gemm_ == nullptr || create(&m->handle_) != 0) {
+      m->handle_ = nullptr;
+    } else if (set_stream(m->handle_, m->stream_.get()) != 0) {
+      (void)m->destroy_(m->handle_);
       m->handle_ = nullptr;
     }
   }
@@ -64,6 +68,9 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Create(int n) {
 
 Matmul::~Matmul() {
   if (enqueuer_.joinable()) enqueuer_.join();
+  // The enqueuer used the handle; the stream it is bound to is still alive (members go later).
+  if (handle_ != nullptr) (void)destroy_(handle_);
+  if (lib_ != nullptr) (void)dlclose(lib_);
 }
 
 std::string Matmul::backend() const {
@@ -106,10 +113,11 @@ Status Matmul::StartTimeline(int count) {
   return Status::OK();
 }
 
-bool Matmul::Finished(int i) const {
+StatusOr<bool> Matmul::Finished(int i) const {
   if (enqueued_.load() <= i) return false;
   const StatusOr<bool> done = timeline_[i + 1].Finished();
-  return done.ok() && *done;
+  if (!done.ok()) return done.status().WithContext("matmul product " + std::to_string(i));
+  return *done;
 }
 
 StatusOr<std::vector<std::pair<double, double>>> Matmul::Spans() {
@@ -226,8 +234,15 @@ StatusOr<Interference> MeasureInterference(Matmul& mm, Mover& mover, int product
   };
   CACHEPAWL_RETURN_IF_ERROR(mm.StartTimeline(products));
   const int warmup = std::min(100, products / 4);
-  while (!mm.Finished(warmup)) sleep(1e-3);
-  while (!mm.Finished(products - 1)) {
+  // A CUDA error while waiting for a product ends the measurement (else the loops would spin).
+  for (;;) {
+    CACHEPAWL_ASSIGN_OR_RETURN(const bool warm, mm.Finished(warmup));
+    if (warm) break;
+    sleep(1e-3);
+  }
+  for (;;) {
+    CACHEPAWL_ASSIGN_OR_RETURN(const bool done, mm.Finished(products - 1));
+    if (done) break;
     const double start = Matmul::SteadyNow();
     mover.On();
     sleep(period_s);

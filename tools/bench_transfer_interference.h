@@ -32,7 +32,7 @@ class Matmul {
   // Device buffers for n x n A, B, C on the current device (A and B random bf16 in [-1, 1)),
   // a non-blocking stream, and cuBLAS when a libcublas can be loaded.
   static StatusOr<std::unique_ptr<Matmul>> Create(int n);
-  ~Matmul();
+  ~Matmul();  // joins the enqueuer, then cublasDestroy and dlclose of the library
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
@@ -43,11 +43,12 @@ class Matmul {
 
   // Starts `count` products, each followed by a timing event, enqueued by a thread of their own
   // (enqueueing blocks once the launch queue is full), and returns at once. Finished(i): product
-  // i (0-based) has run. Spans(): each product's [start, end] on the CPU's steady clock
-  // (seconds), mapped through a reference event that completed just before the first; it waits
-  // for the last product and reports what failed while enqueueing.
+  // i (0-based) has run; a failed query of its event is the CUDA error, naming the product.
+  // Spans(): each product's [start, end] on the CPU's steady clock (seconds), mapped through a
+  // reference event that completed just before the first; it waits for the last product and
+  // reports what failed while enqueueing.
   Status StartTimeline(int count);
-  bool Finished(int i) const;
+  StatusOr<bool> Finished(int i) const;
   StatusOr<std::vector<std::pair<double, double>>> Spans();
   static double SteadyNow();
 
@@ -62,7 +63,8 @@ class Matmul {
   cuda::Event start_, stop_;
   void* lib_ = nullptr;
   std::string library_;
-  void* handle_ = nullptr;
+  void* handle_ = nullptr;           // cublasHandle_t; destroyed by ~Matmul
+  int (*destroy_)(void*) = nullptr;  // cublasDestroy_v2
   GemmEx gemm_ = nullptr;
   std::vector<cuda::Event> timeline_;  // [0] is the reference, [i] follows product i
   int timeline_count_ = 0;

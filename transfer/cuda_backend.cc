@@ -23,6 +23,7 @@
 #if CACHEPAWL_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -51,6 +52,7 @@ using StreamValue32Fn = CUresult (*)(void* stream, CUdeviceptr addr, uint32_t va
 constexpr unsigned int kWaitValueGeq = 0x0;       // CU_STREAM_WAIT_VALUE_GEQ
 constexpr unsigned int kWriteValueDefault = 0x0;  // CU_STREAM_WRITE_VALUE_DEFAULT
 
+using cuda::CheckCu;
 using cuda::CheckCuda;
 using cuda::DeviceBuffer;
 using cuda::Event;
@@ -65,6 +67,24 @@ using cuda::Stream;
     if (_e == cudaSuccess) _e = (call);                                \
     CACHEPAWL_RETURN_IF_ERROR(CheckCuda(static_cast<int>(_e), #call)); \
   } while (0)
+
+// A driver entry point, or null when the driver lacks it (version too old, symbol not found)
+// or the query fails; the mover then works without it (Fence::StreamWait blocks the CPU), so a
+// failed query is logged, not returned.
+StreamValue32Fn DriverEntryPoint(const char* symbol) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  const Status st =
+      CheckCuda(cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &q),
+                "cudaGetDriverEntryPointByVersion");
+  if (!st.ok()) {
+    (void)cudaGetLastError();  // reported here: a later launch check must not see it
+    spdlog::warn("device mover: {} ({}): Fence::StreamWait blocks the CPU instead", st.ToString(),
+                 symbol);
+    return nullptr;
+  }
+  return q == cudaDriverEntryPointSuccess ? reinterpret_cast<StreamValue32Fn>(fn) : nullptr;
+}
 
 // The per-direction completion counters; shared with every fence's stream waiter so the pinned
 // memory outlives the mover while a fence may still be waited on.
@@ -150,7 +170,11 @@ class CudaBackend final : public TransferBackend {
       d.cv.notify_all();
       if (d.completer.joinable()) d.completer.join();
     }
-    (void)cudaSetDevice(device_);  // the members' CUDA resources are released on it
+    // The members' CUDA resources are released on it; a destructor can only report a failure.
+    const Status on_device = CheckCuda(cudaSetDevice(device_), "cudaSetDevice");
+    if (!on_device.ok()) {
+      spdlog::warn("device mover: releasing GPU {}'s resources: {}", device_, on_device.ToString());
+    }
   }
 
   Status Init() {
@@ -192,20 +216,8 @@ class CudaBackend final : public TransferBackend {
     signal_->host[1] = 0;
     CACHEPAWL_ASSIGN_OR_RETURN(void* dptr, signal_->memory.DevicePointer());
     signal_->device = reinterpret_cast<CUdeviceptr>(dptr);
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess) {
-      signal_->write = reinterpret_cast<StreamValue32Fn>(fn);
-    }
-    fn = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess) {
-      signal_->wait = reinterpret_cast<StreamValue32Fn>(fn);
-    }
-    (void)cudaGetLastError();
+    signal_->write = DriverEntryPoint("cuStreamWriteValue32");
+    signal_->wait = DriverEntryPoint("cuStreamWaitValue32");
     for (auto& d : dirs_) d.completer = std::thread([this, &d] { CompletionLoop(d); });
     return Status::OK();
   }
@@ -256,11 +268,8 @@ class CudaBackend final : public TransferBackend {
           std::unique_lock<std::mutex> lock(sig->mu);
           sig->cv.wait(lock, [&] { return sig->dispatched[d] >= seq; });
         }
-        CUresult r = sig->wait(stream, sig->device + d * sizeof(uint32_t), value, kWaitValueGeq);
-        if (r != 0) {
-          return Status::Internal("cuStreamWaitValue32 failed: CUresult " + std::to_string(r));
-        }
-        return Status::OK();
+        return CheckCu(sig->wait(stream, sig->device + d * sizeof(uint32_t), value, kWaitValueGeq),
+                       "cuStreamWaitValue32");
       }
       std::unique_lock<std::mutex> lock(sig->mu);
       sig->cv.wait(lock, [&] { return static_cast<int32_t>(sig->host[d] - value) >= 0; });
@@ -470,9 +479,10 @@ class CudaBackend final : public TransferBackend {
     CACHEPAWL_RETURN_IF_ERROR(join.Record(other));
     CACHEPAWL_RETURN_IF_ERROR(join.MakeWait(last));
     if (signal_->gpu_side()) {
-      CUresult r = signal_->write(last, signal_->device + d.index * sizeof(uint32_t),
-                                  static_cast<uint32_t>(p.op->seq), kWriteValueDefault);
-      if (r != 0) return Status::Internal("cuStreamWriteValue32: CUresult " + std::to_string(r));
+      CACHEPAWL_RETURN_IF_ERROR(
+          CheckCu(signal_->write(last, signal_->device + d.index * sizeof(uint32_t),
+                                 static_cast<uint32_t>(p.op->seq), kWriteValueDefault),
+                  "cuStreamWriteValue32"));
     } else {
       p.cpu_release = true;
     }
@@ -482,7 +492,9 @@ class CudaBackend final : public TransferBackend {
   }
 
   void CompletionLoop(Dir& d) {
-    (void)cudaSetDevice(device_);
+    // Without its device current this thread fails every operation it completes.
+    const Status on_device =
+        CheckCuda(cudaSetDevice(device_), "cudaSetDevice").WithContext("completion thread");
     for (;;) {
       Pending p;
       {
@@ -493,6 +505,7 @@ class CudaBackend final : public TransferBackend {
         d.queue.pop_front();
       }
       Status status = p.status;
+      if (status.ok()) status = on_device;
       for (size_t a = 0; a < p.layer_events.size(); ++a) {
         const Status layer = p.layer_events[a].Synchronize();
         if (status.ok()) status = layer.WithContext("layer event");

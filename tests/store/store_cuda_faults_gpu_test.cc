@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cuda/cuda_resources.h"
@@ -49,9 +50,6 @@ class GpuPool {
     }
     desc_ = DevicePoolDescription::LayerFirst(l, 0, kPages, k, v, false, kStates, conv, ssm);
   }
-  ~GpuPool() {
-    for (const Tensor_& t : tensors_) (void)cudaFree(t.base);
-  }
   const DevicePoolDescription& desc() const { return desc_; }
 
   // Bytes of page `p` (every layer's K and V) or state slot `s` (every layer), copied out.
@@ -61,17 +59,20 @@ class GpuPool {
   void Poison(bool state, uint64_t slot, int value) {
     for (const Tensor_& t : tensors_) {
       if (t.state != state) continue;
-      const uint64_t each = t.bytes / (state ? kStates : kPages);
-      EXPECT_EQ(cudaMemset(t.base + slot * each, value, each), cudaSuccess);
+      const uint64_t each = t.memory.size() / (state ? kStates : kPages);
+      EXPECT_EQ(cudaMemset(t.memory.data() + slot * each, value, each), cudaSuccess);
     }
   }
   void PoisonAll(int value) {
-    for (const Tensor_& t : tensors_) EXPECT_EQ(cudaMemset(t.base, value, t.bytes), cudaSuccess);
+    for (const Tensor_& t : tensors_) {
+      EXPECT_EQ(cudaMemset(t.memory.data(), value, t.memory.size()), cudaSuccess);
+    }
   }
   bool AllAre(int value) const {
     for (const Tensor_& t : tensors_) {
-      std::vector<std::byte> host(t.bytes);
-      if (cudaMemcpy(host.data(), t.base, t.bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      std::vector<std::byte> host(t.memory.size());
+      if (cudaMemcpy(host.data(), t.memory.data(), t.memory.size(), cudaMemcpyDeviceToHost) !=
+          cudaSuccess) {
         return false;
       }
       for (std::byte b : host) {
@@ -83,28 +84,30 @@ class GpuPool {
 
  private:
   struct Tensor_ {
-    std::byte* base;
-    uint64_t bytes;
+    cuda::DeviceBuffer memory;  // freed with the pool
     bool state;
   };
   std::byte* Tensor(uint64_t bytes, uint64_t seed) {
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
+    auto allocated = cuda::DeviceBuffer::Allocate(0, bytes);
+    EXPECT_TRUE(allocated.ok()) << allocated.status().ToString();
+    cuda::DeviceBuffer memory =
+        allocated.ok() ? std::move(allocated).value() : cuda::DeviceBuffer();
     std::vector<std::byte> host(bytes);
     testing::FillRandom(host, seed);
-    EXPECT_EQ(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
-    tensors_.push_back({static_cast<std::byte*>(p), bytes,
-                        tensors_.size() >= 2 * layout_.attention_layers.size()});
-    return static_cast<std::byte*>(p);
+    EXPECT_EQ(cudaMemcpy(memory.data(), host.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    const bool state = tensors_.size() >= 2 * layout_.attention_layers.size();
+    tensors_.push_back({std::move(memory), state});
+    return tensors_.back().memory.data();
   }
   std::vector<std::byte> Slots(bool state, uint64_t slot) const {
     std::vector<std::byte> out;
     for (const Tensor_& t : tensors_) {
       if (t.state != state) continue;
-      const uint64_t each = t.bytes / (state ? kStates : kPages);
+      const uint64_t each = t.memory.size() / (state ? kStates : kPages);
       std::vector<std::byte> part(each);
-      EXPECT_EQ(cudaMemcpy(part.data(), t.base + slot * each, each, cudaMemcpyDeviceToHost),
-                cudaSuccess);
+      EXPECT_EQ(
+          cudaMemcpy(part.data(), t.memory.data() + slot * each, each, cudaMemcpyDeviceToHost),
+          cudaSuccess);
       out.insert(out.end(), part.begin(), part.end());
     }
     return out;
@@ -113,18 +116,6 @@ class GpuPool {
   std::vector<Tensor_> tensors_;
   DevicePoolDescription desc_;
 };
-
-// A stream finishes (its work done, errors or not) within the timeout.
-bool StreamFinishes(cudaStream_t s, std::chrono::seconds timeout) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    const cudaError_t e = cudaStreamQuery(s);
-    if (e == cudaSuccess) return true;
-    if (e != cudaErrorNotReady) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
-}
 
 class StoreCudaFaultsTest : public ::testing::Test {
  protected:
@@ -169,7 +160,7 @@ class StoreCudaFaultsTest : public ::testing::Test {
   // with a user stream waiting on the fence; when the fence is OK, compares every byte with
   // `expected` (Saved() of the pool it was saved from; default: `pool`). NotFound for a miss;
   // the fence's status otherwise.
-  Status LoadPrompt(Store& store, GpuPool& pool, size_t i, cudaStream_t user,
+  Status LoadPrompt(Store& store, GpuPool& pool, size_t i, const cuda::Stream& user,
                     const std::vector<std::byte>* expected = nullptr) {
     auto m = store.Lookup("", Prompt(i));
     if (!m.ok()) return m.status();
@@ -184,8 +175,9 @@ class StoreCudaFaultsTest : public ::testing::Test {
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     auto f = store.Load(*m, pages, state);
     if (!f.ok()) return f.status();
-    EXPECT_TRUE(f->StreamWait(user).ok());
-    EXPECT_TRUE(StreamFinishes(user, std::chrono::seconds(60))) << "a waiting stream hung";
+    EXPECT_TRUE(f->StreamWait(user.get()).ok());
+    const Status finished = user.WaitFinished(std::chrono::seconds(60));
+    EXPECT_TRUE(finished.ok()) << "a waiting stream hung: " << finished.ToString();
     Status s = f->Wait(std::chrono::seconds(60));
     EXPECT_FALSE(s.IsTimedOut()) << "a fence never fired";
     if (!s.ok()) return s;
@@ -233,7 +225,7 @@ TEST_F(StoreCudaFaultsTest, FailedDeviceAllocationsAreClearErrorsAndTheStoreStay
   ASSERT_TRUE(SavePrompt(store, 0).ok());
   auto user_stream = cuda::Stream::Create();  // non-blocking
   ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
-  cudaStream_t user = user_stream->get();
+  const cuda::Stream& user = *user_stream;
   EXPECT_TRUE(LoadPrompt(store, pool, 0, user).ok());
   ASSERT_TRUE(store.Close().ok());
 }
@@ -260,7 +252,7 @@ TEST_F(StoreCudaFaultsTest, InvalidDeviceSlotsAreRefusedByNameAndTheStoreStaysUs
   // Nothing half-saved is served; a good save and load work.
   auto user_stream = cuda::Stream::Create();  // non-blocking
   ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
-  cudaStream_t user = user_stream->get();
+  const cuda::Stream& user = *user_stream;
   const Status miss = LoadPrompt(store, pool, 0, user);
   EXPECT_TRUE(miss.ok() || miss.IsNotFound()) << miss.ToString();
   ASSERT_TRUE(SavePrompt(store, 0).ok());
@@ -294,7 +286,7 @@ TEST_F(StoreCudaFaultsTest, ErrorsInCopiesKernelsAndCompletionsFailFencesAndServ
     ASSERT_TRUE(store.RegisterDevicePool(pool.desc()).ok());
     auto user_stream = cuda::Stream::Create();  // non-blocking
     ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
-    cudaStream_t user = user_stream->get();
+    const cuda::Stream& user = *user_stream;
     int failed = 0, served = 0;
     for (size_t i = 0; i < kPrompts; ++i) {
       if (!SavePrompt(store, i).ok()) ++failed;
@@ -375,7 +367,7 @@ TEST_F(StoreCudaFaultsTest, APoolUnregisteredWhileOperationsRunIsNeverTouchedAft
   ASSERT_TRUE(store.RegisterDevicePool(second.desc()).ok());
   auto user_stream = cuda::Stream::Create();  // non-blocking
   ASSERT_TRUE(user_stream.ok()) << user_stream.status().ToString();
-  cudaStream_t user = user_stream->get();
+  const cuda::Stream& user = *user_stream;
   for (size_t i = 0; i < kPrompts; ++i) {
     EXPECT_TRUE(LoadPrompt(store, second, i, user, &saved[i]).ok()) << i;
   }

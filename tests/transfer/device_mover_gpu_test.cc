@@ -104,18 +104,6 @@ INSTANTIATE_TEST_SUITE_P(
 
 #if CACHEPAWL_HAVE_CUDA
 
-// Waits for a stream with a deadline, so a bug cannot hang the suite.
-bool StreamFinishes(cudaStream_t s, std::chrono::seconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    cudaError_t e = cudaStreamQuery(s);
-    if (e == cudaSuccess) return true;
-    if (e != cudaErrorNotReady) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
-}
-
 TEST(GpuDeviceMover, StreamWaitCalledBeforeTheOperationIsEnqueued) {
   REQUIRE_GPU();
   const ModelLayout l = MakeHybridLayout(16, 4, 8, 128, DType::kBf16, 2, 2048, 4096);
@@ -158,7 +146,8 @@ TEST(GpuDeviceMover, StreamWaitCalledBeforeTheOperationIsEnqueued) {
   std::memset(out, 0x22, out_bytes);
   ASSERT_EQ(cudaMemcpyAsync(out, pool.desc().V(3, 31), out_bytes, cudaMemcpyDeviceToHost, user),
             cudaSuccess);
-  ASSERT_TRUE(StreamFinishes(user, std::chrono::seconds(30)));
+  const Status finished = user_stream->WaitFinished(std::chrono::seconds(30));
+  ASSERT_TRUE(finished.ok()) << finished.ToString();
   EXPECT_EQ(std::memcmp(out, arena->SlotPayload(hs[31]) + l.VSegment(3).offset, out_bytes), 0);
   EXPECT_TRUE(f.Wait().ok());
   // After the fence fired, StreamWait needs no GPU wait at all.
@@ -188,7 +177,8 @@ TEST(GpuDeviceMover, AFailedOperationStillReleasesWaitingStreams) {
     fences.push_back(mover->Submit(save));
     ASSERT_TRUE(fences.back().StreamWait(user).ok());
   }
-  ASSERT_TRUE(StreamFinishes(user, std::chrono::seconds(30))) << "a waiting stream hung";
+  const Status finished = user_stream->WaitFinished(std::chrono::seconds(30));
+  ASSERT_TRUE(finished.ok()) << "a waiting stream hung: " << finished.ToString();
   for (size_t i = 0; i < fences.size(); ++i) {
     EXPECT_EQ(fences[i].Wait().ok(), i % 2 == 0) << i << ": " << fences[i].status().ToString();
   }
