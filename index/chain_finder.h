@@ -80,8 +80,8 @@ class ChainFinder {
   }
 
  private:
-  // Measured on the dev box: 48/24 and 64/32 were slower (more lines in flight than the core
-  // keeps); in table mode this is the same pipeline as before the allocator had blocks.
+  // Chosen by measurement (docs/PERFORMANCE.md, "The depth of Match's pipeline"); in table mode
+  // this is the same pipeline as before the allocator had blocks.
   static constexpr size_t kRing = 64, kFar = 32, kNear = 16;
   static constexpr uint32_t kBlock = EntryAllocator::kBlock;
   static constexpr size_t kToSequential = 2;

@@ -3,8 +3,9 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 #if defined(__x86_64__)
-// libxxhash's runtime-dispatched entry points pick AVX2 / AVX-512 when the CPU has them: 4x the
-// SSE2 default on the dev box (19 vs 5.5 GB/s at 64 KiB). Same function, same values.
+// libxxhash's runtime-dispatched entry points pick AVX2 / AVX-512 when the CPU has them (several
+// times the SSE2 default: docs/PERFORMANCE.md, "The checksum's instruction set"). Same function,
+// same values.
 #include <xxh_x86dispatch.h>
 #define CACHEPAWL_XXH3_UPDATE XXH3_64bits_update_dispatch
 #else
