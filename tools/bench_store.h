@@ -233,8 +233,8 @@ enum class Op : uint8_t { kLoad, kSave, kBoth };  // host->device, device->host,
 const char* OpName(Op op);
 
 struct ThreadTimes {
-  Clock::time_point start, h2d_end, d2h_end;
-  bool h2d = false, d2h = false;  // which ends were set
+  Clock::time_point start, load_end, save_end;
+  bool load = false, save = false;  // which ends were set
 };
 struct Samples;
 using RoundFn = std::function<Status(uint32_t thread, ThreadTimes& times)>;
@@ -298,18 +298,18 @@ class LimitPeer {
   std::byte* device_ = nullptr;
   uint64_t device_bytes_ = 0;
   std::unique_ptr<Memory> host_;
-  std::vector<cuda::Stream> streams_;  // GPU mode: two per thread (h2d, d2h)
+  std::vector<cuda::Stream> streams_;  // GPU mode: two per thread (load, save)
 };
 
 // ---- Results ----
 struct Samples {
-  std::vector<double> latency_us;             // one per request
-  std::vector<double> round_s, h2d_s, d2h_s;  // one per round: wall, and per direction
+  std::vector<double> latency_us;               // one per request
+  std::vector<double> round_s, load_s, save_s;  // one per round: wall, and per direction
   uint32_t threads = 0;
   uint64_t bytes = 0;  // record bytes per request and direction
   // Aggregate GB/s over the median round: both directions for `both`.
   double Gbps(bool both) const;
-  double DirectionGbps(bool h2d) const;
+  double DirectionGbps(bool load) const;
 };
 double Percentile(std::vector<double> v, double p);
 
@@ -334,7 +334,7 @@ struct Row {
   bool state = false;
   uint64_t bytes = 0;  // record bytes per request (each direction)
   int iters = 0;
-  double p50_us = 0, p99_us = 0, gbps = 0, h2d_gbps = 0, d2h_gbps = 0;
+  double p50_us = 0, p99_us = 0, gbps = 0, load_gbps = 0, save_gbps = 0;
   std::optional<double> mover_p50_us, mover_gbps, limit_gbps;
   uint64_t verified_loads = 0;  // loads whose every byte was compared
   uint64_t mismatches = 0;

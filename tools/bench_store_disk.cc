@@ -93,7 +93,7 @@ Status LayoutRun::DiskSave(const std::string& pool, const std::string& dir, uint
             std::chrono::duration<double, std::micro>(end - tt.start).count());
       }
       save->round_s.push_back(std::chrono::duration<double>(end - first).count());
-      save->d2h_s.push_back(save->round_s.back());
+      save->save_s.push_back(save->round_s.back());
     }
     const StoreStats st = store->Stats();
     if (st.io_errors > 0 || st.no_space_errors > 0 || st.failed_operations > 0) {

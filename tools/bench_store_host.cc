@@ -183,8 +183,8 @@ Status LayoutRun::Lookups(Store& store, const std::vector<Prefix>& pre, uint64_t
               lat[t].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
               hits[t] = m->reusable_pages;
             }
-            tt.h2d_end = Clock::now();
-            tt.h2d = true;
+            tt.load_end = Clock::now();
+            tt.load = true;
             return Status::OK();
           },
           &s));

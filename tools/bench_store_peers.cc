@@ -52,13 +52,13 @@ Status RunRound(uint32_t threads, const RoundFn& fn, Samples* out,
   for (std::thread& th : pool) th.join();
   for (const Status& s : status) CACHEPAWL_RETURN_IF_ERROR(s);
   if (times_out != nullptr) *times_out = times;
-  Clock::time_point first = times[0].start, end = first, h2d = first, d2h = first;
-  bool any_h2d = false, any_d2h = false;
+  Clock::time_point first = times[0].start, end = first, load = first, save = first;
+  bool any_load = false, any_save = false;
   for (const ThreadTimes& t : times) first = std::min(first, t.start);
   for (const ThreadTimes& t : times) {
     Clock::time_point e = t.start;
-    if (t.h2d) e = std::max(e, t.h2d_end), h2d = std::max(h2d, t.h2d_end), any_h2d = true;
-    if (t.d2h) e = std::max(e, t.d2h_end), d2h = std::max(d2h, t.d2h_end), any_d2h = true;
+    if (t.load) e = std::max(e, t.load_end), load = std::max(load, t.load_end), any_load = true;
+    if (t.save) e = std::max(e, t.save_end), save = std::max(save, t.save_end), any_save = true;
     end = std::max(end, e);
     out->latency_us.push_back(std::chrono::duration<double, std::micro>(e - t.start).count());
   }
@@ -66,8 +66,8 @@ Status RunRound(uint32_t threads, const RoundFn& fn, Samples* out,
     return std::chrono::duration<double>(e - first).count();
   };
   out->round_s.push_back(seconds(end));
-  if (any_h2d) out->h2d_s.push_back(seconds(h2d));
-  if (any_d2h) out->d2h_s.push_back(seconds(d2h));
+  if (any_load) out->load_s.push_back(seconds(load));
+  if (any_save) out->save_s.push_back(seconds(save));
   return Status::OK();
 }
 
@@ -182,12 +182,12 @@ Status MoverPeer::Round(Op op, Samples* out) {
         if (op != Op::kSave) fl = mover_->Submit(std::move(load));
         if (op != Op::kLoad) fs = mover_->Submit(std::move(save));
         if (op != Op::kSave) {
-          CACHEPAWL_ASSIGN_OR_RETURN(times.h2d_end, WaitStamped(fl));
-          times.h2d = true;
+          CACHEPAWL_ASSIGN_OR_RETURN(times.load_end, WaitStamped(fl));
+          times.load = true;
         }
         if (op != Op::kLoad) {
-          CACHEPAWL_ASSIGN_OR_RETURN(times.d2h_end, WaitStamped(fs));
-          times.d2h = true;
+          CACHEPAWL_ASSIGN_OR_RETURN(times.save_end, WaitStamped(fs));
+          times.save = true;
         }
         return Status::OK();
       },
@@ -250,7 +250,7 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
   if (need > device_bytes_ || need > host_->size()) {
     return Status::Internal("limit: " + HumanBytes(need) + " exceed its buffers");
   }
-  // Thread t: h2d host[t] -> device[T + t], d2h device[t] -> host[T + t] (slices of `bytes`).
+  // Thread t: load host[t] -> device[T + t], save device[t] -> host[T + t] (slices of `bytes`).
   std::byte* host = host_->data();
   const uint64_t n = threads;
   if (!gpu_) {
@@ -263,23 +263,23 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
         both ? 2 * threads : threads,
         [&](uint32_t i, ThreadTimes& times) -> Status {
           const uint64_t t = i % n;
-          const bool h2d = both ? i < n : op == Op::kLoad;
+          const bool load = both ? i < n : op == Op::kLoad;
           times.start = Clock::now();
-          if (h2d) {
+          if (load) {
             std::memcpy(device_ + (n + t) * bytes, host + t * bytes, bytes);
-            times.h2d_end = Clock::now();
-            times.h2d = true;
+            times.load_end = Clock::now();
+            times.load = true;
           } else {
             std::memcpy(host + (n + t) * bytes, device_ + t * bytes, bytes);
-            times.d2h_end = Clock::now();
-            times.d2h = true;
+            times.save_end = Clock::now();
+            times.save = true;
           }
           return Status::OK();
         },
         &round));
     out->round_s.push_back(round.round_s.back());
-    if (!round.h2d_s.empty()) out->h2d_s.push_back(round.h2d_s.back());
-    if (!round.d2h_s.empty()) out->d2h_s.push_back(round.d2h_s.back());
+    if (!round.load_s.empty()) out->load_s.push_back(round.load_s.back());
+    if (!round.save_s.empty()) out->save_s.push_back(round.save_s.back());
     return Status::OK();
   }
 #if CACHEPAWL_HAVE_CUDA
@@ -287,38 +287,38 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
   return RunRound(
       threads,
       [&](uint32_t t, ThreadTimes& times) -> Status {
-        const cuda::Stream& h2d_stream = streams_[2 * t];
-        const cuda::Stream& d2h_stream = streams_[2 * t + 1];
-        cudaStream_t s_h2d = h2d_stream.get();
-        cudaStream_t s_d2h = d2h_stream.get();
-        const bool h2d = op != Op::kSave, d2h = op != Op::kLoad;
+        const cuda::Stream& load_stream = streams_[2 * t];
+        const cuda::Stream& save_stream = streams_[2 * t + 1];
+        cudaStream_t s_load = load_stream.get();
+        cudaStream_t s_save = save_stream.get();
+        const bool load = op != Op::kSave, save = op != Op::kLoad;
         // A first runtime call on this (new) thread binds the context before the clock starts.
-        CACHEPAWL_RETURN_IF_ERROR(h2d_stream.Finished().status().WithContext("limit"));
-        CACHEPAWL_RETURN_IF_ERROR(d2h_stream.Finished().status().WithContext("limit"));
+        CACHEPAWL_RETURN_IF_ERROR(load_stream.Finished().status().WithContext("limit"));
+        CACHEPAWL_RETURN_IF_ERROR(save_stream.Finished().status().WithContext("limit"));
         times.start = Clock::now();
-        if (h2d) {
+        if (load) {
           CACHEPAWL_RETURN_IF_ERROR(
               cuda::CheckCuda(cudaMemcpyAsync(device_ + (n + t) * bytes, host + t * bytes, bytes,
-                                              cudaMemcpyHostToDevice, s_h2d),
-                              "h2d cudaMemcpyAsync"));
+                                              cudaMemcpyHostToDevice, s_load),
+                              "load cudaMemcpyAsync"));
         }
-        if (d2h) {
+        if (save) {
           CACHEPAWL_RETURN_IF_ERROR(
               cuda::CheckCuda(cudaMemcpyAsync(host + (n + t) * bytes, device_ + t * bytes, bytes,
-                                              cudaMemcpyDeviceToHost, s_d2h),
-                              "d2h cudaMemcpyAsync"));
+                                              cudaMemcpyDeviceToHost, s_save),
+                              "save cudaMemcpyAsync"));
         }
-        bool wait_h2d = h2d, wait_d2h = d2h;
-        while (wait_h2d || wait_d2h) {
+        bool wait_load = load, wait_save = save;
+        while (wait_load || wait_save) {
           for (int dir = 0; dir < 2; ++dir) {
-            bool& waiting = dir == 0 ? wait_h2d : wait_d2h;
+            bool& waiting = dir == 0 ? wait_load : wait_save;
             if (!waiting) continue;
-            auto finished = (dir == 0 ? h2d_stream : d2h_stream).Finished();
+            auto finished = (dir == 0 ? load_stream : save_stream).Finished();
             if (!finished.ok()) return finished.status().WithContext("limit");
             if (!*finished) continue;
             waiting = false;
-            (dir == 0 ? times.h2d_end : times.d2h_end) = Clock::now();
-            (dir == 0 ? times.h2d : times.d2h) = true;
+            (dir == 0 ? times.load_end : times.save_end) = Clock::now();
+            (dir == 0 ? times.load : times.save) = true;
           }
         }
         return Status::OK();

@@ -82,8 +82,8 @@ nlohmann::json ReportJson(const Config& c, const Report& r, const RunInfo& info)
                          {"p50_us", row.p50_us},
                          {"p99_us", row.p99_us},
                          {"gbps", row.gbps},
-                         {"h2d_gbps", row.h2d_gbps},
-                         {"d2h_gbps", row.d2h_gbps},
+                         {"load_gbps", row.load_gbps},
+                         {"save_gbps", row.save_gbps},
                          {"mover_p50_us", OrNull(row.mover_p50_us)},
                          {"mover_gbps", OrNull(row.mover_gbps)},
                          {"limit_gbps", OrNull(row.limit_gbps)},
@@ -184,7 +184,7 @@ void PrintTables(const Config& c, const Report& r, const RunInfo& info, std::ost
         << "bytes/req" << std::setw(11) << "p50 us" << std::setw(11) << "p99 us" << std::setw(8)
         << "GB/s" << std::setw(8) << "mover" << std::setw(8) << "limit" << std::setw(8) << "/mover"
         << std::setw(7) << "/limit" << std::setw(8) << "checked"
-        << "  h2d+d2h\n";
+        << "  load+save\n";
     bool any = false;
     for (const Row& row : r.rows) {
       if (row.layout != name) continue;
@@ -196,7 +196,8 @@ void PrintTables(const Config& c, const Report& r, const RunInfo& info, std::ost
           << std::setw(8) << Fixed(row.mover_gbps, 2) << std::setw(8) << Fixed(row.limit_gbps, 2)
           << std::setw(8) << Fixed(Ratio(row.gbps, row.mover_gbps), 2) << std::setw(7)
           << Fixed(Ratio(row.gbps, row.limit_gbps), 2) << std::setw(8) << row.verified_loads;
-      if (row.op == "both") out << "  " << Fixed(row.h2d_gbps, 2) << "+" << Fixed(row.d2h_gbps, 2);
+      if (row.op == "both")
+        out << "  " << Fixed(row.load_gbps, 2) << "+" << Fixed(row.save_gbps, 2);
       if (row.mismatches > 0) out << "  " << row.mismatches << " WRONG";
       out << "\n";
       for (const auto* st : {&row.stages, &row.mover_stages}) {

@@ -232,8 +232,8 @@ Status LayoutRun::SaveRound(Store& store, const std::vector<ThreadSlots>& slots,
         const SaveRequest r = SaveOf(pre[t], slots[t], depth);
         tt.start = Clock::now();
         CACHEPAWL_ASSIGN_OR_RETURN(Fence f, store.Save(r));
-        CACHEPAWL_ASSIGN_OR_RETURN(tt.d2h_end, WaitStamped(f));
-        tt.d2h = true;
+        CACHEPAWL_ASSIGN_OR_RETURN(tt.save_end, WaitStamped(f));
+        tt.save = true;
         return Status::OK();
       },
       out, times);
@@ -296,11 +296,11 @@ Status LayoutRun::LoadRound(Store& store, PoolView& view, const std::vector<Thre
         if (!save_tag.empty()) {
           CACHEPAWL_ASSIGN_OR_RETURN(save, store.Save(r));
         }
-        CACHEPAWL_ASSIGN_OR_RETURN(tt.h2d_end, WaitStamped(load));
-        tt.h2d = true;
+        CACHEPAWL_ASSIGN_OR_RETURN(tt.load_end, WaitStamped(load));
+        tt.load = true;
         if (!save_tag.empty()) {
-          CACHEPAWL_ASSIGN_OR_RETURN(tt.d2h_end, WaitStamped(save));
-          tt.d2h = true;
+          CACHEPAWL_ASSIGN_OR_RETURN(tt.save_end, WaitStamped(save));
+          tt.save = true;
         }
         return Status::OK();
       },
@@ -341,8 +341,8 @@ Row LayoutRun::MakeRow(const std::string& pool, const std::string& tier, Op op, 
   r.p99_us = Percentile(s.latency_us, 99);
   const bool both = op == Op::kBoth;
   r.gbps = s.Gbps(both);
-  r.h2d_gbps = both ? s.DirectionGbps(true) : op == Op::kLoad ? r.gbps : 0;
-  r.d2h_gbps = both ? s.DirectionGbps(false) : op == Op::kSave ? r.gbps : 0;
+  r.load_gbps = both ? s.DirectionGbps(true) : op == Op::kLoad ? r.gbps : 0;
+  r.save_gbps = both ? s.DirectionGbps(false) : op == Op::kSave ? r.gbps : 0;
   if (peer != nullptr) {
     r.mover_p50_us = Percentile(peer->mover.latency_us, 50);
     r.mover_gbps = peer->mover.Gbps(both);

@@ -323,8 +323,8 @@ double Samples::Gbps(bool both) const {
   return static_cast<double>(threads) * static_cast<double>(bytes) * (both ? 2 : 1) / s / 1e9;
 }
 
-double Samples::DirectionGbps(bool h2d) const {
-  const double s = Percentile(h2d ? h2d_s : d2h_s, 50);
+double Samples::DirectionGbps(bool load) const {
+  const double s = Percentile(load ? load_s : save_s, 50);
   return s > 0 ? static_cast<double>(threads) * static_cast<double>(bytes) / s / 1e9 : 0;
 }
 

@@ -1,8 +1,11 @@
 // cuda/'s RAII wrappers on a GPU (skips without one): bytes go host -> device -> host through
 // pinned, device and registered memory on a Stream, bracketed by timing Events; every byte is
 // compared against a pattern the destination was poisoned before.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+
+#if CACHEPAWL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <chrono>
 #include <cstdint>
@@ -18,6 +21,7 @@
 namespace cachepawl::cuda {
 namespace {
 
+#if CACHEPAWL_HAVE_CUDA                      // (the copies below are runtime API calls)
 constexpr size_t kBytes = size_t{64} << 20;  // 64 MiB: large enough that copies take a while
 
 struct FreeAligned {
@@ -72,6 +76,8 @@ TEST(CudaResourcesGpuTest, BytesRoundTripThroughPinnedDeviceAndRegisteredMemory)
   HostRegistration taken = std::move(registered).value();
   EXPECT_EQ(taken.data(), host.get());
 }
+
+#endif  // CACHEPAWL_HAVE_CUDA
 
 TEST(CudaResourcesGpuTest, AnEmptyStreamHasFinished) {
   if (!GpuAvailable()) GTEST_SKIP() << "no GPU: " << DescribeDevice(0);

@@ -143,7 +143,7 @@ TEST(CmdBenchStoreTest, QuickJsonHasEveryKeyAndNoWrongByte) {
     for (const char* key : {"layout",     "pool",           "tier",           "op",
                             "pages",      "threads",        "state",          "bytes",
                             "iters",      "p50_us",         "p99_us",         "gbps",
-                            "h2d_gbps",   "d2h_gbps",       "mover_p50_us",   "mover_gbps",
+                            "load_gbps",  "save_gbps",      "mover_p50_us",   "mover_gbps",
                             "limit_gbps", "store_vs_mover", "store_vs_limit", "verified_loads",
                             "mismatches"}) {
       ASSERT_TRUE(row.contains(key)) << key << " in " << row.dump();
@@ -170,12 +170,12 @@ TEST(CmdBenchStoreTest, QuickJsonHasEveryKeyAndNoWrongByte) {
       EXPECT_EQ(row["verified_loads"].get<int>(),
                 row["iters"].get<int>() * row["threads"].get<int>())
           << what;
-      EXPECT_GT(row["h2d_gbps"].get<double>(), 0) << what;
+      EXPECT_GT(row["load_gbps"].get<double>(), 0) << what;
     } else {
       EXPECT_EQ(row["verified_loads"].get<int>(), 0) << what;
     }
     if (op == "save" || op == "both") {
-      EXPECT_GT(row["d2h_gbps"].get<double>(), 0) << what;
+      EXPECT_GT(row["save_gbps"].get<double>(), 0) << what;
     }
     EXPECT_TRUE(tier == "host" || (tier == "disk" && op != "both")) << what;
   }
