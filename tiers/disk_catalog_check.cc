@@ -50,4 +50,12 @@ std::optional<std::string> CatalogRecordFault(const CatalogRecord& r,
   return std::nullopt;
 }
 
+CatalogMetaVerdict CheckCatalogMeta(const std::optional<CatalogMeta>& meta) {
+  if (!meta.has_value()) return CatalogMetaVerdict::kMissing;
+  if (meta->format_version == 0) return CatalogMetaVerdict::kInvalid;
+  if (meta->format_version > kDiskFormatVersion) return CatalogMetaVerdict::kNewer;
+  if (meta->format_version < kDiskFormatVersion) return CatalogMetaVerdict::kOlder;
+  return CatalogMetaVerdict::kCurrent;
+}
+
 }  // namespace cachepawl

@@ -9,6 +9,10 @@
 // whose extents overlap, and a state whose chain does not lead to it (ChainFitsState), are the
 // callers' to find: they need the other records.
 //
+// The catalog's meta entry has one rule too (CheckCatalogMeta): how its format version stands
+// to this build's (kDiskFormatVersion). The disk tier and `cachepawl dump` act on the verdict
+// differently (the table below), but neither decides it on its own.
+//
 // Thread safety: pure functions.
 #pragma once
 
@@ -39,6 +43,18 @@ struct CatalogRecordRules {
 // value at fault (e.g. "extent /d/cachepawl.data @8192 +65536 ends past the file's 4096 bytes").
 std::optional<std::string> CatalogRecordFault(const CatalogRecord& record,
                                               const CatalogRecordRules& rules);
+
+// What a catalog's meta entry (DiskCatalog::ReadMeta, DiskCatalogReader::ReadMeta) says of the
+// catalog, and what each reader does with it:
+//
+//   verdict    disk tier (DiskTier::Open)                 cachepawl dump (read-only)
+//   kMissing   a fresh catalog: it writes the entry       not a store: InvalidArgument
+//   kCurrent   opens it (checks fingerprint and files)    reads it
+//   kOlder     Incompatible, or wiped (wipe_on_mismatch)  reads it (no older format exists yet)
+//   kNewer     Incompatible, or wiped                     Incompatible: "use a newer build"
+//   kInvalid   Incompatible, or wiped                     Corruption (no build writes version 0)
+enum class CatalogMetaVerdict { kMissing, kCurrent, kOlder, kNewer, kInvalid };
+[[nodiscard]] CatalogMetaVerdict CheckCatalogMeta(const std::optional<CatalogMeta>& meta);
 
 // "<path> @<offset> +<bytes>": how faults name an extent of the file at `path`.
 std::string CatalogExtentText(const std::string& path, const DiskExtent& extent);

@@ -1,8 +1,10 @@
 #include "tiers/disk_catalog_reader.h"
 
+#include <fcntl.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -20,6 +22,14 @@ Status ReaderStatus(const rocksdb::Status& s, const std::string& context) {
 
 }  // namespace
 
+std::optional<std::string> MissingCatalogDatabase(const std::string& catalog_dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::path(catalog_dir) / "CURRENT", ec)) {
+    return std::nullopt;
+  }
+  return "its CURRENT file is missing";
+}
+
 DiskCatalogReader::DiskCatalogReader(std::string dir, std::string secondary_dir,
                                      std::unique_ptr<CatalogDb> db)
     : dir_(std::move(dir)), secondary_dir_(std::move(secondary_dir)), db_(std::move(db)) {}
@@ -32,10 +42,11 @@ DiskCatalogReader::~DiskCatalogReader() {
 
 StatusOr<std::unique_ptr<DiskCatalogReader>> DiskCatalogReader::Open(
     const std::string& catalog_dir) {
-  std::error_code ec;
-  if (!std::filesystem::exists(std::filesystem::path(catalog_dir) / "CURRENT", ec)) {
-    return Status::NotFound("catalog '" + catalog_dir + "': no RocksDB database there");
+  if (auto missing = MissingCatalogDatabase(catalog_dir)) {
+    return Status::NotFound("catalog '" + catalog_dir + "': no RocksDB database there (" +
+                            *missing + ")");
   }
+  std::error_code ec;
   const char* base = std::getenv("TMPDIR");
   std::string secondary =
       std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/cachepawl-dump-XXXXXX";
@@ -61,6 +72,19 @@ StatusOr<std::unique_ptr<DiskCatalogReader>> DiskCatalogReader::Open(
 
 Status DiskCatalogReader::CatchUp() {
   return ReaderStatus(db_->db->TryCatchUpWithPrimary(), "catalog '" + dir_ + "': catching up");
+}
+
+std::optional<int> DiskCatalogReader::HolderPid() const {
+  const std::string lock_file = (std::filesystem::path(dir_) / "LOCK").string();
+  const int fd = ::open(lock_file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  std::optional<int> holder;
+  if (::fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK) holder = lock.l_pid;
+  ::close(fd);
+  return holder;
 }
 
 StatusOr<std::optional<CatalogMeta>> DiskCatalogReader::ReadMeta() const {

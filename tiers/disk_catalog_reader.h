@@ -7,6 +7,10 @@
 // the meta entry are decoded as DiskCatalog decodes them (DecodeCatalogRecord, CatalogChains,
 // DecodeCatalogMeta).
 //
+// Whether a folder holds a RocksDB database at all (MissingCatalogDatabase) and which process
+// holds it open (HolderPid) are answered here too, so that no caller outside tiers/ needs
+// RocksDB's file names (CURRENT, LOCK).
+//
 // Errors name the folder: NotFound (no catalog there, or a file of it is missing), Corruption
 // (RocksDB reports damaged files, or the meta entry cannot be decoded), IOError (anything else
 // RocksDB says).
@@ -56,11 +60,24 @@ class DiskCatalogReader {
 
   const std::string& dir() const { return dir_; }
 
+  // The pid of another process holding the catalog open as its primary (a running store: it
+  // holds a POSIX lock on RocksDB's LOCK file), if any. nullopt as well when that cannot be
+  // told (the LOCK file cannot be opened). Not for a process that has the catalog open as its
+  // primary itself: POSIX locks do not conflict within a process, and closing the descriptor
+  // this opens would drop that process's own lock.
+  [[nodiscard]] std::optional<int> HolderPid() const;
+
  private:
   DiskCatalogReader(std::string dir, std::string secondary_dir, std::unique_ptr<CatalogDb> db);
   std::string dir_;
   std::string secondary_dir_;
   std::unique_ptr<CatalogDb> db_;
 };
+
+// nullopt when `catalog_dir` holds a RocksDB database (its CURRENT file, which names the live
+// manifest, is there: the check DiskCatalogReader::Open makes first); else what is missing,
+// without the folder's name: "its CURRENT file is missing". The folder itself may be missing
+// too; callers that tell the two apart check it first.
+[[nodiscard]] std::optional<std::string> MissingCatalogDatabase(const std::string& catalog_dir);
 
 }  // namespace cachepawl

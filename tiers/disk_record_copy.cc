@@ -1,13 +1,11 @@
 #include "tiers/disk_record_copy.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdlib>
 #include <string>
 
 #include "tiers/disk_record.h"
 #include "tiers/host_memory.h"
+#include "tiers/pread_all.h"
 
 namespace cachepawl {
 
@@ -32,22 +30,12 @@ StatusOr<DiskRecordCopy> CopyDiskRecord(DiskTier& tier, const DiskKey& key) {
                            std::to_string(copy.size_) + " bytes");
   }
   copy.bytes_.reset(static_cast<std::byte*>(raw));
-  const int fd = tier.files().fd(info.extent.file);
-  size_t done = 0;
-  while (done < copy.size_) {
-    const ssize_t n = ::pread(fd, copy.bytes_.get() + done, copy.size_ - done,
-                              static_cast<off_t>(info.extent.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      tier.EndRead(ticket, true);  // the bytes may be fine: an I/O error is no verdict on them
-      if (n == 0) {
-        return Status::IOError("disk record " + key.ToString() + ": the file ends after " +
-                               std::to_string(done) + " of " + std::to_string(copy.size_) +
-                               " bytes");
-      }
-      return Status::FromErrno("disk record " + key.ToString() + ": pread", errno);
-    }
-    done += static_cast<size_t>(n);
+  Status read =
+      PreadAll(tier.files().fd(info.extent.file), std::span(copy.bytes_.get(), copy.size_),
+               info.extent.offset, "disk record " + key.ToString());
+  if (!read.ok()) {
+    tier.EndRead(ticket, true);  // the bytes may be fine: an I/O error is no verdict on them
+    return read;
   }
   const ModelLayout& layout = tier.layout();
   RecordExpectation expect;

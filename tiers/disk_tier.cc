@@ -132,14 +132,14 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
   if (!meta.ok() && !options.wipe_on_mismatch) {
     return meta.status().WithContext("disk tier (set wipe_on_mismatch to start empty)");
   }
-  if (meta.ok() && !meta->has_value()) fresh = true;
+  if (meta.ok() && CheckCatalogMeta(*meta) == CatalogMetaVerdict::kMissing) fresh = true;
   if (!fresh) {
     std::string why;
     if (!meta.ok()) {
       why = meta.status().ToString();
     } else {
       const CatalogMeta& m = **meta;
-      if (m.format_version != kDiskFormatVersion) {
+      if (CheckCatalogMeta(m) != CatalogMetaVerdict::kCurrent) {
         why = "catalog '" + catalog_dir + "' has disk format version " +
               std::to_string(m.format_version) + ", this build writes " +
               std::to_string(kDiskFormatVersion);

@@ -15,7 +15,9 @@
 #include "tiers/disk_catalog_check.h"
 #include "tiers/disk_data_files.h"
 #include "tiers/disk_record.h"
+#include "tiers/disk_tier.h"
 #include "tiers/host_memory.h"
+#include "tiers/pread_all.h"
 
 namespace cachepawl::tools {
 namespace {
@@ -43,30 +45,27 @@ std::string ExtentText(const DataFileInfo& f, const DiskExtent& e) {
   return CatalogExtentText(f.path, e);
 }
 
-// The pid of another process holding a POSIX lock on `lock_file` (RocksDB's LOCK), if any.
-std::optional<int> LockHolder(const std::string& lock_file) {
-  const int fd = ::open(lock_file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct flock fl {};
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;
-  std::optional<int> holder;
-  if (::fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK) holder = fl.l_pid;
-  ::close(fd);
-  return holder;
-}
+// A free byte range [begin, end) of a data file.
+struct FreeRange {
+  uint64_t begin = 0, end = 0;
+};
 
-Status PreadAll(int fd, std::byte* out, uint64_t bytes, uint64_t offset, const std::string& what) {
-  while (bytes > 0) {
-    const ssize_t r = ::pread(fd, out, bytes, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Status::FromErrno("reading " + what, errno);
-    if (r == 0) return Status::IOError("reading " + what + ": short read (end of file)");
-    out += r;
-    bytes -= static_cast<uint64_t>(r);
-    offset += static_cast<uint64_t>(r);
+// The ranges of a file of `file_bytes` bytes that none of `used` (extents of that file) covers,
+// in offset order. A sweep of its own, not DiskExtentAllocator's free lists: the dump shows a
+// store as its catalog names it, damage included, and extents may overlap, be misaligned or run
+// past the file, which the allocator's Reserve refuses (DiskTier::Recover drops such records
+// instead); nor does the allocator count free ranges or answer per file.
+std::vector<FreeRange> FreeRanges(std::vector<DiskExtent> used, uint64_t file_bytes) {
+  std::sort(used.begin(), used.end(),
+            [](const DiskExtent& a, const DiskExtent& b) { return a.offset < b.offset; });
+  std::vector<FreeRange> free;
+  uint64_t cursor = 0;
+  for (const DiskExtent& e : used) {
+    if (e.offset > cursor) free.push_back({cursor, e.offset});
+    cursor = std::max(cursor, e.end());
   }
-  return Status::OK();
+  if (file_bytes > cursor) free.push_back({cursor, file_bytes});
+  return free;
 }
 
 }  // namespace
@@ -86,36 +85,42 @@ StatusOr<std::unique_ptr<StoreView>> StoreView::Open(const std::string& dir,
   if (!fs::is_directory(dir, ec)) {
     return Status::InvalidArgument("'" + dir + "' is not a folder (give the store's folder)");
   }
-  const std::string catalog_dir = (fs::path(dir) / "catalog").string();
+  DiskTierOptions store;  // where the disk tier keeps a store's catalog and (default) data file
+  store.dir = dir;
+  const std::string catalog_dir = store.CatalogDir();
   if (!fs::exists(catalog_dir, ec)) {
-    if (fs::exists(fs::path(dir) / kDataFileName, ec)) {
+    if (fs::exists(store.DataFiles().front(), ec)) {
       return Status::Corruption("store '" + dir + "': its catalog (" + catalog_dir +
                                 ") is missing; the data file cannot be read without it");
     }
     return Status::InvalidArgument("'" + dir + "' is not a Cachepawl store: no catalog (" +
                                    catalog_dir + ")");
   }
-  if (!fs::exists(fs::path(catalog_dir) / "CURRENT", ec)) {
-    return Status::Corruption("catalog '" + catalog_dir +
-                              "' is damaged: its CURRENT file is missing");
+  // The folder is there: without a database in it, the store's catalog was lost.
+  if (auto missing = MissingCatalogDatabase(catalog_dir)) {
+    return Status::Corruption("catalog '" + catalog_dir + "' is damaged: " + *missing);
   }
   std::unique_ptr<StoreView> v(new StoreView());
   v->dir_ = dir;
-  v->holder_pid_ = LockHolder((fs::path(catalog_dir) / "LOCK").string());
   CACHEPAWL_ASSIGN_OR_RETURN(v->catalog_, DiskCatalogReader::Open(catalog_dir));
+  v->holder_pid_ = v->catalog_->HolderPid();
   CACHEPAWL_ASSIGN_OR_RETURN(std::optional<CatalogMeta> meta, v->catalog_->ReadMeta());
-  if (!meta.has_value()) {
-    return Status::InvalidArgument("'" + dir + "' is not a Cachepawl store: its catalog (" +
-                                   catalog_dir + ") has no meta entry");
-  }
-  if (meta->format_version > kDiskFormatVersion) {
-    return Status::Incompatible("store '" + dir + "' has format version " +
-                                std::to_string(meta->format_version) +
-                                ", newer than this cachepawl reads (" +
-                                std::to_string(kDiskFormatVersion) + "): use a newer build");
-  }
-  if (meta->format_version == 0) {
-    return Status::Corruption("catalog '" + catalog_dir + "': format version 0");
+  // The disk tier's rule (tiers/disk_catalog_check.h), read-only: an older format is read too.
+  switch (CheckCatalogMeta(meta)) {
+    case CatalogMetaVerdict::kMissing:
+      return Status::InvalidArgument("'" + dir + "' is not a Cachepawl store: its catalog (" +
+                                     catalog_dir + ") has no meta entry");
+    case CatalogMetaVerdict::kNewer:
+      return Status::Incompatible("store '" + dir + "' has format version " +
+                                  std::to_string(meta->format_version) +
+                                  ", newer than this cachepawl reads (" +
+                                  std::to_string(kDiskFormatVersion) + "): use a newer build");
+    case CatalogMetaVerdict::kInvalid:
+      return Status::Corruption("catalog '" + catalog_dir + "': format version " +
+                                std::to_string(meta->format_version));
+    case CatalogMetaVerdict::kOlder:
+    case CatalogMetaVerdict::kCurrent:
+      break;
   }
   v->meta_ = std::move(*meta);
   CACHEPAWL_ASSIGN_OR_RETURN(DiskCatalogReader::Scan scan, v->catalog_->ReadAll());
@@ -170,22 +175,13 @@ StatusOr<std::unique_ptr<StoreView>> StoreView::Open(const std::string& dir,
   }
   for (size_t i = 0; i < v->files_.size(); ++i) {
     DataFileInfo& f = v->files_[i];
-    auto& ex = extents[i];
-    std::sort(ex.begin(), ex.end(),
-              [](const DiskExtent& a, const DiskExtent& b) { return a.offset < b.offset; });
-    uint64_t cursor = 0;
-    for (const DiskExtent& e : ex) {
+    for (const DiskExtent& e : extents[i]) {
       ++f.records;
       f.used_bytes += e.bytes;
-      if (e.offset > cursor) {
-        ++f.free_runs;
-        f.largest_free = std::max(f.largest_free, e.offset - cursor);
-      }
-      cursor = std::max(cursor, e.end());
     }
-    if (f.size > cursor) {
+    for (const FreeRange& run : FreeRanges(std::move(extents[i]), f.size)) {
       ++f.free_runs;
-      f.largest_free = std::max(f.largest_free, f.size - cursor);
+      f.largest_free = std::max(f.largest_free, run.end - run.begin);
     }
     f.free_bytes = f.size > f.used_bytes ? f.size - f.used_bytes : 0;
   }
@@ -369,7 +365,7 @@ StoreView::TreeShape StoreView::Shape() const {
 Status StoreView::ReadRecord(const CatalogRecord& r, std::vector<std::byte>* buffer) const {
   const DataFileInfo& f = files_[r.extent.file];
   buffer->resize(r.extent.bytes);
-  return PreadAll(f.fd, buffer->data(), r.extent.bytes, r.extent.offset, ExtentText(f, r.extent));
+  return PreadAll(f.fd, *buffer, r.extent.offset, "reading " + ExtentText(f, r.extent));
 }
 
 // Reads and verifies one record: nullopt when it holds, else why not.
@@ -439,6 +435,8 @@ StoreView::Verification StoreView::Verify(bool scan_free_space) {
               return std::tie(a->extent.file, a->extent.offset) <
                      std::tie(b->extent.file, b->extent.offset);
             });
+  // Overlaps, by a sweep of neighbours: DiskExtentAllocator::Reserve (DiskTier::Recover's test)
+  // says that an extent overlaps, not whose, and the report names both records.
   for (size_t i = 1; i < by_position.size(); ++i) {
     const CatalogRecord& a = *by_position[i - 1];
     const CatalogRecord& b = *by_position[i];
@@ -506,20 +504,12 @@ void StoreView::ScanFreeSpace(Verification* v) {
     for (const CatalogRecord& r : records_) {
       if (r.extent.file == i) used.push_back(r.extent);
     }
-    std::sort(used.begin(), used.end(),
-              [](const DiskExtent& a, const DiskExtent& b) { return a.offset < b.offset; });
-    std::vector<std::pair<uint64_t, uint64_t>> free;  // [begin, end)
-    uint64_t cursor = 0;
-    for (const DiskExtent& e : used) {
-      if (e.offset > cursor) free.emplace_back(cursor, e.offset);
-      cursor = std::max(cursor, e.end());
-    }
-    if (f.size > cursor) free.emplace_back(cursor, f.size);
-    for (auto [begin, end] : free) {
-      begin = (begin + kBlock - 1) / kBlock * kBlock;
+    for (const FreeRange& run : FreeRanges(std::move(used), f.size)) {
+      const uint64_t begin = (run.begin + kBlock - 1) / kBlock * kBlock;
+      const uint64_t end = run.end;
       for (uint64_t at = begin; at + kBlock <= end; at += kChunk) {
         const uint64_t n = std::min(kChunk, (end - at) / kBlock * kBlock);
-        if (!PreadAll(f.fd, chunk.data(), n, at, f.path).ok()) break;
+        if (!PreadAll(f.fd, std::span(chunk).first(n), at, "reading " + f.path).ok()) break;
         v->bytes_read += n;
         for (uint64_t off = 0; off < n; off += kBlock) {
           if (std::memcmp(chunk.data() + off, kDiskRecordMagic.data(), kDiskRecordMagic.size()) !=

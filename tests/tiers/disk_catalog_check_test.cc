@@ -104,5 +104,22 @@ TEST(DiskCatalogCheck, ExtentTextNamesPathOffsetAndLength) {
   EXPECT_EQ(CatalogExtentText("/x/y", DiskExtent{0, 4096, 8192}), "/x/y @4096 +8192");
 }
 
+// One verdict on the meta entry for the disk tier and the dump; each acts on it (the header's
+// table), neither compares the version itself.
+TEST(DiskCatalogCheck, MetaVerdictFollowsTheFormatVersion) {
+  EXPECT_EQ(CheckCatalogMeta(std::nullopt), CatalogMetaVerdict::kMissing);
+  CatalogMeta meta;  // this build's format by default
+  EXPECT_EQ(CheckCatalogMeta(meta), CatalogMetaVerdict::kCurrent);
+  meta.format_version = kDiskFormatVersion + 1;
+  EXPECT_EQ(CheckCatalogMeta(meta), CatalogMetaVerdict::kNewer);
+  meta.format_version = 0;
+  EXPECT_EQ(CheckCatalogMeta(meta), CatalogMetaVerdict::kInvalid);
+  // Between 0 and this build's: none yet while kDiskFormatVersion is 1.
+  for (uint32_t older = 1; older < kDiskFormatVersion; ++older) {
+    meta.format_version = older;
+    EXPECT_EQ(CheckCatalogMeta(meta), CatalogMetaVerdict::kOlder) << older;
+  }
+}
+
 }  // namespace
 }  // namespace cachepawl

@@ -1,7 +1,10 @@
 #include "tiers/disk_catalog_reader.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <optional>
@@ -159,6 +162,75 @@ TEST(DiskCatalogReaderTest, ACatalogWithoutMetaReadsAsNone) {
   auto meta = (*reader)->ReadMeta();
   ASSERT_TRUE(meta.ok()) << meta.status().ToString();
   EXPECT_FALSE(meta->has_value());
+}
+
+// A catalog folder's path in a fresh folder; the reader's secondary under a TMPDIR of its own.
+class CatalogFolderTest : public ::testing::Test {
+ protected:
+  // An empty catalog (no meta entry) at path_, closed again: its LOCK file stays, unlocked.
+  void MakeClosedCatalog() { ASSERT_TRUE(DiskCatalog::Open(path_, false).ok()); }
+
+  TempDir dir_, tmp_;
+  ScopedTmpDir scoped_{tmp_.str()};
+  const std::string path_ = (dir_.path() / "catalog").string();
+};
+
+// The rule the reader's Open applies first, for callers that tell "no database" apart.
+TEST_F(CatalogFolderTest, MissingDatabaseIsToldWithoutOpening) {
+  const std::string& path = path_;
+  EXPECT_EQ(MissingCatalogDatabase(path), "its CURRENT file is missing");  // no folder
+  std::filesystem::create_directories(path);
+  EXPECT_EQ(MissingCatalogDatabase(path), "its CURRENT file is missing");  // an empty folder
+  auto reader = DiskCatalogReader::Open(path);
+  ASSERT_FALSE(reader.ok());
+  EXPECT_TRUE(reader.status().IsNotFound()) << reader.status().ToString();
+  EXPECT_NE(reader.status().message().find("its CURRENT file is missing"), std::string::npos)
+      << reader.status().ToString();
+  MakeClosedCatalog();
+  EXPECT_EQ(MissingCatalogDatabase(path), std::nullopt);
+}
+
+// Another process holding the catalog's lock (as a running store's RocksDB does: a POSIX write
+// lock on LOCK) is named by its pid while it holds it, and no longer once it lets go. The child
+// takes the lock with fcntl alone: a forked child must not start RocksDB's thread pools.
+TEST_F(CatalogFolderTest, HolderPidNamesTheProcessHoldingTheCatalog) {
+  MakeClosedCatalog();
+  auto reader = DiskCatalogReader::Open(path_);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ((*reader)->HolderPid(), std::nullopt);
+
+  int ready[2], release[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  const std::string lock_file = path_ + "/LOCK";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    ::close(release[1]);
+    const int fd = ::open(lock_file.c_str(), O_RDWR);
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    const bool locked = fd >= 0 && ::fcntl(fd, F_SETLK, &lock) == 0;
+    const char byte = locked ? 'y' : 'n';
+    if (::write(ready[1], &byte, 1) != 1) ::_exit(2);
+    char ignored;
+    (void)!::read(release[0], &ignored, 1);  // until the parent closes its end
+    ::_exit(locked ? 0 : 1);
+  }
+  ::close(ready[1]);
+  ::close(release[0]);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  EXPECT_EQ(byte, 'y') << "the child could not lock " << lock_file;
+  EXPECT_EQ((*reader)->HolderPid(), std::optional<int>(child));
+  ::close(release[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ::close(ready[0]);
+  EXPECT_EQ((*reader)->HolderPid(), std::nullopt);
 }
 
 }  // namespace
