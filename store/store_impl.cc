@@ -118,7 +118,7 @@ Status StoreImpl::OpenTiers() {
 
 Status StoreImpl::CreateMover(const DevicePoolDescription& pool) {
   DeviceMoverOptions to;
-  to.mode = pool.device < 0 ? DeviceMoverOptions::Mode::kCpu : DeviceMoverOptions::Mode::kAuto;
+  to.mode = pool.device < 0 ? DeviceMoverOptions::Mode::kOff : DeviceMoverOptions::Mode::kAuto;
   to.save_priority = options_.write_stream_priority;
   to.load_priority = options_.load_stream_priority;
   to.staging_bytes = options_.staging_bytes;

@@ -24,9 +24,11 @@ Status DevicePoolArenaOptions::Validate() const {
 }
 
 DevicePoolGeometry DevicePoolGeometryFor(const ModelLayout& layout, uint64_t budget_bytes) {
-  const uint64_t kv = layout.has_attention() ? RoundUpToAlignment(layout.KvPageBytes(), 256) : 0;
-  const uint64_t st = layout.has_ssm() ? RoundUpToAlignment(layout.MambaSlotBytes(), 256) : 0;
   DevicePoolGeometry g;
+  g.kv_bytes = layout.has_attention() ? RoundUpToAlignment(layout.KvPageBytes(), 256) : 0;
+  g.state_bytes = layout.has_ssm() ? RoundUpToAlignment(layout.MambaSlotBytes(), 256) : 0;
+  const uint64_t kv = g.kv_bytes;
+  const uint64_t st = g.state_bytes;
   g.unit_bytes = kv != 0 ? kv : st;
   g.group_units = (kv != 0 && st != 0) ? (st + kv - 1) / kv : 1;
   g.num_units = g.unit_bytes != 0 ? budget_bytes / g.unit_bytes : 0;
@@ -43,9 +45,9 @@ StatusOr<std::unique_ptr<DevicePoolArena>> DevicePoolArena::Create(
       cuda::ResolveGpuMode(options.use_gpu, "device_pool_arena.use_gpu", options.device));
   std::unique_ptr<DevicePoolArena> a(new DevicePoolArena());
   a->layout_ = layout;
-  const uint64_t kv = layout.has_attention() ? RoundUpToAlignment(layout.KvPageBytes(), 256) : 0;
-  const uint64_t st = layout.has_ssm() ? RoundUpToAlignment(layout.MambaSlotBytes(), 256) : 0;
   const DevicePoolGeometry geometry = DevicePoolGeometryFor(layout, options.budget_bytes);
+  const uint64_t kv = geometry.kv_bytes;
+  const uint64_t st = geometry.state_bytes;
   a->unit_bytes_ = geometry.unit_bytes;
   a->group_units_ = geometry.group_units;
   a->num_units_ = geometry.num_units;
@@ -109,6 +111,11 @@ void DevicePoolArena::Reclassify(uint64_t g) {
   }
 }
 
+bool DevicePoolArena::IsAllocated(Kind kind, uint64_t slot) const {
+  return kind == Kind::kKV ? (slot < num_units_ && unit_used_[slot])
+                           : (slot < num_groups_ && group_mamba_[slot]);
+}
+
 StatusOr<uint64_t> DevicePoolArena::Allocate(Kind kind) {
   if (kind == Kind::kKV ? !layout_.has_attention() : !layout_.has_ssm()) {
     return Status::InvalidArgument("device pool arena: the layout has no " +
@@ -155,9 +162,7 @@ StatusOr<uint64_t> DevicePoolArena::Allocate(Kind kind) {
 
 Status DevicePoolArena::CheckSlot(Kind kind, uint64_t slot) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool ok = kind == Kind::kKV ? (slot < num_units_ && unit_used_[slot])
-                                    : (slot < num_groups_ && group_mamba_[slot]);
-  if (!ok) {
+  if (!IsAllocated(kind, slot)) {
     return Status::InvalidArgument("device pool arena: " + std::string(KindName(kind)) + " slot " +
                                    std::to_string(slot) + " is not allocated");
   }
@@ -166,9 +171,7 @@ Status DevicePoolArena::CheckSlot(Kind kind, uint64_t slot) const {
 
 Status DevicePoolArena::Free(Kind kind, uint64_t slot) {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool allocated = kind == Kind::kKV ? (slot < num_units_ && unit_used_[slot])
-                                           : (slot < num_groups_ && group_mamba_[slot]);
-  if (!allocated) {
+  if (!IsAllocated(kind, slot)) {
     ++bad_frees_;
     return Status::InvalidArgument("device pool arena: Free of " + std::string(KindName(kind)) +
                                    " slot " + std::to_string(slot) + ", which is not allocated");

@@ -34,7 +34,9 @@ namespace cachepawl {
 // How a budget is cut into units and groups (the cut described above). Create uses it;
 // `cachepawl info` reports what a budget holds with it.
 struct DevicePoolGeometry {
-  uint64_t unit_bytes = 0;   // a KV page record rounded up to 256 B (a state's when no KV)
+  uint64_t kv_bytes = 0;     // a KV page record rounded up to 256 B; 0 without attention layers
+  uint64_t state_bytes = 0;  // a Mamba state record rounded up to 256 B; 0 without SSM layers
+  uint64_t unit_bytes = 0;   // kv_bytes (state_bytes when no KV)
   uint64_t group_units = 1;  // units a Mamba state takes
   uint64_t num_units = 0;    // = the most KV pages the budget holds
   uint64_t num_groups = 0;   // = the most Mamba states the budget holds
@@ -85,6 +87,8 @@ class DevicePoolArena {
   DevicePoolArena() = default;
   // Moves group g between the free and partly-used sets after its use count changed.
   void Reclassify(uint64_t g);  // requires mu_
+  // True when `slot` of `kind` is in range and allocated.
+  bool IsAllocated(Kind kind, uint64_t slot) const;  // requires mu_
 
   ModelLayout layout_;
   bool on_gpu_ = false;

@@ -77,28 +77,24 @@ Status DevicePoolDescription::Validate(const ModelLayout& layout) const {
   if (num_pages == 0 && num_state_slots == 0) {
     return Status::InvalidArgument("device_pool: num_pages and num_state_slots are both 0");
   }
+  // Every tensor of the pool, named as its fields are: K and V of each attention layer, then
+  // conv and SSM state of each SSM layer (a shortconv layer has no SSM tensor: its base and
+  // stride are not read and may be null / 0).
   std::vector<StridedTensor> tensors;
-  if (num_pages > 0) {
-    for (size_t a = 0; a < attention.size(); ++a) {
-      const std::string n = "device_pool.attention[" + std::to_string(a) + "].";
-      const uint64_t kb = layout.KBytesPerPage(a);
-      tensors.push_back({n + "k", 0, reinterpret_cast<uintptr_t>(attention[a].k_base),
-                         attention[a].k_page_stride, kb, num_pages});
-      tensors.push_back({n + "v", 0, reinterpret_cast<uintptr_t>(attention[a].v_base),
-                         attention[a].v_page_stride, kb, num_pages});
+  const auto add = [&](Kind kind, const std::vector<LayerSegment>& segments, uint64_t count) {
+    const bool kv = kind != Kind::kMamba;
+    for (const PoolTensor& t : Tensors(kind, segments)) {
+      const std::string name =
+          std::string(kv ? "device_pool.attention[" : "device_pool.ssm[") +
+          std::to_string(t.segment.layer) + "]." +
+          (kv ? (t.segment.second ? "v" : "k") : (t.segment.second ? "ssm" : "conv"));
+      tensors.push_back({name, kv ? 0 : 1, reinterpret_cast<uintptr_t>(t.base), t.stride,
+                         t.segment.segment.bytes, count});
     }
-  }
+  };
+  if (num_pages > 0) add(Kind::kKV, layout.KvPageSegments(), num_pages);
   if (num_state_slots > 0) {
-    for (size_t s = 0; s < ssm.size(); ++s) {
-      const std::string n = "device_pool.ssm[" + std::to_string(s) + "].";
-      tensors.push_back({n + "conv", 1, reinterpret_cast<uintptr_t>(ssm[s].conv_base),
-                         ssm[s].conv_slot_stride, layout.ConvStateBytes(s), num_state_slots});
-      // A layer without an SSM state (shortconv) has no tensor there: its base and stride are
-      // not read and may be null / 0.
-      if (layout.SsmStateBytes(s) == 0) continue;
-      tensors.push_back({n + "ssm", 1, reinterpret_cast<uintptr_t>(ssm[s].ssm_base),
-                         ssm[s].ssm_slot_stride, layout.SsmStateBytes(s), num_state_slots});
-    }
+    add(Kind::kMamba, layout.RecordSegments(Kind::kMamba), num_state_slots);
   }
   for (const StridedTensor& t : tensors) {
     CACHEPAWL_RETURN_IF_ERROR(CheckTensor(t, t.kind == 0 ? "page_stride" : "slot_stride"));

@@ -125,7 +125,7 @@ MoverPeer::~MoverPeer() {
 Status MoverPeer::UsePool(const DevicePoolDescription& pool) {
   mover_.reset();
   DeviceMoverOptions o;
-  o.mode = gpu_ ? DeviceMoverOptions::Mode::kGpu : DeviceMoverOptions::Mode::kCpu;
+  o.mode = gpu_ ? DeviceMoverOptions::Mode::kOn : DeviceMoverOptions::Mode::kOff;
   auto e = DeviceMover::Create(layout_, pool, arena_.get(), o);
   if (!e.ok()) return e.status().WithContext("mover peer");
   mover_ = std::move(e).value();

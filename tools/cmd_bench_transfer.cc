@@ -239,7 +239,7 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
     }
   }
   DeviceMoverOptions eo;
-  eo.mode = DeviceMoverOptions::Mode::kGpu;
+  eo.mode = DeviceMoverOptions::Mode::kOn;
   eo.kernel_ctas = ctas;
   eo.staging_bytes = staging_mib << 20;
   eo.staging_chunks = staging_chunks;

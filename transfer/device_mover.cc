@@ -26,9 +26,7 @@ struct DeviceMover::DirectionQueue {
 };
 
 Status DeviceMoverOptions::Validate() const {
-  if (mode != Mode::kAuto && mode != Mode::kGpu && mode != Mode::kCpu) {
-    return Status::InvalidArgument("transfer.mode: " + std::to_string(static_cast<int>(mode)));
-  }
+  CACHEPAWL_RETURN_IF_ERROR(cuda::ValidateGpuMode(mode, "transfer.mode"));
   if (tile_bytes == 0 || tile_bytes % 4096 != 0 || tile_bytes > (uint64_t{1} << 30)) {
     return Status::InvalidArgument("transfer.tile_bytes: " + std::to_string(tile_bytes) +
                                    " (must be a multiple of 4096 in [4096, 1 GiB])");
@@ -73,29 +71,21 @@ StatusOr<std::unique_ptr<DeviceMover>> DeviceMover::Create(const ModelLayout& la
                                    ") differs from the mover's (" + layout.FingerprintHex() + ")");
   }
   CACHEPAWL_RETURN_IF_ERROR(pool.Validate(layout));
-  bool gpu = false;
-  switch (options.mode) {
-    case DeviceMoverOptions::Mode::kCpu:
-      if (pool.device != -1) {
-        return Status::InvalidArgument("transfer.mode: kCpu but device_pool.device is " +
-                                       std::to_string(pool.device) +
-                                       " (CPU mode needs a host-memory pool, device -1)");
-      }
-      break;
-    case DeviceMoverOptions::Mode::kGpu:
-      if (!cuda::GpuAvailable()) {
-        return Status::Unavailable("transfer.mode: kGpu but no GPU is usable (" +
-                                   cuda::DescribeDevice(0) + ")");
-      }
-      if (pool.device < 0) {
-        return Status::InvalidArgument(
-            "transfer.mode: kGpu but device_pool.device is -1 (host memory)");
-      }
-      gpu = true;
-      break;
-    case DeviceMoverOptions::Mode::kAuto:
-      gpu = pool.device >= 0;
-      break;
+  // kAuto follows the pool (a pool on a GPU passed Validate only with a GPU usable); kOn and kOff
+  // must agree with it.
+  bool gpu = pool.device >= 0;
+  if (options.mode != DeviceMoverOptions::Mode::kAuto) {
+    CACHEPAWL_ASSIGN_OR_RETURN(
+        gpu, cuda::ResolveGpuMode(options.mode, "transfer.mode", std::max(pool.device, 0)));
+    if (!gpu && pool.device != -1) {
+      return Status::InvalidArgument("transfer.mode: kOff but device_pool.device is " +
+                                     std::to_string(pool.device) +
+                                     " (CPU mode needs a host-memory pool, device -1)");
+    }
+    if (gpu && pool.device < 0) {
+      return Status::InvalidArgument(
+          "transfer.mode: kOn but device_pool.device is -1 (host memory)");
+    }
   }
   if (gpu && !host->pinning()) {
     return Status::InvalidArgument("device mover: the device pool is on GPU " +

@@ -20,7 +20,7 @@
 // has its own two non-blocking streams (copy, kernel) at options' priority; operations of one
 // direction run in submission order; the two directions overlap.
 //
-// CPU mode (no GPU, options.mode == kCpu): the same planning and staging, with memcpy on one
+// CPU mode (no GPU, options.mode == kOff): the same planning and staging, with memcpy on one
 // worker thread per direction; the device pool is host memory (DevicePoolDescription::device
 // == -1). Every behaviour but the CUDA calls is the same, so CI tests it.
 //
@@ -59,6 +59,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cuda/gpu_runtime.h"
 #include "store/vocab/device_pool.h"
 #include "store/vocab/fence.h"
 #include "store/vocab/model_layout.h"
@@ -84,11 +85,10 @@ enum class CudaFaultSite : uint8_t {
 };
 
 struct DeviceMoverOptions {
-  enum class Mode : uint8_t {
-    kAuto = 0,  // GPU when the pool is on a GPU (description.device >= 0), CPU otherwise
-    kGpu = 1,   // fails with Unavailable without a GPU
-    kCpu = 2,   // requires a host-memory pool (description.device == -1)
-  };
+  // kAuto: GPU mode when the pool is on a GPU (description.device >= 0), CPU mode otherwise;
+  // kOn: GPU mode, Unavailable without a GPU, and the pool must be on a GPU; kOff: CPU mode,
+  // which requires a host-memory pool (description.device == -1).
+  using Mode = cuda::GpuMode;
   Mode mode = Mode::kAuto;
   // CUDA stream priorities of the Save and Load streams (lower numbers run first; the
   // device's range is typically [-5, 0]; values outside it are clamped). 0 = lowest priority.
@@ -143,7 +143,7 @@ struct DeviceMoverStats {
 class DeviceMover {
  public:
   // Errors: InvalidArgument (options, layout, a pool description that fails Validate, a pool on
-  // another GPU than the mode allows), Unavailable (kGpu without a GPU), Internal (CUDA setup).
+  // another GPU than the mode allows), Unavailable (kOn without a GPU), Internal (CUDA setup).
   static StatusOr<std::unique_ptr<DeviceMover>> Create(const ModelLayout& layout,
                                                        const DevicePoolDescription& pool,
                                                        HostArena* host,

@@ -22,25 +22,13 @@ RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescriptio
   if (m.num_slots == 0) return m;
   // The layers of this kind only (full-attention or windowed, at their record offsets; the
   // device side is where the serving engine's page of all layers keeps them), or the SSM layers.
-  for (const LayerSegment& ls : layout.RecordSegments(kind)) {
-    // An empty segment (the SSM state of a shortconv layer) moves nothing: no segment, no tile,
-    // no copy, and its (unused) base and stride take no part in the direct-record detection.
-    if (ls.segment.bytes == 0) continue;
-    const std::byte* base = nullptr;
-    uint64_t stride = 0;
-    int layer = -1;
-    if (attention) {
-      const auto& p = pool.attention[ls.layer];
-      base = ls.second ? p.v_base : p.k_base;
-      stride = ls.second ? p.v_page_stride : p.k_page_stride;
-      layer = static_cast<int>(ls.layer);
-    } else {
-      const auto& p = pool.ssm[ls.layer];
-      base = ls.second ? p.ssm_base : p.conv_base;
-      stride = ls.second ? p.ssm_slot_stride : p.conv_slot_stride;
-    }
-    m.segments.push_back(
-        {ls.segment.offset, ls.segment.bytes, reinterpret_cast<uintptr_t>(base), stride, layer});
+  // An empty segment (the SSM state of a shortconv layer) has no tensor: it moves nothing (no
+  // segment, no tile, no copy) and its (unused) base and stride take no part in the
+  // direct-record detection.
+  for (const PoolTensor& t : pool.Tensors(kind, layout.RecordSegments(kind))) {
+    m.segments.push_back({t.segment.segment.offset, t.segment.segment.bytes,
+                          reinterpret_cast<uintptr_t>(t.base), t.stride,
+                          attention ? static_cast<int>(t.segment.layer) : -1});
   }
   // layer_tiles has an entry for every attention layer, an empty range for a layer of the
   // other attention kind.

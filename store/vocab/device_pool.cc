@@ -9,6 +9,25 @@ uint64_t DevicePoolDescription::LayerFirstKvBytes(const ModelLayout& layout, siz
   return layout.KBytesPerPage(a) * num_pages;
 }
 
+std::vector<PoolTensor> DevicePoolDescription::Tensors(
+    Kind kind, const std::vector<LayerSegment>& segments) const {
+  std::vector<PoolTensor> out;
+  out.reserve(segments.size());
+  for (const LayerSegment& ls : segments) {
+    if (ls.segment.bytes == 0) continue;
+    if (kind == Kind::kMamba) {
+      const SsmLayerPool& p = ssm[ls.layer];
+      out.push_back({ls, ls.second ? p.ssm_base : p.conv_base,
+                     ls.second ? p.ssm_slot_stride : p.conv_slot_stride});
+    } else {
+      const KvLayerPool& p = attention[ls.layer];
+      out.push_back(
+          {ls, ls.second ? p.v_base : p.k_base, ls.second ? p.v_page_stride : p.k_page_stride});
+    }
+  }
+  return out;
+}
+
 DevicePoolDescription DevicePoolDescription::LayerFirst(const ModelLayout& layout, int device,
                                                         uint64_t num_pages,
                                                         const std::vector<std::byte*>& k_bases,

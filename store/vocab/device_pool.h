@@ -47,6 +47,14 @@ struct SsmLayerPool {
   uint64_t ssm_slot_stride = 0;
 };
 
+// One tensor of a pool, for one segment of a record (or of a KV page): slot i's bytes of
+// `segment` are the segment.segment.bytes bytes at base + i * stride.
+struct PoolTensor {
+  LayerSegment segment;
+  std::byte* base = nullptr;
+  uint64_t stride = 0;
+};
+
 struct DevicePoolDescription {
   // The GPU that holds the memory; -1 means host memory (CPU mode, tests).
   int device = 0;
@@ -82,6 +90,13 @@ struct DevicePoolDescription {
   std::byte* Ssm(size_t s, uint64_t slot) const {
     return ssm[s].ssm_base + slot * ssm[s].ssm_slot_stride;
   }
+
+  // The tensor that holds each segment of `segments` (layout.RecordSegments(kind), or
+  // layout.KvPageSegments() with kind kKV), in order: K / V of attention[segment.layer] for kKV
+  // and kWindowKV, conv / SSM state of ssm[segment.layer] for kMamba. A segment of 0 bytes (the
+  // SSM state of a shortconv layer) has no tensor and is left out. No range checks: every
+  // segment's layer must have an entry.
+  std::vector<PoolTensor> Tensors(Kind kind, const std::vector<LayerSegment>& segments) const;
 
   // Bytes one layer's tensors span, for allocating pools (see the builders below).
   static uint64_t LayerFirstKvBytes(const ModelLayout& layout, size_t a, uint64_t num_pages);

@@ -81,6 +81,46 @@ TEST(DevicePoolArena, OneBudgetForBothKinds) {
   EXPECT_EQ(a->Allocate(Kind::kMamba).value(), 0u);
 }
 
+void ExpectGeometry(const DevicePoolGeometry& got, const DevicePoolGeometry& want) {
+  EXPECT_EQ(got.kv_bytes, want.kv_bytes);
+  EXPECT_EQ(got.state_bytes, want.state_bytes);
+  EXPECT_EQ(got.unit_bytes, want.unit_bytes);
+  EXPECT_EQ(got.group_units, want.group_units);
+  EXPECT_EQ(got.num_units, want.num_units);
+  EXPECT_EQ(got.num_groups, want.num_groups);
+}
+
+TEST(DevicePoolArena, GeometryKeepsTheRoundedRecordSizes) {
+  // Hybrid: a 16384-byte KV page and a 35840-byte Mamba state, both multiples of 256; a state
+  // takes 3 units, and 160 KiB hold 10 units = 3 groups and a tail unit.
+  ExpectGeometry(DevicePoolGeometryFor(Hybrid(), 160 << 10), {.kv_bytes = 16384,
+                                                              .state_bytes = 35840,
+                                                              .unit_bytes = 16384,
+                                                              .group_units = 3,
+                                                              .num_units = 10,
+                                                              .num_groups = 3});
+  // One attention layer of 1 head x 34: 2 x 16 x 34 x 2 B = 2176 bytes, rounded up to 2304.
+  ModelLayout odd = Hybrid();
+  odd.attention_layers = {{0, 1, 34, DType::kBf16, 0}};
+  odd.ssm_layers.clear();
+  ASSERT_EQ(odd.KvPageBytes(), 2176u);
+  ExpectGeometry(DevicePoolGeometryFor(odd, 10000), {.kv_bytes = 2304,
+                                                     .state_bytes = 0,
+                                                     .unit_bytes = 2304,
+                                                     .group_units = 1,
+                                                     .num_units = 4,
+                                                     .num_groups = 4});
+  // No attention: the unit is a state.
+  ModelLayout mamba = Hybrid();
+  mamba.attention_layers.clear();
+  ExpectGeometry(DevicePoolGeometryFor(mamba, 200 << 10), {.kv_bytes = 0,
+                                                           .state_bytes = 35840,
+                                                           .unit_bytes = 35840,
+                                                           .group_units = 1,
+                                                           .num_units = 5,
+                                                           .num_groups = 5});
+}
+
 TEST(DevicePoolArena, SingleKindLayouts) {
   ModelLayout kv = Hybrid();
   kv.ssm_layers.clear();

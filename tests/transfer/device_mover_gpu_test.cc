@@ -44,7 +44,7 @@ std::unique_ptr<HostArena> PinnedArena(const ModelLayout& l, uint64_t bytes) {
 
 DeviceMoverOptions Gpu(uint64_t staging, uint64_t tile = 64 << 10) {
   DeviceMoverOptions o;
-  o.mode = DeviceMoverOptions::Mode::kGpu;
+  o.mode = DeviceMoverOptions::Mode::kOn;
   o.staging_bytes = staging;
   o.tile_bytes = tile;
   // Small staging: a ring of up to 8 chunks; large: the default ring.

@@ -28,7 +28,7 @@ HostArenaOptions ArenaOptions(uint64_t bytes) {
 
 DeviceMoverOptions CpuMover(uint64_t staging = 1 << 20, uint64_t tile = 64 << 10) {
   DeviceMoverOptions o;
-  o.mode = DeviceMoverOptions::Mode::kCpu;
+  o.mode = DeviceMoverOptions::Mode::kOff;
   o.staging_bytes = staging;
   o.tile_bytes = tile;
   o.staging_chunks = static_cast<uint32_t>(std::clamp<uint64_t>(staging / tile, 2, 8));
@@ -149,9 +149,35 @@ TEST_F(MoverFixture, CreateRejectsBadArguments) {
   EXPECT_TRUE(o.Validate().IsInvalidArgument());
   if (!cuda::GpuAvailable()) {
     o = CpuMover();
-    o.mode = DeviceMoverOptions::Mode::kGpu;
+    o.mode = DeviceMoverOptions::Mode::kOn;
     EXPECT_TRUE(
         DeviceMover::Create(layout_, pool_->desc(), arena_.get(), o).status().IsUnavailable());
+  }
+}
+
+TEST_F(MoverFixture, ModeIsTheSharedGpuModeAndAutoFollowsThePool) {
+  auto o = CpuMover();
+  o.mode = static_cast<DeviceMoverOptions::Mode>(7);
+  EXPECT_EQ(o.Validate().message(), "transfer.mode: 7 (must be kAuto, kOn or kOff)");
+  EXPECT_TRUE(
+      DeviceMover::Create(layout_, pool_->desc(), arena_.get(), o).status().IsInvalidArgument());
+  // kAuto with a host-memory pool is CPU mode, with or without a GPU (the unpinned arena would
+  // refuse GPU mode).
+  o = CpuMover();
+  o.mode = DeviceMoverOptions::Mode::kAuto;
+  auto auto_mover = DeviceMover::Create(layout_, pool_->desc(), arena_.get(), o);
+  ASSERT_TRUE(auto_mover.ok()) << auto_mover.status().ToString();
+  EXPECT_FALSE(auto_mover.value()->gpu_mode());
+  o.mode = DeviceMoverOptions::Mode::kOff;
+  EXPECT_FALSE(Mover(o)->gpu_mode());
+  o.mode = DeviceMoverOptions::Mode::kOn;
+  const Status on = DeviceMover::Create(layout_, pool_->desc(), arena_.get(), o).status();
+  if (cuda::GpuAvailable()) {
+    EXPECT_EQ(on.message(), "transfer.mode: kOn but device_pool.device is -1 (host memory)");
+  } else {
+    EXPECT_TRUE(on.IsUnavailable()) << on.ToString();
+    EXPECT_EQ(on.message().rfind("transfer.mode: kOn but no GPU is usable (", 0), 0u)
+        << on.ToString();
   }
 }
 
