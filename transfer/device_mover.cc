@@ -26,30 +26,30 @@ struct DeviceMover::DirectionQueue {
 };
 
 Status DeviceMoverOptions::Validate() const {
-  CACHEPAWL_RETURN_IF_ERROR(cuda::ValidateGpuMode(mode, "transfer.mode"));
+  CACHEPAWL_RETURN_IF_ERROR(cuda::ValidateGpuMode(mode, "device_mover.mode"));
   if (tile_bytes == 0 || tile_bytes % 4096 != 0 || tile_bytes > (uint64_t{1} << 30)) {
-    return Status::InvalidArgument("transfer.tile_bytes: " + std::to_string(tile_bytes) +
+    return Status::InvalidArgument("device_mover.tile_bytes: " + std::to_string(tile_bytes) +
                                    " (must be a multiple of 4096 in [4096, 1 GiB])");
   }
   if (staging_chunks < 2 || staging_chunks > 64) {
-    return Status::InvalidArgument("transfer.staging_chunks: " + std::to_string(staging_chunks) +
-                                   " (must be in [2, 64])");
+    return Status::InvalidArgument(
+        "device_mover.staging_chunks: " + std::to_string(staging_chunks) + " (must be in [2, 64])");
   }
   if (staging_bytes > (uint64_t{16} << 30) || staging_chunk_bytes() < tile_bytes) {
     return Status::InvalidArgument(
-        "transfer.staging_bytes: " + std::to_string(staging_bytes) +
+        "device_mover.staging_bytes: " + std::to_string(staging_bytes) +
         " (must be at most 16 GiB and hold staging_chunks = " + std::to_string(staging_chunks) +
         " chunks of at least tile_bytes = " + std::to_string(tile_bytes) + ")");
   }
   if (kernel_ctas > 65535) {
-    return Status::InvalidArgument("transfer.kernel_ctas: " + std::to_string(kernel_ctas) +
+    return Status::InvalidArgument("device_mover.kernel_ctas: " + std::to_string(kernel_ctas) +
                                    " (must be <= 65535; 0 means one per SM)");
   }
   if (save_priority < -1000 || save_priority > 1000) {
-    return Status::InvalidArgument("transfer.save_priority: " + std::to_string(save_priority));
+    return Status::InvalidArgument("device_mover.save_priority: " + std::to_string(save_priority));
   }
   if (load_priority < -1000 || load_priority > 1000) {
-    return Status::InvalidArgument("transfer.load_priority: " + std::to_string(load_priority));
+    return Status::InvalidArgument("device_mover.load_priority: " + std::to_string(load_priority));
   }
   return Status::OK();
 }
@@ -76,15 +76,15 @@ StatusOr<std::unique_ptr<DeviceMover>> DeviceMover::Create(const ModelLayout& la
   bool gpu = pool.device >= 0;
   if (options.mode != DeviceMoverOptions::Mode::kAuto) {
     CACHEPAWL_ASSIGN_OR_RETURN(
-        gpu, cuda::ResolveGpuMode(options.mode, "transfer.mode", std::max(pool.device, 0)));
+        gpu, cuda::ResolveGpuMode(options.mode, "device_mover.mode", std::max(pool.device, 0)));
     if (!gpu && pool.device != -1) {
-      return Status::InvalidArgument("transfer.mode: kOff but device_pool.device is " +
+      return Status::InvalidArgument("device_mover.mode: kOff but device_pool.device is " +
                                      std::to_string(pool.device) +
                                      " (CPU mode needs a host-memory pool, device -1)");
     }
     if (gpu && pool.device < 0) {
       return Status::InvalidArgument(
-          "transfer.mode: kOn but device_pool.device is -1 (host memory)");
+          "device_mover.mode: kOn but device_pool.device is -1 (host memory)");
     }
   }
   if (gpu && !host->pinning()) {

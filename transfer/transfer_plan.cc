@@ -2,13 +2,13 @@
 
 #include <algorithm>
 
+#include "tiers/host_memory.h"
+
 namespace cachepawl::internal {
 
 namespace {
 constexpr uint64_t kStagingAlignment = 256;
-uint64_t AlignStaging(uint64_t n) {
-  return (n + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment;
-}
+uint64_t AlignStaging(uint64_t n) { return RoundUpToAlignment(n, kStagingAlignment); }
 }  // namespace
 
 RecordMap RecordMap::Build(const ModelLayout& layout, const DevicePoolDescription& pool, Kind kind,

@@ -24,7 +24,7 @@ TEST(CmdBenchTransferTest, BadArgumentsAndOptionsAreRefusedByName) {
   // 1 MiB in 64 chunks of 16 KiB cannot hold the mover's 64 KiB tiles.
   r = RunCli({"bench", "transfer", "--staging-mib", "1", "--staging-chunks", "64"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("transfer.staging_bytes: 1048576"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("device_mover.staging_bytes: 1048576"), std::string::npos) << r.err;
   r = RunCli({"bench", "transfer", "--period-ms", "1"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--period-ms"), std::string::npos) << r.err;

@@ -128,22 +128,22 @@ TEST_F(MoverFixture, CreateRejectsBadArguments) {
   EXPECT_NE(DeviceMover::Create(layout_, pool_->desc(), arena_.get(), o)
                 .status()
                 .message()
-                .find("transfer.staging_bytes: 4096"),
+                .find("device_mover.staging_bytes: 4096"),
             std::string::npos);
   for (uint32_t chunks : {0u, 1u, 65u}) {
     o = CpuMover();
     o.staging_chunks = chunks;
-    EXPECT_NE(o.Validate().message().find("transfer.staging_chunks: " + std::to_string(chunks)),
+    EXPECT_NE(o.Validate().message().find("device_mover.staging_chunks: " + std::to_string(chunks)),
               std::string::npos)
         << o.Validate().ToString();
   }
   o = CpuMover(1 << 20, 64 << 10);
   o.staging_chunks = 32;  // 32 KiB chunks cannot hold a 64 KiB tile
-  EXPECT_NE(o.Validate().message().find("transfer.staging_bytes: 1048576"), std::string::npos)
+  EXPECT_NE(o.Validate().message().find("device_mover.staging_bytes: 1048576"), std::string::npos)
       << o.Validate().ToString();
   o = CpuMover();
   o.tile_bytes = 1000;
-  EXPECT_NE(o.Validate().message().find("transfer.tile_bytes: 1000"), std::string::npos);
+  EXPECT_NE(o.Validate().message().find("device_mover.tile_bytes: 1000"), std::string::npos);
   o = CpuMover();
   o.kernel_ctas = 1 << 20;
   EXPECT_TRUE(o.Validate().IsInvalidArgument());
@@ -158,7 +158,7 @@ TEST_F(MoverFixture, CreateRejectsBadArguments) {
 TEST_F(MoverFixture, ModeIsTheSharedGpuModeAndAutoFollowsThePool) {
   auto o = CpuMover();
   o.mode = static_cast<DeviceMoverOptions::Mode>(7);
-  EXPECT_EQ(o.Validate().message(), "transfer.mode: 7 (must be kAuto, kOn or kOff)");
+  EXPECT_EQ(o.Validate().message(), "device_mover.mode: 7 (must be kAuto, kOn or kOff)");
   EXPECT_TRUE(
       DeviceMover::Create(layout_, pool_->desc(), arena_.get(), o).status().IsInvalidArgument());
   // kAuto with a host-memory pool is CPU mode, with or without a GPU (the unpinned arena would
@@ -173,10 +173,10 @@ TEST_F(MoverFixture, ModeIsTheSharedGpuModeAndAutoFollowsThePool) {
   o.mode = DeviceMoverOptions::Mode::kOn;
   const Status on = DeviceMover::Create(layout_, pool_->desc(), arena_.get(), o).status();
   if (cuda::GpuAvailable()) {
-    EXPECT_EQ(on.message(), "transfer.mode: kOn but device_pool.device is -1 (host memory)");
+    EXPECT_EQ(on.message(), "device_mover.mode: kOn but device_pool.device is -1 (host memory)");
   } else {
     EXPECT_TRUE(on.IsUnavailable()) << on.ToString();
-    EXPECT_EQ(on.message().rfind("transfer.mode: kOn but no GPU is usable (", 0), 0u)
+    EXPECT_EQ(on.message().rfind("device_mover.mode: kOn but no GPU is usable (", 0), 0u)
         << on.ToString();
   }
 }
