@@ -1,10 +1,12 @@
-// The C ABI (store/cachepawl.h): options handles. Every setter checks its value at once and
-// names the field and value in its error; cachepawl_store_open checks the combination
+// The C ABI (store/cachepawl.h): options handles. Every setter checks its value at once by the
+// field's rule (store/store_option_rules.h, which StoreOptions::Validate applies too) and names
+// the field and value in its error; cachepawl_store_open checks the combination
 // (StoreOptions::Validate). Layouts given by preset or JSON are resolved when set.
 #include <string>
 
 #include "store/cachepawl.h"
 #include "store/cachepawl_c_internal.h"
+#include "store/store_option_rules.h"
 #include "tiers/redis_cluster.h"
 #include "tiers/remote_tier.h"
 
@@ -19,18 +21,6 @@ cachepawl_status Setter(const char* fn, cachepawl_options* options, Set&& set) n
     return set(options->options);
   });
 }
-
-Status Bad(const char* field, const std::string& value, const char* why) {
-  return Status::InvalidArgument(std::string(field) + ": " + value + " (" + why + ")");
-}
-
-static_assert(CACHEPAWL_EVICTION_LRU == static_cast<int>(EvictionPolicy::kLru));
-static_assert(CACHEPAWL_EVICTION_HYBRID == static_cast<int>(EvictionPolicy::kHybrid));
-
-static_assert(CACHEPAWL_REMOTE_WRITE_NONE == static_cast<int>(RemoteWritePolicy::kNone));
-static_assert(CACHEPAWL_REMOTE_WRITE_THROUGH == static_cast<int>(RemoteWritePolicy::kWriteThrough));
-static_assert(CACHEPAWL_REMOTE_WRITE_SELECTIVE == static_cast<int>(RemoteWritePolicy::kSelective));
-static_assert(CACHEPAWL_REMOTE_WRITE_ON_EVICT == static_cast<int>(RemoteWritePolicy::kOnEvict));
 
 // Applies `change` to a copy of the remote options and keeps it when the tier's own checks
 // (key_prefix, chunk_bytes, deadline_ms: tiers/remote_tier.h) accept it, so that each remote
@@ -89,7 +79,7 @@ cachepawl_status cachepawl_options_set_layout_preset(cachepawl_options* options,
                                                      uint32_t page_size_tokens) {
   return Setter("cachepawl_options_set_layout_preset", options, [&](StoreOptions& o) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(name, "name"));
-    if (page_size_tokens == 0) return Bad("page_size_tokens", "0", "must be > 0");
+    CACHEPAWL_RETURN_IF_ERROR(CheckPageSizeTokens(page_size_tokens));
     return SetLayout(o, LayoutPreset(name, page_size_tokens));
   });
 }
@@ -120,9 +110,7 @@ cachepawl_status cachepawl_options_set_layout(cachepawl_options* options,
 
 cachepawl_status cachepawl_options_set_host_bytes(cachepawl_options* options, uint64_t bytes) {
   return Setter("cachepawl_options_set_host_bytes", options, [&](StoreOptions& o) {
-    if (bytes == 0 || bytes % 4096 != 0) {
-      return Bad("host_bytes", std::to_string(bytes), "must be > 0 and a multiple of 4096");
-    }
+    CACHEPAWL_RETURN_IF_ERROR(CheckHostBytes(bytes));
     o.host_bytes = bytes;
     return Status::OK();
   });
@@ -139,7 +127,7 @@ cachepawl_status cachepawl_options_set_host_free_target_bytes(cachepawl_options*
 cachepawl_status cachepawl_options_set_save_chunk_entries(cachepawl_options* options,
                                                           uint32_t entries) {
   return Setter("cachepawl_options_set_save_chunk_entries", options, [&](StoreOptions& o) {
-    if (entries == 0) return Bad("save_chunk_entries", "0", "must be >= 1");
+    CACHEPAWL_RETURN_IF_ERROR(CheckSaveChunkEntries(entries));
     o.save_chunk_entries = entries;
     return Status::OK();
   });
@@ -164,7 +152,7 @@ cachepawl_status cachepawl_options_add_disk_data_path(cachepawl_options* options
                                                       const char* path) {
   return Setter("cachepawl_options_add_disk_data_path", options, [&](StoreOptions& o) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(path, "path"));
-    if (*path == '\0') return Bad("path", "''", "a data file path is needed");
+    if (*path == '\0') return Status::InvalidArgument("path: '' (a data file path is needed)");
     o.disk_data_paths.emplace_back(path);
     return Status::OK();
   });
@@ -173,9 +161,7 @@ cachepawl_status cachepawl_options_add_disk_data_path(cachepawl_options* options
 cachepawl_status cachepawl_options_set_disk_queue_depth(cachepawl_options* options,
                                                         uint32_t depth) {
   return Setter("cachepawl_options_set_disk_queue_depth", options, [&](StoreOptions& o) {
-    if (depth == 0 || depth > 4096) {
-      return Bad("disk_queue_depth", std::to_string(depth), "must be in [1, 4096]");
-    }
+    CACHEPAWL_RETURN_IF_ERROR(CheckDiskQueueDepth(depth));
     o.disk_queue_depth = depth;
     return Status::OK();
   });
@@ -184,11 +170,7 @@ cachepawl_status cachepawl_options_set_disk_queue_depth(cachepawl_options* optio
 cachepawl_status cachepawl_options_set_write_policy(cachepawl_options* options,
                                                     cachepawl_write_policy policy) {
   return Setter("cachepawl_options_set_write_policy", options, [&](StoreOptions& o) {
-    if (policy < CACHEPAWL_WRITE_THROUGH || policy > CACHEPAWL_WRITE_BACK) {
-      return Bad("write_policy", std::to_string(policy),
-                 "expected CACHEPAWL_WRITE_THROUGH (0), CACHEPAWL_WRITE_THROUGH_SELECTIVE (1) "
-                 "or CACHEPAWL_WRITE_BACK (2)");
-    }
+    CACHEPAWL_RETURN_IF_ERROR(CheckWritePolicy(policy));
     o.write_policy = static_cast<WritePolicy>(policy);
     return Status::OK();
   });
@@ -197,10 +179,7 @@ cachepawl_status cachepawl_options_set_write_policy(cachepawl_options* options,
 cachepawl_status cachepawl_options_set_eviction_policy(cachepawl_options* options,
                                                        cachepawl_eviction_policy policy) {
   return Setter("cachepawl_options_set_eviction_policy", options, [&](StoreOptions& o) {
-    if (policy < CACHEPAWL_EVICTION_LRU || policy > CACHEPAWL_EVICTION_HYBRID) {
-      return Bad("eviction_policy", std::to_string(policy),
-                 "expected CACHEPAWL_EVICTION_LRU (0) or CACHEPAWL_EVICTION_HYBRID (1)");
-    }
+    CACHEPAWL_RETURN_IF_ERROR(CheckEvictionPolicy(policy));
     o.eviction_policy = static_cast<EvictionPolicy>(policy);
     return Status::OK();
   });
@@ -209,7 +188,7 @@ cachepawl_status cachepawl_options_set_eviction_policy(cachepawl_options* option
 cachepawl_status cachepawl_options_set_selective_min_hits(cachepawl_options* options,
                                                           uint32_t hits) {
   return Setter("cachepawl_options_set_selective_min_hits", options, [&](StoreOptions& o) {
-    if (hits == 0) return Bad("selective_min_hits", "0", "must be > 0");
+    CACHEPAWL_RETURN_IF_ERROR(CheckSelectiveMinHits(hits));
     o.selective_min_hits = hits;
     return Status::OK();
   });
@@ -225,9 +204,7 @@ cachepawl_status cachepawl_options_set_wipe_on_layout_mismatch(cachepawl_options
 
 cachepawl_status cachepawl_options_set_cuda_device(cachepawl_options* options, int32_t device) {
   return Setter("cachepawl_options_set_cuda_device", options, [&](StoreOptions& o) {
-    if (device < -1) {
-      return Bad("cuda_device", std::to_string(device), "must be -1 (CPU mode) or >= 0");
-    }
+    CACHEPAWL_RETURN_IF_ERROR(CheckCudaDevice(device));
     o.cuda_device = device;
     return Status::OK();
   });
@@ -245,12 +222,8 @@ cachepawl_status cachepawl_options_set_stream_priorities(cachepawl_options* opti
                                                          int32_t load_priority,
                                                          int32_t write_priority) {
   return Setter("cachepawl_options_set_stream_priorities", options, [&](StoreOptions& o) {
-    for (const auto& [field, priority] : {std::pair{"load_stream_priority", load_priority},
-                                          std::pair{"write_stream_priority", write_priority}}) {
-      if (priority < -1000 || priority > 1000) {
-        return Bad(field, std::to_string(priority), "must be in [-1000, 1000]");
-      }
-    }
+    CACHEPAWL_RETURN_IF_ERROR(CheckStreamPriority("load_stream_priority", load_priority));
+    CACHEPAWL_RETURN_IF_ERROR(CheckStreamPriority("write_stream_priority", write_priority));
     o.load_stream_priority = load_priority;
     o.write_stream_priority = write_priority;
     return Status::OK();
@@ -259,9 +232,7 @@ cachepawl_status cachepawl_options_set_stream_priorities(cachepawl_options* opti
 
 cachepawl_status cachepawl_options_set_staging_bytes(cachepawl_options* options, uint64_t bytes) {
   return Setter("cachepawl_options_set_staging_bytes", options, [&](StoreOptions& o) {
-    if (bytes < (1ull << 20)) {
-      return Bad("staging_bytes", std::to_string(bytes), "must be at least 1 MiB");
-    }
+    CACHEPAWL_RETURN_IF_ERROR(CheckStagingBytes(bytes));
     o.staging_bytes = bytes;
     return Status::OK();
   });
@@ -291,10 +262,7 @@ cachepawl_status cachepawl_options_set_remote_auth(cachepawl_options* options, c
   return Setter("cachepawl_options_set_remote_auth", options, [&](StoreOptions& o) {
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(user, "user"));
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(password, "password"));
-    if (*user != '\0' && *password == '\0') {
-      return Bad("remote.user", std::string("'") + user + "'",
-                 "given without a password: AUTH needs both");
-    }
+    CACHEPAWL_RETURN_IF_ERROR(CheckRedisAuth("remote.user", user, password));
     o.remote.user = user;
     o.remote.password = password;
     return Status::OK();
@@ -325,9 +293,7 @@ cachepawl_status cachepawl_options_set_remote_deadline_ms(cachepawl_options* opt
 cachepawl_status cachepawl_options_set_remote_lookup_deadline_ms(cachepawl_options* options,
                                                                  uint32_t ms) {
   return Setter("cachepawl_options_set_remote_lookup_deadline_ms", options, [&](StoreOptions& o) {
-    if (ms == 0 || ms > 10000) {
-      return Bad("remote.lookup_deadline_ms", std::to_string(ms), "must be in [1, 10000]");
-    }
+    CACHEPAWL_RETURN_IF_ERROR(CheckRemoteLookupDeadlineMs(ms));
     o.remote.lookup_deadline_ms = ms;
     return Status::OK();
   });
@@ -344,11 +310,7 @@ cachepawl_status cachepawl_options_set_remote_ttl_seconds(cachepawl_options* opt
 cachepawl_status cachepawl_options_set_remote_write_policy(cachepawl_options* options,
                                                            cachepawl_remote_write_policy policy) {
   return Setter("cachepawl_options_set_remote_write_policy", options, [&](StoreOptions& o) {
-    if (policy < CACHEPAWL_REMOTE_WRITE_NONE || policy > CACHEPAWL_REMOTE_WRITE_ON_EVICT) {
-      return Bad("remote.write_policy", std::to_string(policy),
-                 "expected CACHEPAWL_REMOTE_WRITE_NONE (0), CACHEPAWL_REMOTE_WRITE_THROUGH (1), "
-                 "CACHEPAWL_REMOTE_WRITE_SELECTIVE (2) or CACHEPAWL_REMOTE_WRITE_ON_EVICT (3)");
-    }
+    CACHEPAWL_RETURN_IF_ERROR(CheckRemoteWritePolicy(policy));
     o.remote.write_policy = static_cast<RemoteWritePolicy>(policy);
     return Status::OK();
   });
@@ -357,7 +319,7 @@ cachepawl_status cachepawl_options_set_remote_write_policy(cachepawl_options* op
 cachepawl_status cachepawl_options_set_remote_selective_min_hits(cachepawl_options* options,
                                                                  uint32_t hits) {
   return Setter("cachepawl_options_set_remote_selective_min_hits", options, [&](StoreOptions& o) {
-    if (hits == 0) return Bad("remote.selective_min_hits", "0", "must be > 0");
+    CACHEPAWL_RETURN_IF_ERROR(CheckRemoteSelectiveMinHits(hits));
     o.remote.selective_min_hits = hits;
     return Status::OK();
   });
@@ -366,7 +328,7 @@ cachepawl_status cachepawl_options_set_remote_selective_min_hits(cachepawl_optio
 cachepawl_status cachepawl_options_set_remote_max_queued_writes(cachepawl_options* options,
                                                                 uint32_t writes) {
   return Setter("cachepawl_options_set_remote_max_queued_writes", options, [&](StoreOptions& o) {
-    if (writes == 0) return Bad("remote.max_queued_writes", "0", "must be > 0");
+    CACHEPAWL_RETURN_IF_ERROR(CheckRemoteMaxQueuedWrites(writes));
     o.remote.max_queued_writes = writes;
     return Status::OK();
   });

@@ -72,6 +72,11 @@ struct RedisClusterOptions {
   Status Validate() const;
 };
 
+// InvalidArgument "<user_field>: '<user>' (given without a password: AUTH needs both)" for a
+// user without a password (the rule of RedisClusterOptions::user); the password is never shown.
+[[nodiscard]] Status CheckRedisAuth(std::string_view user_field, std::string_view user,
+                                    std::string_view password);
+
 // One node address.
 struct RedisNode {
   std::string host;

@@ -125,13 +125,18 @@ StatusOr<std::vector<RedisNode>> ParseRedisSeeds(std::string_view seeds) {
   return nodes;
 }
 
+Status CheckRedisAuth(std::string_view user_field, std::string_view user,
+                      std::string_view password) {
+  if (user.empty() || !password.empty()) return Status::OK();
+  std::string message(user_field);
+  message += ": " + Quoted(user) + " (given without a password: AUTH needs both)";
+  return Status::InvalidArgument(message);
+}
+
 Status RedisClusterOptions::Validate() const {
   auto parsed = ParseRedisSeeds(seeds);
   if (!parsed.ok()) return parsed.status();
-  if (!user.empty() && password.empty()) {
-    return Status::InvalidArgument("user: " + Quoted(user) +
-                                   " without a password (AUTH needs both)");
-  }
+  CACHEPAWL_RETURN_IF_ERROR(CheckRedisAuth("user", user, password));
   using std::chrono::milliseconds;
   CACHEPAWL_RETURN_IF_ERROR(
       CheckDuration("connect_timeout", connect_timeout, milliseconds(1), milliseconds(60'000)));

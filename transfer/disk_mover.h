@@ -69,7 +69,7 @@ namespace cachepawl {
 
 struct DiskMoverOptions {
   DiskTierOptions tier;
-  // io_uring requests in flight at most (1..4096).
+  // io_uring requests in flight at most (1..kMaxIoUringQueueDepth: transfer/io_uring_ring.h).
   uint32_t queue_depth = 32;
   // The largest single read or write (a 4 KiB multiple, at most kMaxBlockIoBytes = 1 GiB):
   // larger records are moved as several requests (the kernel caps one request near 2 GiB).

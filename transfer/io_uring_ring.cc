@@ -18,9 +18,9 @@ constexpr unsigned kCqeBatch = 256;
 }  // namespace
 
 Status IoUringOptions::Validate() const {
-  if (queue_depth == 0 || queue_depth > 4096) {
-    return Status::InvalidArgument("queue_depth: " + std::to_string(queue_depth) +
-                                   " (must be 1..4096)");
+  if (queue_depth == 0 || queue_depth > kMaxIoUringQueueDepth) {
+    return Status::InvalidArgument("queue_depth: " + std::to_string(queue_depth) + " (must be 1.." +
+                                   std::to_string(kMaxIoUringQueueDepth) + ")");
   }
   return Status::OK();
 }

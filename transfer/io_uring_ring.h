@@ -20,8 +20,12 @@
 
 namespace cachepawl {
 
+// The deepest queue a ring takes (StoreOptions::disk_queue_depth obeys it too).
+inline constexpr uint32_t kMaxIoUringQueueDepth = 4096;
+
 struct IoUringOptions {
-  // Requests in flight at most (1..4096). Deeper queues get more from NVMe, up to a point.
+  // Requests in flight at most (1..kMaxIoUringQueueDepth). Deeper queues get more from NVMe, up to
+  // a point.
   uint32_t queue_depth = 32;
   // OK, or InvalidArgument naming the field.
   Status Validate() const;
