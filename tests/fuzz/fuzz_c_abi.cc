@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -277,6 +278,23 @@ class Program {
     return {keep.data(), keep.size()};
   }
   uint64_t StateSlot() { return (in_.Byte() & 3) == 0 ? CACHEPAWL_NO_SLOT : Number(); }
+  // The device slots a Load or Save names: up to 32 page slots (or NULL with a count), a state
+  // slot and the first page.
+  struct SlotArgs {
+    std::vector<uint64_t> keep;  // the page slots
+    const uint64_t* pages = nullptr;
+    size_t n = 0;
+    uint64_t state_slot = 0;
+    size_t first = 0;
+    bool null_pages() const { return pages == nullptr && n > 0; }
+  };
+  SlotArgs DeviceSlots() {
+    SlotArgs a;
+    std::tie(a.pages, a.n) = Pages(a.keep);
+    a.state_slot = StateSlot();
+    a.first = (in_.Byte() & 1) != 0 ? in_.Byte() % 64 : Number();
+    return a;
+  }
 
   // ---- Operations ----
 
@@ -763,39 +781,28 @@ class Program {
   void Load() {
     cachepawl_store* s = Pick(stores_);
     const cachepawl_match* m = Pick(matches_);
-    std::vector<uint64_t> keep;
-    const auto pages_n = Pages(keep);
-    const auto pages = pages_n.first;
-    const auto n = pages_n.second;
-    const uint64_t slot = StateSlot();
-    const size_t first = (in_.Byte() & 1) != 0 ? in_.Byte() % 64 : Number();
+    const SlotArgs a = DeviceSlots();
     const uint32_t flags = (in_.Byte() & 3) == 0 ? in_.Take<uint32_t>() : in_.Byte() & 1;
-    Make(fences_, s == nullptr || m == nullptr || (pages == nullptr && n > 0),
-         [&](cachepawl_fence** o) {
-           return cachepawl_store_load(s, m, pages, n, slot, first, flags, o);
-         });
+    Make(fences_, s == nullptr || m == nullptr || a.null_pages(), [&](cachepawl_fence** o) {
+      return cachepawl_store_load(s, m, a.pages, a.n, a.state_slot, a.first, flags, o);
+    });
   }
   void Save() {
     cachepawl_store* s = Pick(stores_);
-    std::vector<uint64_t> keep;
-    const auto pages_n = Pages(keep);
-    const auto pages = pages_n.first;
-    const auto n = pages_n.second;
-    const uint64_t slot = StateSlot();
-    const size_t first = (in_.Byte() & 1) != 0 ? in_.Byte() % 64 : Number();
+    const SlotArgs a = DeviceSlots();
     const uint64_t depth = (in_.Byte() & 1) != 0 ? 4 * (in_.Byte() % 64) : Number();
-    const bool null_pages = pages == nullptr && n > 0;
     if (in_.Bool()) {
       const PromptArgs p = Prompt();
-      Make(fences_, s == nullptr || p.bad() || null_pages, [&](cachepawl_fence** o) {
-        return cachepawl_store_save(s, p.ns, p.ns_len, p.token_data(), p.tokens.size(), first,
-                                    pages, n, slot, depth, o);
+      Make(fences_, s == nullptr || p.bad() || a.null_pages(), [&](cachepawl_fence** o) {
+        return cachepawl_store_save(s, p.ns, p.ns_len, p.token_data(), p.tokens.size(), a.first,
+                                    a.pages, a.n, a.state_slot, depth, o);
       });
       return;
     }
     const HashArgs h = Hashes();
-    Make(fences_, s == nullptr || h.null_hashes || null_pages, [&](cachepawl_fence** o) {
-      return cachepawl_store_save_hashes(s, h.data(), h.count(), first, pages, n, slot, depth, o);
+    Make(fences_, s == nullptr || h.null_hashes || a.null_pages(), [&](cachepawl_fence** o) {
+      return cachepawl_store_save_hashes(s, h.data(), h.count(), a.first, a.pages, a.n,
+                                         a.state_slot, depth, o);
     });
   }
   void PrefetchOps() {
