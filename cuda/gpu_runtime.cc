@@ -72,19 +72,31 @@ StatusOr<GpuProperties> QueryDevice(int device) {
   p.compute_minor = prop.minor;
   p.sm_count = prop.multiProcessorCount;
   p.total_bytes = prop.totalGlobalMem;
-  // The bus id is optional (it only locates the PCIe link in sysfs): "unknown" when not known.
+  // Optional facts, as GpuProperties documents them: the bus id only locates the PCIe link in
+  // sysfs ("" when the query fails), the versions are 0 when theirs fails. A failed query is
+  // cleared, so that it is not an error of the caller's later calls.
   char bus[32] = {};
   if (CheckCuda(cudaDeviceGetPCIBusId(bus, sizeof(bus), device), "cudaDeviceGetPCIBusId").ok()) {
     p.pci_bus_id = bus;
     for (char& c : p.pci_bus_id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   } else {
-    (void)cudaGetLastError();  // not an error of the caller's later calls
-    p.pci_bus_id = "unknown";
+    (void)cudaGetLastError();
   }
-  CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&p.driver_version));
-  CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&p.runtime_version));
-  int previous = 0;
-  CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaGetDevice(&previous));
+  if (!CheckCuda(cudaDriverGetVersion(&p.driver_version), "cudaDriverGetVersion").ok()) {
+    p.driver_version = 0;
+    (void)cudaGetLastError();
+  }
+  if (!CheckCuda(cudaRuntimeGetVersion(&p.runtime_version), "cudaRuntimeGetVersion").ok()) {
+    p.runtime_version = 0;
+    (void)cudaGetLastError();
+  }
+  // The caller's current device, made current again below (when even that query fails, the
+  // caller has none this thread knows of: `device` stays current).
+  int previous = device;
+  if (!CheckCuda(cudaGetDevice(&previous), "cudaGetDevice").ok()) {
+    previous = device;
+    (void)cudaGetLastError();
+  }
   CACHEPAWL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   size_t free_bytes = 0;
   size_t total_bytes = 0;

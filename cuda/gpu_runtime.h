@@ -33,9 +33,9 @@ struct GpuProperties {
   int sm_count = 0;
   uint64_t total_bytes = 0;
   uint64_t free_bytes = 0;  // cudaMemGetInfo: creates the device's context on first use
-  std::string pci_bus_id;   // "0000:3b:00.0" (lower case, as sysfs names it) or "unknown"
-  int driver_version = 0;   // cudaDriverGetVersion, e.g. 13000
-  int runtime_version = 0;  // cudaRuntimeGetVersion
+  std::string pci_bus_id;   // "0000:3b:00.0" (lower case, as sysfs names it); "" if unknown
+  int driver_version = 0;   // cudaDriverGetVersion, e.g. 13000; 0 if unknown
+  int runtime_version = 0;  // cudaRuntimeGetVersion; 0 if unknown
 };
 // Unavailable when there is no such GPU (or no CUDA); Internal naming the call that failed. The
 // calling thread's current GPU is the same afterwards (an error when it cannot be made current
