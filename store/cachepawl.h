@@ -285,6 +285,11 @@ cachepawl_options_set_host_free_target_bytes(cachepawl_options* options, uint64_
  * 256; >= 1): a Save of more crosses the link as several operations behind one fence. */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_save_chunk_entries(cachepawl_options* options,
                                                                         uint32_t entries);
+/* The longest prompt one call names (StoreOptions::max_prompt_tokens, default 16777216 = 2^24;
+ * > 0, and at least one page, checked by cachepawl_options_validate): lookups and saves of more
+ * tokens, or of hashes of more pages times the page size, fail with INVALID_ARGUMENT naming it. */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_max_prompt_tokens(cachepawl_options* options,
+                                                                       uint64_t tokens);
 /* Disk tier folder (catalog, and the data file unless data paths are added). */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_disk_dir(cachepawl_options* options,
                                                               const char* dir);
@@ -308,6 +313,10 @@ CACHEPAWL_API cachepawl_status cachepawl_options_set_selective_min_hits(cachepaw
 /* Nonzero: a disk catalog of another layout is wiped on open instead of INCOMPATIBLE. */
 CACHEPAWL_API cachepawl_status
 cachepawl_options_set_wipe_on_layout_mismatch(cachepawl_options* options, int32_t wipe);
+/* Nonzero: a disk catalog that cannot be read (damaged) is removed on open and the disk tier
+ * starts empty, instead of the open failing (StoreOptions::wipe_unreadable_catalog). */
+CACHEPAWL_API cachepawl_status
+cachepawl_options_set_wipe_unreadable_catalog(cachepawl_options* options, int32_t wipe);
 /* -1: CPU mode always; >= 0: that CUDA device when a GPU is present (default 0). */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_cuda_device(cachepawl_options* options,
                                                                  int32_t device);

@@ -124,6 +124,15 @@ cachepawl_status cachepawl_options_set_host_free_target_bytes(cachepawl_options*
   });
 }
 
+cachepawl_status cachepawl_options_set_max_prompt_tokens(cachepawl_options* options,
+                                                         uint64_t tokens) {
+  return Setter("cachepawl_options_set_max_prompt_tokens", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(CheckMaxPromptTokens(tokens));
+    o.max_prompt_tokens = tokens;  // against the page size: in Validate, when both are known
+    return Status::OK();
+  });
+}
+
 cachepawl_status cachepawl_options_set_save_chunk_entries(cachepawl_options* options,
                                                           uint32_t entries) {
   return Setter("cachepawl_options_set_save_chunk_entries", options, [&](StoreOptions& o) {
@@ -198,6 +207,14 @@ cachepawl_status cachepawl_options_set_wipe_on_layout_mismatch(cachepawl_options
                                                                int32_t wipe) {
   return Setter("cachepawl_options_set_wipe_on_layout_mismatch", options, [&](StoreOptions& o) {
     o.wipe_on_layout_mismatch = wipe != 0;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_wipe_unreadable_catalog(cachepawl_options* options,
+                                                               int32_t wipe) {
+  return Setter("cachepawl_options_set_wipe_unreadable_catalog", options, [&](StoreOptions& o) {
+    o.wipe_unreadable_catalog = wipe != 0;
     return Status::OK();
   });
 }

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "cuda/gpu_runtime.h"
+#include "store/store_option_rules.h"
+#include "tiers/machine_probe.h"
 
 namespace cachepawl {
 
@@ -37,6 +39,11 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
     s->layout_ = *layout;
   }
   CACHEPAWL_RETURN_IF_ERROR(s->layout_.Validate().WithContext("StoreOptions.layout"));
+  if (options.max_prompt_tokens < s->layout_.page_size_tokens) {  // a layout file's own page
+    return InvalidStoreOption(
+        "max_prompt_tokens", std::to_string(options.max_prompt_tokens),
+        "must be at least one page of " + std::to_string(s->layout_.page_size_tokens) + " tokens");
+  }
   auto hasher = PageHasher::Create(s->layout_.page_size_tokens);
   if (!hasher.ok()) return hasher.status();
   s->hasher_ = std::make_unique<PageHasher>(std::move(hasher).value());
@@ -75,6 +82,18 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
 
 Status StoreImpl::OpenTiers() {
   const bool cpu_only = options_.cuda_device < 0 || !cuda::GpuAvailable();
+  // The host tier is faulted in and pinned at open (cudaHostRegister; io_uring's registered
+  // buffers), and a CPU-mode device pool is host memory the engine fills: a budget beyond the
+  // machine's memory is refused here, before the kernel's OOM killer takes the engine.
+  const uint64_t pool_in_host = cpu_only ? options_.device_pool_bytes : 0;
+  std::string asked = "StoreOptions.host_bytes";
+  if (pool_in_host > 0) asked += " + device_pool_bytes (host memory in CPU mode)";
+  const uint64_t bytes = options_.host_bytes > UINT64_MAX - pool_in_host
+                             ? UINT64_MAX
+                             : options_.host_bytes + pool_in_host;
+  CACHEPAWL_RETURN_IF_ERROR(
+      CheckTakeableMemory(asked, bytes, ProbePinnedMemory(),
+                          "give a smaller budget (cachepawl info shows what this machine offers)"));
   HostArenaOptions ho;
   ho.bytes = options_.host_bytes;
   ho.pin = cpu_only ? HostArenaOptions::Pin::kOff : HostArenaOptions::Pin::kAuto;
@@ -89,6 +108,7 @@ Status StoreImpl::OpenTiers() {
     d.tier.data_paths = options_.disk_data_paths;
     d.tier.capacity_bytes = options_.disk_bytes;
     d.tier.wipe_on_mismatch = options_.wipe_on_layout_mismatch;
+    d.tier.wipe_unreadable_catalog = options_.wipe_unreadable_catalog;
     // The store evicts disk records itself, through the index, so that locked prefixes stay.
     d.tier.evict_when_full = false;
     d.queue_depth = options_.disk_queue_depth;
@@ -137,6 +157,18 @@ Status StoreImpl::CheckOpen() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return Status::FailedPrecondition("store is closed");
   return Status::OK();
+}
+
+Status StoreImpl::CheckPromptSize(std::string_view what, uint64_t count, bool in_pages) const {
+  const uint64_t page = layout_.page_size_tokens;
+  const uint64_t max = options_.max_prompt_tokens;
+  if (in_pages ? count <= max / page : count <= max) return Status::OK();
+  std::string message(what);
+  message.append(": ").append(std::to_string(count));
+  message.append(in_pages ? " pages of " + std::to_string(page) + " tokens" : " tokens");
+  message.append(" (more than StoreOptions.max_prompt_tokens ").append(std::to_string(max));
+  message.append(", the longest prompt one call may name)");
+  return Status::InvalidArgument(message);
 }
 
 Status StoreImpl::Close() {
@@ -208,6 +240,7 @@ void StoreImpl::WhenDone(const Fence& fence, const WhenDoneProfile& prof,
 
 StatusOr<PrefixMatch> StoreImpl::Lookup(std::string_view ns, std::span<const uint32_t> tokens) {
   CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
+  CACHEPAWL_RETURN_IF_ERROR(CheckPromptSize("tokens", tokens.size(), false));
   const auto start = SteadyClock::now();
   auto hashes = hasher_->HashTokens(ns, tokens);
   auto m = LookupHashes(hashes);
@@ -218,6 +251,7 @@ StatusOr<PrefixMatch> StoreImpl::Lookup(std::string_view ns, std::span<const uin
 StatusOr<PrefixMatch> StoreImpl::LookupHashes(std::span<const PageHash> hashes) {
   const uint64_t check_start = profile::Now();
   CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
+  CACHEPAWL_RETURN_IF_ERROR(CheckPromptSize("hashes", hashes.size(), true));
   for (size_t i = 0; i < hashes.size(); ++i) {
     if (hashes[i].IsZero()) {
       return Status::InvalidArgument("hashes[" + std::to_string(i) + "]: the all-zero hash");

@@ -136,6 +136,11 @@ class StoreImpl final : public Store {
 
   // ---- store_impl.cc ----
   Status CheckOpen() const;
+  // OK when a call naming `count` tokens (or pages, with `in_pages`) stays within
+  // max_prompt_tokens; else InvalidArgument "<what>: <count> tokens (more than
+  // StoreOptions.max_prompt_tokens <max>, ...)" ("<count> pages of <p> tokens" for pages).
+  // Lock-free: reads options_ and layout_ only.
+  Status CheckPromptSize(std::string_view what, uint64_t count, bool in_pages) const;
   // OK when `slot` of `kind` is allocated in the store-owned pool and `bytes` is its record size.
   Status CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) const;
   Status OpenTiers();

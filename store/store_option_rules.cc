@@ -54,6 +54,10 @@ Status CheckHostBytes(uint64_t bytes) {
                             "must be a non-zero multiple of 4096");
 }
 
+Status CheckMaxPromptTokens(uint64_t tokens) {
+  return CheckPositive("max_prompt_tokens", tokens, "must be > 0");
+}
+
 Status CheckSaveChunkEntries(uint32_t entries) {
   return CheckPositive("save_chunk_entries", entries, "must be >= 1");
 }

@@ -31,6 +31,7 @@ namespace cachepawl {
 [[nodiscard]] Status CheckSelectiveMinHits(uint32_t hits);     // > 0
 [[nodiscard]] Status CheckCudaDevice(int64_t device);          // -1 or a device number
 [[nodiscard]] Status CheckStagingBytes(uint64_t bytes);        // >= 1 MiB
+[[nodiscard]] Status CheckMaxPromptTokens(uint64_t tokens);    // > 0
 // `field`: "load_stream_priority" or "write_stream_priority"; in [-1000, 1000].
 [[nodiscard]] Status CheckStreamPriority(std::string_view field, int64_t priority);
 

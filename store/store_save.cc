@@ -20,6 +20,9 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   if (!req.hashes.empty() && !req.tokens.empty()) {
     return Status::InvalidArgument("SaveRequest: give tokens or hashes, not both");
   }
+  CACHEPAWL_RETURN_IF_ERROR(req.hashes.empty()
+                                ? CheckPromptSize("SaveRequest.tokens", req.tokens.size(), false)
+                                : CheckPromptSize("SaveRequest.hashes", req.hashes.size(), true));
   if (req.hashes.empty()) {
     profile::ScopedStage hashing(profile::Stage::kSaveHash);
     computed = hasher_->HashTokens(req.ns, req.tokens);

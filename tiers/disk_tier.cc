@@ -114,7 +114,9 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
     // Unavailable: the folder cannot be written (permissions, a read-only mount); wiping would
     // not help and must not be tried.
     if (!options.wipe_unreadable_catalog || catalog.status().IsUnavailable()) {
-      return catalog.status().WithContext("disk tier (set wipe_unreadable_catalog to start empty)");
+      return catalog.status().WithContext(
+          "disk tier (set wipe_unreadable_catalog to start empty: StoreOptions, the C and Python "
+          "options, cachepawl replay --wipe-unreadable-catalog)");
     }
     spdlog::warn("disk tier: {}; wiping it", catalog.status().ToString());
     // A damaged database may not even destroy cleanly: remove the folder.
@@ -130,7 +132,9 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
   auto meta = t.catalog_->ReadMeta();
   bool fresh = false;
   if (!meta.ok() && !options.wipe_on_mismatch) {
-    return meta.status().WithContext("disk tier (set wipe_on_mismatch to start empty)");
+    return meta.status().WithContext(
+        "disk tier (set wipe_on_layout_mismatch to start empty: StoreOptions, the C and Python "
+        "options, cachepawl replay --wipe-on-layout-mismatch)");
   }
   if (meta.ok() && CheckCatalogMeta(*meta) == CatalogMetaVerdict::kMissing) fresh = true;
   if (!fresh) {
@@ -154,7 +158,10 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
     }
     if (!why.empty()) {
       if (!options.wipe_on_mismatch) {
-        return Status::Incompatible(why + " (set wipe_on_mismatch to start empty)");
+        return Status::Incompatible(why +
+                                    " (set wipe_on_layout_mismatch to start empty: StoreOptions, "
+                                    "the C and Python options, cachepawl replay "
+                                    "--wipe-on-layout-mismatch)");
       }
       spdlog::warn("disk tier: {}; wiping", why);
       t.catalog_.reset();
@@ -174,6 +181,17 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
   std::vector<DiskDataFiles::FileReport> reports;
   CACHEPAWL_ASSIGN_OR_RETURN(t.files_, DiskDataFiles::Open(data_files, per_file, &reports));
   t.allocator_ = std::make_unique<DiskExtentAllocator>(std::vector<uint64_t>(n, per_file));
+  for (size_t i = 0; fresh && i < reports.size(); ++i) {
+    // A new catalog beside a data file that was there: whatever records the file held have no
+    // catalog entry (the catalog folder or its WAL was removed, or a mismatch wiped it) and are
+    // dropped. Said, so that an emptied cache is never a silent surprise.
+    if (!reports[i].created && reports[i].size_found > 0) {
+      spdlog::warn(
+          "disk tier: data file {} ({} bytes) was there but the catalog {} is new (removed, its "
+          "WAL lost, or wiped): the records it held are dropped and the disk tier starts empty",
+          data_files[i], reports[i].size_found, catalog_dir);
+    }
+  }
   if (fresh) {
     CatalogMeta m;
     m.fingerprint = t.fingerprint_;

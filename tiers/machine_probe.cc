@@ -8,7 +8,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -78,6 +80,14 @@ void ProbeCgroupMemory(PinnedMemoryLimits* out) {
     // v1 reports "unlimited" as a page-rounded LONG_MAX.
     if (!v2 && v >= (1ull << 62)) return;
     out->cgroup_memory_max_bytes = v;
+    // What the cgroup already uses (its own processes' and page cache), beside its limit.
+    const std::string usage =
+        file.substr(0, file.rfind('/') + 1) + (v2 ? "memory.current" : "memory.usage_in_bytes");
+    if (auto used = ReadFirstLine(usage)) {
+      errno = 0;
+      const unsigned long long u = std::strtoull(used->c_str(), &end, 10);
+      if (errno == 0 && end != used->c_str()) out->cgroup_memory_current_bytes = u;
+    }
     return;
   }
 }
@@ -168,6 +178,53 @@ PinnedMemoryLimits ProbePinnedMemory() {
   out.mem_total_bytes = MeminfoField("MemTotal").value_or(0);
   out.mem_available_bytes = MeminfoField("MemAvailable").value_or(0);
   return out;
+}
+
+namespace {
+
+uint64_t Headroom(uint64_t mem_total) {
+  return std::min<uint64_t>(uint64_t{1} << 30, mem_total / 16);
+}
+
+std::string Gib(uint64_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
+  return text;
+}
+
+}  // namespace
+
+std::optional<uint64_t> TakeableMemoryBytes(const PinnedMemoryLimits& limits) {
+  if (limits.mem_total_bytes == 0 || limits.mem_available_bytes == 0) return std::nullopt;
+  uint64_t available = limits.mem_available_bytes;
+  if (limits.cgroup_memory_max_bytes) {
+    const uint64_t max = *limits.cgroup_memory_max_bytes;
+    const uint64_t used = std::min(max, limits.cgroup_memory_current_bytes.value_or(0));
+    available = std::min(available, max - used);
+  }
+  const uint64_t headroom = Headroom(limits.mem_total_bytes);
+  return available > headroom ? available - headroom : 0;
+}
+
+Status CheckTakeableMemory(std::string_view what, uint64_t bytes, const PinnedMemoryLimits& limits,
+                           std::string_view advice) {
+  const std::optional<uint64_t> takeable = TakeableMemoryBytes(limits);
+  if (!takeable || bytes <= *takeable) return Status::OK();
+  std::string message(what);
+  message.append(": ").append(Gib(bytes)).append(" (").append(std::to_string(bytes));
+  message.append(" bytes) is more memory than this machine offers: MemAvailable ");
+  message.append(Gib(limits.mem_available_bytes)).append(" of MemTotal ");
+  message.append(Gib(limits.mem_total_bytes));
+  if (limits.cgroup_memory_max_bytes) {
+    message.append(", cgroup memory.max ").append(Gib(*limits.cgroup_memory_max_bytes));
+    if (limits.cgroup_memory_current_bytes) {
+      message.append(" (").append(Gib(*limits.cgroup_memory_current_bytes)).append(" used)");
+    }
+  }
+  message.append(", less ").append(Gib(Headroom(limits.mem_total_bytes)));
+  message.append(" of headroom, leaves ").append(Gib(*takeable)).append("; ");
+  message.append(advice);
+  return Status::InvalidArgument(message);
 }
 
 HugePages ProbeHugePages() {

@@ -12,6 +12,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "store/vocab/status.h"
 
 namespace cachepawl {
 
@@ -21,11 +24,27 @@ struct PinnedMemoryLimits {
   std::optional<uint64_t> memlock_soft_bytes;
   std::optional<uint64_t> memlock_hard_bytes;
   std::optional<uint64_t> cgroup_memory_max_bytes;
+  std::optional<uint64_t> cgroup_memory_current_bytes;  // what the cgroup uses (with a limit)
   std::string cgroup_file;           // the file the cgroup limit came from ("" when none was found)
   uint64_t mem_total_bytes = 0;      // /proc/meminfo MemTotal
   uint64_t mem_available_bytes = 0;  // /proc/meminfo MemAvailable
 };
 PinnedMemoryLimits ProbePinnedMemory();
+
+// What a process may take for memory it faults in and keeps (a pinned host tier, a CPU-mode
+// device pool): MemAvailable, or what the cgroup's limit leaves (memory.max less memory.current)
+// when lower, less headroom for the rest of the machine (1 GiB, or 1/16 of MemTotal on machines
+// under 16 GiB). nullopt when /proc/meminfo could not be read (then nothing is known and nothing
+// is refused).
+std::optional<uint64_t> TakeableMemoryBytes(const PinnedMemoryLimits& limits);
+
+// OK when `bytes` fit TakeableMemoryBytes(limits) (or it is unknown); else InvalidArgument
+// "<what>: 64.0 GiB (68719476736 bytes) is more memory than this machine offers: MemAvailable
+// 23.0 GiB of MemTotal 24.0 GiB[, cgroup memory.max M (N used)], less 1.0 GiB of headroom,
+// leaves 22.0 GiB; <advice>". `what` names the option(s) that ask for it, e.g.
+// "StoreOptions.host_bytes". Pure: the probe is the caller's.
+[[nodiscard]] Status CheckTakeableMemory(std::string_view what, uint64_t bytes,
+                                         const PinnedMemoryLimits& limits, std::string_view advice);
 
 // Huge pages (/proc/meminfo and transparent huge pages' mode).
 struct HugePages {

@@ -96,6 +96,10 @@ Sizes SizesOf(const ModelLayout& layout);
 // Bytes of each device pool (store-owned, or the bench's own region): half of what is left of
 // --device-bytes after the GPU reserve.
 uint64_t PoolBytes(const Config& c);
+// An upper bound of the host memory a run takes at its peak (the host phase): the store's host
+// tier and the mover's arena (each at most host_bytes), the limit's host buffer (at most a pool),
+// and in CPU mode the two device pools and the bench pool's memory, which are host memory too.
+uint64_t HostMemoryNeed(const Config& c);
 // Host tier bytes a host-phase case needs (its load prefixes and one save round in flight, with
 // room for the arena's chunk and best-fit waste), and the same for a disk-phase store.
 uint64_t HostPhaseTierNeed(const Sizes& s, uint32_t threads, uint64_t pages);

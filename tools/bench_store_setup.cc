@@ -91,6 +91,13 @@ uint64_t PoolBytes(const Config& c) {
   return c.device_bytes > reserve ? (c.device_bytes - reserve) / 2 : 0;
 }
 
+uint64_t HostMemoryNeed(const Config& c) {
+  const uint64_t pools = c.gpu ? 1 : 3;
+  const uint64_t pool = PoolBytes(c);
+  if (c.host_bytes > UINT64_MAX / 4 || pool > UINT64_MAX / 4) return UINT64_MAX;  // saturates
+  return 2 * c.host_bytes + pools * pool;
+}
+
 namespace {
 
 // 15% for the host arena's waste (a slot never straddles its 1 GiB chunks; best fit leaves

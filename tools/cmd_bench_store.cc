@@ -23,10 +23,12 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "cuda/gpu_runtime.h"
 #include "store/vocab/internal/stage_profile.h"
+#include "tiers/machine_probe.h"
 #include "tools/bench_store.h"
 #include "tools/bench_store_report.h"
 #include "tools/cli_args.h"
@@ -237,6 +239,41 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   if (c.gpu && device_bytes <= kGpuReserveBytes) {
     return usage("--device-bytes: " + HumanBytes(device_bytes) + " (GPU mode keeps " +
                  HumanBytes(kGpuReserveBytes) + " for staging; give more)");
+  }
+  // Host memory: defaults sized for a large host shrink to fit this machine (said on stderr);
+  // sizes given that cannot fit are refused before anything is allocated (the kernel's OOM
+  // killer used to take the bench, silently, on a 24 GiB machine).
+  const PinnedMemoryLimits memory = ProbePinnedMemory();
+  if (const std::optional<uint64_t> takeable = TakeableMemoryBytes(memory);
+      takeable && HostMemoryNeed(c) > *takeable) {
+    const bool sizes_given =
+        quick || app.count("--host-bytes") > 0 || app.count("--device-bytes") > 0;
+    if (!sizes_given) {
+      const uint64_t need = HostMemoryNeed(c), step = uint64_t{256} << 20;
+      const double f = static_cast<double>(*takeable) / static_cast<double>(need);
+      const uint64_t before_host = c.host_bytes, before_device = c.device_bytes;
+      c.host_bytes =
+          std::max<uint64_t>(512 * kMiB, static_cast<uint64_t>(c.host_bytes * f) / step * step);
+      c.device_bytes = std::max<uint64_t>(kGiB + (c.gpu ? kGpuReserveBytes : 0),
+                                          static_cast<uint64_t>(c.device_bytes * f) / step * step);
+      io.err << kName << ": the default --host-bytes " << HumanBytes(before_host)
+             << " --device-bytes " << HumanBytes(before_device) << " need up to "
+             << HumanBytes(need) << " of host memory; this machine offers " << HumanBytes(*takeable)
+             << ": running with --host-bytes " << HumanBytes(c.host_bytes) << " --device-bytes "
+             << HumanBytes(c.device_bytes) << "\n";
+    }
+    if (Status s = CheckTakeableMemory("--host-bytes " + HumanBytes(c.host_bytes) +
+                                           " and --device-bytes " + HumanBytes(c.device_bytes) +
+                                           " need up to",
+                                       HostMemoryNeed(c), memory,
+                                       std::string("twice the host tier") +
+                                           (c.gpu ? " and half the device memory"
+                                                  : " and 1.5 times --device-bytes (CPU "
+                                                    "mode: device pools are host memory)") +
+                                           "; give smaller sizes");
+        !s.ok()) {
+      return usage(s.message());
+    }
   }
   if (dry_run) {
     DryRun(c, io.out);

@@ -77,7 +77,8 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
       "one request at a time, or --concurrency N in flight at once. --sweep compares the\n"
       "eviction policies over tier sizes (below).\n"
       "Long runs print a progress line to stderr every 5 s.\n"
-      "Exit status: 0 when every byte was right and no store call failed, 1 otherwise,\n"
+      "Exit status: 0 when every byte was right, no store call failed and at least one request\n"
+      "was replayed (crash mode: and something was verified after the kills), 1 otherwise,\n"
       "2 for bad arguments or input.",
       kName};
   std::string trace_path, workload, layout_name = "jamba-v0.1", dir, soak_text;
@@ -106,11 +107,11 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
                  "each prompt");
   app.add_option("--device-bytes", setup.device_bytes,
                  "the engine's own device pool (L1), e.g. 256M (default 512M)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(ByteCount());
   app.add_option("--host-bytes", setup.host_bytes, "host tier budget (default 1G)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(ByteCount());
   app.add_option("--disk-bytes", setup.disk_bytes, "disk tier budget; 0 disables it (default 4G)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(ByteCount());
   app.add_option("--write-policy", write_policy,
                  "when host entries go to disk: through, selective, back (default through)");
   CLI::Option* policy_option =
@@ -148,6 +149,14 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--seed", seed, "seed of built-in workloads and kill points (default 1)");
   app.add_option("--namespace", setup.ns, "namespace of every request (default: empty)");
   app.add_option("--chunk-pages", setup.chunk_pages, "pages per Load / Save call (default 128)");
+  app.add_option("--max-prompt-tokens", setup.max_prompt_tokens,
+                 "the longest prompt replayed (StoreOptions::max_prompt_tokens): a trace line "
+                 "past it is a bad line (default " +
+                     std::to_string(kDefaultMaxPromptTokens) + ")");
+  app.add_flag("--wipe-on-layout-mismatch", setup.wipe_on_layout_mismatch,
+               "--dir: a disk catalog written for another layout is wiped instead of refused");
+  app.add_flag("--wipe-unreadable-catalog", setup.wipe_unreadable_catalog,
+               "--dir: a disk catalog that cannot be read is removed instead of refused");
   app.add_option("--remote", setup.remote_seeds,
                  "a remote tier shared with other replicas: redis://host:port[,host:port...]");
   app.add_option("--remote-write-policy", remote_write_policy,
@@ -180,8 +189,9 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   if (Status s = ValidateBlockAndPageSize(block_size, page_size); !s.ok()) {
     return usage(s.message());
   }
-  if (track_interval < -1) {
-    return usage("--track-interval: " + std::to_string(track_interval) + " (must be >= 0)");
+  if (track_interval < -1 || track_interval > int64_t{UINT32_MAX}) {
+    return usage("--track-interval: " + std::to_string(track_interval) + " (must be from 0 to " +
+                 std::to_string(UINT32_MAX) + ")");
   }
   setup.track_interval_pages =
       track_interval < 0 ? block_size / page_size : static_cast<uint32_t>(track_interval);
@@ -290,6 +300,8 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
     TraceParseOptions po;
     po.skip_bad_lines = skip_bad_lines;
     po.max_requests = requests;
+    po.block_size_tokens = block_size;
+    po.max_prompt_tokens = setup.max_prompt_tokens;
     auto trace = LoadTraceFile(trace_path, po);
     if (!trace.ok()) return usage(trace.status().ToString());
     if (trace->bad_lines > 0 && crash_child.empty()) {
@@ -399,8 +411,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   } else {
     PrintReplayTable(*report, io.out);
   }
-  const bool ok = report->totals.wrong_bytes == 0 && report->totals.store_errors == 0;
-  return ok ? kExitOk : kExitFailure;
+  return report->Failure().empty() ? kExitOk : kExitFailure;
 }
 
 const CommandRegistration kRegistration("replay",

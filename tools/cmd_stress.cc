@@ -50,11 +50,11 @@ int RunStressCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--device-bytes", o.device_bytes,
                  "the store-owned device pool; each thread holds a prompt's pages and a state "
                  "(default 64M)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(ByteCount());
   app.add_option("--host-bytes", o.host_bytes, "host tier budget (default 16M)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(ByteCount());
   app.add_option("--disk-bytes", o.disk_bytes, "disk tier budget; 0 disables it (default 64M)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(ByteCount());
   app.add_option("--write-policy", write_policy,
                  "when host entries go to disk: through, selective, back (default back)");
   app.add_option("--policy", eviction_policy,

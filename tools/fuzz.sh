@@ -50,6 +50,9 @@ for name in "${targets[@]}"; do
   if [[ -f $fuzz_src/$name.dict ]]; then args+=(-dict="$fuzz_src/$name.dict"); fi
   # Records are a 4 KiB header block and a payload: room for a few pages of payload.
   if [[ $name == record_header ]]; then args+=(-max_len=16384); fi
+  # JSON decoders: room for documents nested past the depth limit (64 levels) many times over
+  # and for large configs, not only the 4 KiB libFuzzer picks from small seeds.
+  case $name in layout_json | hf_config | trace_line | c_abi) args+=(-max_len=262144) ;; esac
   log=$work/$name.log
   status=0
   # The targets' own temporary files (the C ABI target's stores) go under $work too: libFuzzer

@@ -256,7 +256,9 @@ StoreStats AddStoreStats(const StoreStats& a, const StoreStats& b) {
 
 std::string ReplayJsonKeysHelp() {
   return R"(JSON keys (--json prints one object):
-  ok                     true when no byte was wrong and no store call failed
+  ok                     true when no byte was wrong, no store call failed, at least one
+                         request was replayed and (crash mode) something was verified
+  failure                why ok is false ("" when it is true)
   source, layout         the trace path or "workload NAME"; the layout preset or file
   page_size_tokens, block_size_tokens, track_interval_pages
   device_bytes, host_bytes, disk_bytes, store_dir
@@ -317,6 +319,19 @@ json CeilingJson(const Ceiling& c) {
 
 std::string ReplayReportJson(const ReplayReport& r) { return ReplayReportJsonValue(r).dump(2); }
 
+std::string ReplayReport::Failure() const {
+  const ReplayTotals& t = totals;
+  std::string why;
+  auto add = [&why](const std::string& reason) { why += (why.empty() ? "" : "; ") + reason; };
+  if (t.wrong_bytes > 0) add(std::to_string(t.wrong_bytes) + " wrong bytes");
+  if (t.store_errors > 0) add(std::to_string(t.store_errors) + " failed store calls");
+  if (t.requests == 0) add("no request was replayed");
+  if (crashes > 0 && t.verified_records == 0) {
+    add("nothing was verified after " + std::to_string(crashes) + " kills");
+  }
+  return why;
+}
+
 json ReplayReportJsonValue(const ReplayReport& r) {
   const ReplayTotals& t = r.totals;
   const uint32_t p = r.page_size_tokens;
@@ -330,7 +345,8 @@ json ReplayReportJsonValue(const ReplayReport& r) {
   };
   const double page_rate = Rate(t.hit_pages_total(), t.pages);
   json j = {
-      {"ok", t.wrong_bytes == 0 && t.store_errors == 0},
+      {"ok", r.Failure().empty()},
+      {"failure", r.Failure()},
       {"source", r.source},
       {"layout", r.layout},
       {"page_size_tokens", r.page_size_tokens},
@@ -524,7 +540,8 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
   out << "verified " << t.verified_records << " records (" << HumanBytes(t.verified_bytes)
       << "): wrong records " << t.wrong_records << ", wrong bytes " << t.wrong_bytes << "\n";
   for (const std::string& w : t.wrong_records_seen) out << "  WRONG: " << w << "\n";
-  out << (t.wrong_bytes == 0 && t.store_errors == 0 ? "OK" : "FAILED") << "\n";
+  const std::string failure = r.Failure();
+  out << (failure.empty() ? "OK" : "FAILED: " + failure) << "\n";
 }
 
 }  // namespace cachepawl::tools

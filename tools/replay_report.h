@@ -88,6 +88,11 @@ struct ReplayReport {
   Ceiling ceiling;
   ReplayTotals totals;
   StoreStats store;  // summed over store processes (crash mode: their last reports)
+
+  // Why the replay is not a pass, or "" when it is: a wrong byte, a failed store call, no
+  // request replayed at all, or (crash mode) kills after which nothing was verified. The JSON's
+  // "ok" and the exit status follow it, so a gate on them never passes on a run that did nothing.
+  std::string Failure() const;
 };
 
 // The final table.

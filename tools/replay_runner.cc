@@ -10,8 +10,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <ostream>
@@ -47,7 +49,9 @@ class ProgressLine {
         start_(start) {}
 
   // `total`: the requests of the run when known (0: a soak, which loops until its deadline).
-  void Update(const ReplayTotals& t, uint64_t total, uint64_t crashes) {
+  // `extra`: appended to the line (the requests in flight, from the ticker).
+  void Update(const ReplayTotals& t, uint64_t total, uint64_t crashes,
+              const std::string& extra = "") {
     if (out_ == nullptr) return;
     const auto now = Clock::now();
     if (now - last_ < interval_) return;
@@ -64,7 +68,7 @@ class ProgressLine {
             std::to_string(t.store_errors) + " errors";
     if (t.wrong_bytes > 0) line += ", " + std::to_string(t.wrong_bytes) + " WRONG BYTES";
     if (crashes > 0) line += ", " + std::to_string(crashes) + " crashes";
-    *out_ << line << "\n" << std::flush;
+    *out_ << line << extra << "\n" << std::flush;
   }
 
  private:
@@ -152,8 +156,13 @@ class InProcessRun {
         stream_(source, options.soak_seconds > 0),
         progress_(options, start) {}
 
-  // Runs the engine threads (the calling thread is one of them) until they are all done.
+  // Runs the engine threads (the calling thread is one of them) until they are all done, and a
+  // ticker that keeps the progress line coming while one long request runs.
   Status Run() {
+    std::thread ticker;
+    if (options_.progress != nullptr && options_.progress_interval_seconds > 0) {
+      ticker = std::thread([this] { Tick(); });
+    }
     std::vector<std::thread> threads;
     Status started;
     for (uint32_t i = 1; i < options_.concurrency; ++i) {
@@ -169,6 +178,12 @@ class InProcessRun {
     }
     Work();
     for (std::thread& t : threads) t.join();
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    ticked_.notify_all();
+    if (ticker.joinable()) ticker.join();
     std::sort(finished_.begin(), finished_.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [at, request] : finished_) result_.replayed.push_back(std::move(request));
@@ -180,6 +195,11 @@ class InProcessRun {
     TraceRequest request;
     Cursor at;
     Clock::time_point due;
+    uint64_t id = 0;  // its key in in_flight_
+  };
+  struct InFlight {
+    Clock::time_point since;
+    uint64_t blocks = 0;
   };
 
   void Work() {
@@ -188,6 +208,7 @@ class InProcessRun {
       ReplayTotals delta;
       Status s = engine_.Run(taken.request, &delta);
       std::lock_guard lock(mu_);
+      in_flight_.erase(taken.id);
       result_.totals.Merge(delta);
       if (!s.ok()) {
         StopLocked(s);
@@ -206,8 +227,32 @@ class InProcessRun {
     out->request = *r;
     out->at = next_;
     out->due = stream_.Due(*r, options_.speed);
+    out->id = next_id_++;
+    in_flight_[out->id] = {Clock::now(), r->hash_ids.size()};
     ++next_.index;
     return true;
+  }
+
+  // Every progress interval while the run lasts: when no request finished in that time, the
+  // progress line with the requests in flight ("1 in flight, the longest for 12.3 s, 2048
+  // blocks"), so that one very long request is not minutes of silence.
+  void Tick() {
+    const auto interval = std::chrono::duration<double>(options_.progress_interval_seconds);
+    std::unique_lock lock(mu_);
+    while (!done_) {
+      ticked_.wait_for(lock, interval);
+      if (done_ || in_flight_.empty()) continue;
+      auto oldest = in_flight_.begin();
+      for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it) {
+        if (it->second.since < oldest->second.since) oldest = it;
+      }
+      if (Clock::now() - oldest->second.since < interval) continue;
+      char text[128];
+      std::snprintf(text, sizeof(text), "; %zu in flight, the longest for %.1f s (%llu blocks)",
+                    in_flight_.size(), SecondsSince(oldest->second.since),
+                    static_cast<unsigned long long>(oldest->second.blocks));
+      progress_.Update(result_.totals, stream_.total(), 0, text);
+    }
   }
 
   void Stop(const Status& why) {
@@ -230,6 +275,10 @@ class InProcessRun {
   Status failure_;     // guarded by mu_: the first request that failed
   std::vector<std::pair<Cursor, TraceRequest>> finished_;  // guarded by mu_
   ProgressLine progress_;                                  // guarded by mu_
+  std::map<uint64_t, InFlight> in_flight_;                 // guarded by mu_
+  uint64_t next_id_ = 0;                                   // guarded by mu_
+  bool done_ = false;                                      // guarded by mu_
+  std::condition_variable ticked_;                         // wakes the ticker at the end
 };
 
 StatusOr<ReplayRunResult> RunInProcess(const StoreFactory& open_store,
@@ -546,10 +595,11 @@ Status ReplayRunOptions::Validate() const {
   if (!(max_kill_delay_ms >= 0)) {
     return Status::InvalidArgument("max_kill_delay_ms: must be >= 0");
   }
-  if (!(kill_during_open_fraction >= 0 && kill_during_open_fraction <= 1)) {
+  if (!(kill_during_open_fraction >= 0 && kill_during_open_fraction < 1)) {
     std::ostringstream text;
     text << "--kill-during-open: " << kill_during_open_fraction
-         << " (must be a fraction from 0 to 1)";
+         << " (must be a fraction from 0 to below 1: at 1 every store process is killed while "
+            "it opens and no request is ever served)";
     return Status::InvalidArgument(text.str());
   }
   if (concurrency < 1 || concurrency > kMaxReplayConcurrency) {

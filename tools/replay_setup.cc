@@ -1,6 +1,12 @@
 #include "tools/replay_setup.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -23,6 +29,9 @@ StoreOptions ReplaySetup::StoreOptionsIn(const std::string& dir) const {
   so.eviction_policy = eviction_policy;
   so.device_pool_bytes = device_bytes;
   so.track_interval_pages = track_interval_pages;
+  so.max_prompt_tokens = max_prompt_tokens;
+  so.wipe_on_layout_mismatch = wipe_on_layout_mismatch;
+  so.wipe_unreadable_catalog = wipe_unreadable_catalog;
   return so;
 }
 
@@ -49,7 +58,53 @@ ReplayStoreDir::~ReplayStoreDir() {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }
+  if (reaper_pipe_ >= 0) ::close(reaper_pipe_);
+  if (reaper_pid_ > 0) {
+    while (::waitpid(reaper_pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
 }
+
+namespace {
+
+// Starts `sh -c 'cat >/dev/null; exec rm -rf -- "$0"' <folder>` with its stdin the read end of a
+// new pipe, in a session of its own. Returns the write end and the reaper's pid, or an error
+// (the folder is then removed only by the destructor).
+Status StartReaper(const std::string& folder, int* pipe_out, pid_t* pid_out) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno("pipe2", errno);
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawn_file_actions_adddup2(&actions, fds[0], 0);
+  ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  ::posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setsigdefault(&attr, &all);
+  ::posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::string sh = "sh", c = "-c", script = "cat >/dev/null; exec rm -rf -- \"$0\"";
+  std::string arg = folder;
+  char* argv[] = {sh.data(), c.data(), script.data(), arg.data(), nullptr};
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, "/bin/sh", &actions, &attr, argv, environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::posix_spawnattr_destroy(&attr);
+  ::close(fds[0]);
+  if (rc != 0) {
+    ::close(fds[1]);
+    return Status::FromErrno("posix_spawn /bin/sh", rc);
+  }
+  *pipe_out = fds[1];
+  *pid_out = pid;
+  return Status::OK();
+}
+
+}  // namespace
 
 Status ReplayStoreDir::Use(const std::string& dir) {
   if (!dir.empty()) {
@@ -64,6 +119,12 @@ Status ReplayStoreDir::Use(const std::string& dir) {
   if (::mkdtemp(templ.data()) == nullptr) return Status::FromErrno("mkdtemp " + templ, errno);
   path_ = templ;
   remove_ = true;
+  if (Status s = StartReaper(path_, &reaper_pipe_, &reaper_pid_); !s.ok()) {
+    spdlog::warn(
+        "replay: {} (the temporary folder {} is removed at exit, but not if the "
+        "process is killed)",
+        s.ToString(), path_);
+  }
   return Status::OK();
 }
 

@@ -8,6 +8,8 @@
 // Thread safety: plain values and free functions; ReplayStoreDir is not synchronized.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -35,6 +37,8 @@ struct ReplaySetup {
   std::string remote_seeds;
   RemoteWritePolicy remote_write_policy = RemoteWritePolicy::kWriteThrough;
   size_t chunk_pages = 128;
+  uint64_t max_prompt_tokens = kDefaultMaxPromptTokens;  // StoreOptions::max_prompt_tokens
+  bool wipe_on_layout_mismatch = false, wipe_unreadable_catalog = false;
   std::string source;  // the trace path or "workload NAME"
   uint64_t bad_trace_lines = 0;
 
@@ -45,6 +49,10 @@ struct ReplaySetup {
 };
 
 // The store's folder: a temporary one removed on destruction, or the user's, kept.
+// A temporary folder is also removed when the process dies any other way (SIGTERM, SIGKILL, an
+// abort): Use starts a reaper, `sh` in a session of its own (so a terminal's SIGINT to the
+// process group does not reach it), that waits for the end of a pipe this process holds and
+// then removes the folder. Not thread-safe; one owner.
 class ReplayStoreDir {
  public:
   ReplayStoreDir() = default;
@@ -61,6 +69,8 @@ class ReplayStoreDir {
  private:
   std::string path_;
   bool remove_ = false;
+  int reaper_pipe_ = -1;  // the write end; closing it (or dying) lets the reaper run
+  pid_t reaper_pid_ = -1;
 };
 
 // The report of a finished run: the setup's sizes and layout, the run's totals and store

@@ -72,9 +72,7 @@ SweepTiers SweepTierSizes(double fraction, uint64_t working_set_bytes, const Swe
   return t;
 }
 
-bool SweepRun::ok() const {
-  return report.has_value() && report->totals.wrong_bytes == 0 && report->totals.store_errors == 0;
-}
+bool SweepRun::ok() const { return report.has_value() && report->Failure().empty(); }
 
 bool SweepResult::ok() const {
   for (const SweepRow& row : rows) {

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "store/vocab/internal/json_text.h"
+
 namespace cachepawl::tools {
 namespace {
 
@@ -42,6 +44,13 @@ StatusOr<uint64_t> UnsignedField(const json& object, const char* key, uint64_t l
 }  // namespace
 
 StatusOr<TraceRequest> ParseTraceLine(std::string_view line, uint64_t line_number) {
+  if (const size_t deep = json_text::FindTooDeep(line, json_text::kMaxJsonDepth);
+      deep != std::string_view::npos) {
+    return Status::InvalidArgument(LinePrefix(line_number) + ", column " +
+                                   std::to_string(deep + 1) +
+                                   ": arrays and objects nested deeper than " +
+                                   std::to_string(json_text::kMaxJsonDepth) + " levels");
+  }
   json object;
   try {
     object = json::parse(line.begin(), line.end());
@@ -102,6 +111,17 @@ StatusOr<Trace> ParseTrace(std::istream& in, std::string_view source_name,
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     auto request = ParseTraceLine(line, trace.lines);
+    if (request.ok() && options.block_size_tokens > 0 && options.max_prompt_tokens > 0) {
+      const uint64_t tokens = PromptTokenCount(*request, options.block_size_tokens);
+      if (tokens > options.max_prompt_tokens) {
+        request = Status::InvalidArgument(
+            "line " + std::to_string(trace.lines) +
+            ": hash_ids: " + std::to_string(request->hash_ids.size()) + " blocks of " +
+            std::to_string(options.block_size_tokens) + " tokens, a prompt of " +
+            std::to_string(tokens) + " tokens (more than --max-prompt-tokens " +
+            std::to_string(options.max_prompt_tokens) + ")");
+      }
+    }
     if (!request.ok()) {
       Status error = request.status().WithContext(source_name);
       if (!options.skip_bad_lines) return error;

@@ -36,6 +36,10 @@ struct TraceParseOptions {
   bool skip_bad_lines = false;
   size_t max_requests = 0;      // stop after this many requests (0: no limit)
   size_t max_kept_errors = 10;  // with skip_bad_lines: how many error messages to keep
+  // With both set: a request whose prompt (PromptTokenCount at block_size_tokens) is longer than
+  // max_prompt_tokens is a bad line naming hash_ids, the tokens and --max-prompt-tokens.
+  uint32_t block_size_tokens = 0;
+  uint64_t max_prompt_tokens = 0;
 };
 
 struct Trace {

@@ -47,11 +47,13 @@ class Store(_lib.Owner):
     * ``host_bytes`` (pinned host budget, a multiple of 4096), ``host_free_target_bytes``
       (evict ahead to keep this much free; default host_bytes / 16 up to 1 GiB for tiers of
       1 GiB or more, 0: off), ``save_chunk_entries`` (entries per transfer operation of a
-      large Save, default 256), ``disk_dir``, ``disk_bytes``
+      large Save, default 256), ``max_prompt_tokens`` (the longest prompt one call names,
+      default 2**24: longer ones raise InvalidArgument), ``disk_dir``, ``disk_bytes``
       (0: no disk tier), ``disk_data_paths``, ``disk_queue_depth``;
     * ``write_policy``: ``'through'`` | ``'selective'`` | ``'back'``; ``selective_min_hits``;
       ``eviction_policy``: ``'hybrid'`` (the default) | ``'lru'`` (which entries leave a full
-      tier first); ``wipe_on_layout_mismatch``;
+      tier first); ``wipe_on_layout_mismatch``, ``wipe_unreadable_catalog`` (start empty
+      instead of failing the open);
     * ``cuda_device`` (-1: CPU mode), ``device_pool_bytes`` (a store-owned device pool; 0: the
       engine registers its own), ``load_stream_priority``, ``write_stream_priority``,
       ``staging_bytes``, ``track_interval_pages``.

@@ -108,6 +108,17 @@ def test_errors_name_the_argument_or_the_config_key(tmp_path: Path) -> None:
         Layout.from_hf_config(JAMBA, dtype=None)  # type: ignore[arg-type]
 
 
+def test_deep_nesting_is_an_error_not_a_crash() -> None:
+    # 100,000 levels used to overflow the stack inside the library (SIGSEGV of the engine's
+    # process); nesting past 64 levels is refused before parsing.
+    deep = b"[" * 100000 + b"]" * 100000  # bytes: text not starting with "{" is a path
+    with pytest.raises(cachepawl.InvalidArgument, match=r"nested deeper than 64 levels"):
+        Layout.from_hf_config(deep)
+    nested = '{"model_type": "mamba2", "x": ' + '{"a": ' * 100000 + "1" + "}" * 100001
+    with pytest.raises(cachepawl.InvalidArgument, match=r"line 1, column \d+: arrays and objects"):
+        Layout.from_hf_config(nested)
+
+
 def test_model_types() -> None:
     types = cachepawl.hf_model_types()
     assert types == sorted(types)

@@ -35,6 +35,9 @@ def opts(**overrides: Any) -> Dict[str, Any]:
         ("host_free_target_bytes", 1 << 40, cachepawl.InvalidArgument),  # > host_bytes / 2
         ("save_chunk_entries", 0, cachepawl.InvalidArgument),
         ("save_chunk_entries", 2**32, cachepawl.InvalidArgument),
+        ("max_prompt_tokens", 0, cachepawl.InvalidArgument),
+        ("max_prompt_tokens", 3, cachepawl.InvalidArgument),  # < one page of 4 tokens
+        ("max_prompt_tokens", -1, cachepawl.InvalidArgument),
         ("disk_bytes", -4096, cachepawl.InvalidArgument),
         ("disk_queue_depth", 0, cachepawl.InvalidArgument),
         ("disk_queue_depth", 4097, cachepawl.InvalidArgument),

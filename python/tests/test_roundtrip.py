@@ -154,3 +154,28 @@ def test_layout_of_store(store: cachepawl.Store) -> None:
     assert store.layout.model == "test/tiny-hybrid"
     assert store.page_size_tokens == PAGE and not store.gpu_mode
     assert store.last_error == ""
+
+
+def test_a_prompt_past_max_prompt_tokens_is_refused(
+    make_store: Callable[..., cachepawl.Store],
+) -> None:
+    # A 717M-token request used to end in std::bad_alloc; calls naming more than
+    # max_prompt_tokens are refused before hashing or allocating, naming the option.
+    store = make_store(max_prompt_tokens=4 * PAGE)
+    toks = tokens(4 * PAGE)
+    save_all(store, toks)
+    assert store.lookup(toks).reusable_pages == 4
+    longer = tokens(4 * PAGE + 1)
+    with pytest.raises(cachepawl.InvalidArgument, match=r"tokens: 17 tokens \(more than "
+                       r"StoreOptions.max_prompt_tokens 16"):
+        store.lookup(longer)
+    hashes = store.hash_tokens(tokens(5 * PAGE))
+    with pytest.raises(cachepawl.InvalidArgument, match=r"hashes: 5 pages of 4 tokens"):
+        store.lookup_hashes(hashes)
+    pages, _, _, _ = fill(store, 5, seed=3)
+    with pytest.raises(cachepawl.InvalidArgument, match=r"SaveRequest.tokens: 20 tokens"):
+        store.save(tokens(5 * PAGE), pages)
+    with pytest.raises(cachepawl.InvalidArgument, match=r"SaveRequest.hashes: 5 pages"):
+        store.save_hashes(b"".join(hashes), pages)
+    # The store goes on serving what fits.
+    assert store.lookup(toks).reusable_pages == 4

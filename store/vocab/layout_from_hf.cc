@@ -210,7 +210,20 @@ Status ReadKvHeads(const ConfigReader& config, int64_t num_attention_heads,
     *out = config.Has("num_key_value_heads") || !fallback ? num_attention_heads : *fallback;
     return Status::OK();
   }
-  return config.Positive("num_key_value_heads", 0, out);
+  CACHEPAWL_RETURN_IF_ERROR(config.Positive("num_key_value_heads", 0, out));
+  // Grouped-query attention repeats each KV head for num_attention_heads / num_key_value_heads
+  // query heads (transformers' repeat_kv, the engines' kernels): no model runs otherwise, and a
+  // config that says so of a model without attention layers contradicts itself.
+  if (*out > num_attention_heads) {
+    return Bad(config.Path("num_key_value_heads"), std::to_string(*out),
+               "must be <= num_attention_heads " + std::to_string(num_attention_heads));
+  }
+  if (num_attention_heads % *out != 0) {
+    return Bad(config.Path("num_key_value_heads"), std::to_string(*out),
+               "must divide num_attention_heads " + std::to_string(num_attention_heads) +
+                   ": each KV head serves a whole group of query heads");
+  }
+  return Status::OK();
 }
 
 Status ReadHeadDim(const ConfigReader& config, int64_t hidden_size, int64_t num_attention_heads,

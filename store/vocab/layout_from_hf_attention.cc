@@ -182,10 +182,6 @@ Status ReadRecurrentGemma(const ConfigReader& c, LayoutBuilder* out) {
   AttentionDims d;
   CACHEPAWL_RETURN_IF_ERROR(
       ReadDims(c, {26, 2560, 10, 0, 0}, std::nullopt, std::nullopt, false, &d));
-  if (d.kv_heads > d.heads) {
-    return Bad(c.Path("num_key_value_heads"), std::to_string(d.kv_heads),
-               "must be <= num_attention_heads " + std::to_string(d.heads));
-  }
   int64_t conv1d_width = 0, window = 0;
   std::optional<int64_t> lru_width;  // None: hidden_size
   CACHEPAWL_RETURN_IF_ERROR(c.OptionalPositive("lru_width", &lru_width));

@@ -71,6 +71,8 @@ struct RemoteOptions {
   bool enabled() const { return !seeds.empty(); }
 };
 
+inline constexpr uint64_t kDefaultMaxPromptTokens = 1ull << 24;
+
 struct StoreOptions {
   // ---- Model: `layout` when set, else `layout_name` (a preset or a JSON file path). ----
   std::optional<ModelLayout> layout;
@@ -104,6 +106,10 @@ struct StoreOptions {
   // On open, when the disk catalog was written for another layout: false -> Open fails with
   // Incompatible; true -> the disk tier is wiped and starts empty.
   bool wipe_on_layout_mismatch = false;
+  // On open, when the disk catalog cannot be read (a damaged database): false -> Open fails
+  // naming it; true -> the catalog is removed and the disk tier starts empty. A folder that
+  // cannot be written is never wiped.
+  bool wipe_unreadable_catalog = false;
 
   // ---- Remote tier (optional). ----
   RemoteOptions remote;
@@ -125,6 +131,13 @@ struct StoreOptions {
   // many: the first crosses the link while the next ones get their host slots, and each one's
   // locations are published while the next ones copy. >= 1.
   uint32_t save_chunk_entries = 256;
+
+  // ---- Requests. ----
+  // The longest prompt a call names: Lookup's and Save's tokens, or their hashes' pages times
+  // page_size_tokens. A longer one is refused with InvalidArgument naming this option, before
+  // any hashing or allocation (a 717M-token request used to end in std::bad_alloc). The default,
+  // 16M tokens, is above every model's context window. >= page_size_tokens.
+  uint64_t max_prompt_tokens = kDefaultMaxPromptTokens;
 
   // ---- Index. ----
   // The checkpoint hint is rounded down to this many pages (0: one page).

@@ -411,7 +411,8 @@ class Program {
                                           NAMED(cachepawl_options_set_disk_bytes),
                                           NAMED(cachepawl_options_set_device_pool_bytes),
                                           NAMED(cachepawl_options_set_staging_bytes),
-                                          NAMED(cachepawl_options_set_remote_chunk_bytes)};
+                                          NAMED(cachepawl_options_set_remote_chunk_bytes),
+                                          NAMED(cachepawl_options_set_max_prompt_tokens)};
     static constexpr Named<U32> kU32[] = {NAMED(cachepawl_options_set_save_chunk_entries),
                                           NAMED(cachepawl_options_set_disk_queue_depth),
                                           NAMED(cachepawl_options_set_selective_min_hits),
@@ -421,10 +422,12 @@ class Program {
                                           NAMED(cachepawl_options_set_remote_ttl_seconds),
                                           NAMED(cachepawl_options_set_remote_selective_min_hits),
                                           NAMED(cachepawl_options_set_remote_max_queued_writes)};
-    static constexpr Named<I32> kI32[] = {
-        NAMED(cachepawl_options_set_write_policy), NAMED(cachepawl_options_set_eviction_policy),
-        NAMED(cachepawl_options_set_wipe_on_layout_mismatch),
-        NAMED(cachepawl_options_set_cuda_device), NAMED(cachepawl_options_set_remote_write_policy)};
+    static constexpr Named<I32> kI32[] = {NAMED(cachepawl_options_set_write_policy),
+                                          NAMED(cachepawl_options_set_eviction_policy),
+                                          NAMED(cachepawl_options_set_wipe_on_layout_mismatch),
+                                          NAMED(cachepawl_options_set_cuda_device),
+                                          NAMED(cachepawl_options_set_remote_write_policy),
+                                          NAMED(cachepawl_options_set_wipe_unreadable_catalog)};
     static constexpr Named<Str> kPaths[] = {NAMED(cachepawl_options_set_layout_json_file),
                                             NAMED(cachepawl_options_set_disk_dir),
                                             NAMED(cachepawl_options_add_disk_data_path),

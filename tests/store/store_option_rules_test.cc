@@ -53,6 +53,9 @@ std::vector<RuleCase> Cases() {
       {"cachepawl_options_set_save_chunk_entries", "StoreOptions.save_chunk_entries: 0", true,
        [](StoreOptions& o) { o.save_chunk_entries = 0; },
        [](cachepawl_options* h) { return cachepawl_options_set_save_chunk_entries(h, 0); }},
+      {"cachepawl_options_set_max_prompt_tokens", "StoreOptions.max_prompt_tokens: 0", true,
+       [](StoreOptions& o) { o.max_prompt_tokens = 0; },
+       [](cachepawl_options* h) { return cachepawl_options_set_max_prompt_tokens(h, 0); }},
       {"cachepawl_options_set_disk_queue_depth", "StoreOptions.disk_queue_depth: 0", true,
        [](StoreOptions& o) {
          o.disk_bytes = 1 << 30;

@@ -4,6 +4,8 @@
 #include "tiers/disk_tier.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,7 +128,7 @@ TEST_F(DiskTierTest, AnotherLayoutIsIncompatibleNamingBothFingerprintsOrWipes) {
   EXPECT_TRUE(t.status().IsIncompatible()) << t.status().ToString();
   EXPECT_NE(t.status().message().find(layout_.FingerprintHex()), std::string::npos);
   EXPECT_NE(t.status().message().find(other.FingerprintHex()), std::string::npos);
-  EXPECT_NE(t.status().message().find("wipe_on_mismatch"), std::string::npos);
+  EXPECT_NE(t.status().message().find("wipe_on_layout_mismatch"), std::string::npos);
   // The refused open changed nothing: the original layout still sees its record.
   {
     auto again = Open();
@@ -166,6 +168,43 @@ TEST_F(DiskTierTest, UnreadableCatalogFailsClearlyOrWipes) {
   EXPECT_FALSE(wiped->Contains(TestKey(Kind::kKV, 1)));
   Put(*wiped, TestKey(Kind::kKV, 2));
   EXPECT_TRUE(wiped->Contains(TestKey(Kind::kKV, 2)));
+}
+
+// Removing the catalog folder (or losing its WAL) used to open an empty store in silence; the
+// records the data file held are dropped, and the log says so, naming the file and the catalog.
+TEST_F(DiskTierTest, ARemovedCatalogBesideADataFileIsSaidInTheLog) {
+  {
+    auto t = Open();
+    ASSERT_NE(t, nullptr);
+    Put(*t, TestKey(Kind::kKV, 1));
+  }
+  const std::string cat = options_.CatalogDir();
+  std::filesystem::remove_all(cat);
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto old_logger = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  auto reopened = DiskTier::Open(options_, layout_);
+  spdlog::set_default_logger(old_logger);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_FALSE((*reopened)->Contains(TestKey(Kind::kKV, 1)));
+  bool warned = false;
+  for (const std::string& line : sink->last_formatted()) {
+    warned = warned || (line.find("warning") != std::string::npos &&
+                        line.find("the catalog " + cat + " is new") != std::string::npos &&
+                        line.find("records it held are dropped") != std::string::npos);
+  }
+  EXPECT_TRUE(warned) << "no warning naming the catalog and the dropped records";
+  // A first open (no data file yet) says nothing of the kind.
+  reopened->reset();
+  options_.dir = (dir_.path() / "fresh").string();
+  auto fresh_sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", fresh_sink));
+  auto fresh = DiskTier::Open(options_, layout_);
+  spdlog::set_default_logger(old_logger);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  for (const std::string& line : fresh_sink->last_formatted()) {
+    EXPECT_EQ(line.find("dropped"), std::string::npos) << line;
+  }
 }
 
 TEST_F(DiskTierTest, AFolderInUseIsRefusedEvenWhenWipingIsAllowed) {

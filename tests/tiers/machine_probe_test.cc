@@ -64,5 +64,34 @@ TEST(MachineProbe, MemoryHugePagesAndIoUringAnswer) {
   EXPECT_EQ(ring.available, ring.error.empty()) << ring.error;
 }
 
+// What a store or bench may take: MemAvailable (or a lower cgroup limit) less the headroom, and
+// the error naming what was asked, what the machine has and the advice.
+TEST(MachineProbe, TakeableMemoryLeavesHeadroomAndNamesTheFigures) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  PinnedMemoryLimits m;
+  EXPECT_EQ(TakeableMemoryBytes(m), std::nullopt);  // nothing known: nothing refused
+  EXPECT_TRUE(CheckTakeableMemory("x", uint64_t{1} << 60, m, "").ok());
+  m.mem_total_bytes = 24 * kGiB;
+  m.mem_available_bytes = 23 * kGiB;
+  EXPECT_EQ(TakeableMemoryBytes(m), 22 * kGiB);
+  m.cgroup_memory_max_bytes = 10 * kGiB;
+  m.cgroup_memory_current_bytes = 2 * kGiB;  // the cgroup's own use counts against its limit
+  EXPECT_EQ(TakeableMemoryBytes(m), 7 * kGiB);
+  EXPECT_TRUE(CheckTakeableMemory("StoreOptions.host_bytes", 7 * kGiB, m, "advice").ok());
+  const Status s = CheckTakeableMemory("StoreOptions.host_bytes", 64 * kGiB, m, "lower it");
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_EQ(s.message(),
+            "StoreOptions.host_bytes: 64.0 GiB (68719476736 bytes) is more memory than this "
+            "machine offers: MemAvailable 23.0 GiB of MemTotal 24.0 GiB, cgroup memory.max 10.0 "
+            "GiB (2.0 GiB used), less 1.0 GiB of headroom, leaves 7.0 GiB; lower it");
+  // Small machines keep 1/16 of their memory; a machine with less free than that offers 0.
+  PinnedMemoryLimits small;
+  small.mem_total_bytes = 8 * kGiB;
+  small.mem_available_bytes = kGiB / 4;
+  EXPECT_EQ(TakeableMemoryBytes(small), 0u);
+  small.mem_available_bytes = 4 * kGiB;
+  EXPECT_EQ(TakeableMemoryBytes(small), 4 * kGiB - kGiB / 2);
+}
+
 }  // namespace
 }  // namespace cachepawl

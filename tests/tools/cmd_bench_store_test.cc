@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "store/store.h"
 #include "tests/common/test_util.h"
 #include "tests/tools/run_cli.h"
+#include "tiers/machine_probe.h"
 #include "tools/bench_store.h"
 
 namespace cachepawl::tools {
@@ -74,6 +76,32 @@ TEST(CmdBenchStoreTest, DryRunNamesWhatDoesNotFit) {
   ASSERT_EQ(none.code, kExitOk) << none.err;
   EXPECT_NE(none.out.find("disk skipped (--disk-bytes 0 (no disk tier))"), std::string::npos)
       << none.out;
+}
+
+// The defaults (sized for a 128 GiB host: host 24G, device 96G) used to be OOM-killed on a
+// 24 GiB machine. Sizes given that cannot fit are refused naming both flags; the defaults shrink
+// to fit and say so.
+TEST(CmdBenchStoreTest, SizesBeyondTheMachinesMemoryAreRefused) {
+  const CliResult r = Bench({"--cpu", "--dry-run", "--host-bytes", "1024T"});
+  EXPECT_EQ(r.code, kExitUsage) << r.err;
+  EXPECT_NE(r.err.find("--host-bytes 1024.0 TiB and --device-bytes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is more memory than this machine offers: MemAvailable"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("twice the host tier and 1.5 times --device-bytes"), std::string::npos)
+      << r.err;
+  const std::optional<uint64_t> takeable = TakeableMemoryBytes(ProbePinnedMemory());
+  const uint64_t default_need = 2 * (uint64_t{24} << 30) + 3 * (uint64_t{48} << 30);
+  const CliResult defaults = Bench({"--cpu", "--dry-run", "--layouts", "llama-3.1-8b"});
+  ASSERT_EQ(defaults.code, kExitOk) << defaults.err;
+  if (takeable && *takeable < default_need) {
+    EXPECT_NE(defaults.err.find("the default --host-bytes 24.0 GiB --device-bytes 96.0 GiB need "
+                                "up to 192.0 GiB of host memory; this machine offers"),
+              std::string::npos)
+        << defaults.err;
+    EXPECT_NE(defaults.err.find(": running with --host-bytes "), std::string::npos) << defaults.err;
+  } else {
+    EXPECT_EQ(defaults.err.find("running with"), std::string::npos) << defaults.err;
+  }
 }
 
 TEST(CmdBenchStoreTest, MaxSecondsSkipsWhatIsLeftAndSaysSo) {

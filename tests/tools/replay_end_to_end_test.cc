@@ -274,10 +274,38 @@ TEST_F(ReplayCliTest, BadArgumentsExitTwoWithTheFieldNamed) {
       {{"--workload", "chat", "--sweep", "--crash-every", "3"}, "--sweep with --crash-every"},
       {{"--workload", "chat", "--crash-every", "3", "--kill-during-open", "1.5"},
        "--kill-during-open: 1.5"},
+      // At 1 every store process died while opening and nothing was ever served.
+      {{"--workload", "chat", "--crash-every", "3", "--kill-during-open", "1"},
+       "--kill-during-open: 1 (must be a fraction from 0 to below 1"},
+      // Signs and values past a flag's type used to wrap (to 2^64 - 1, or mod 2^32).
+      {{"--workload", "chat", "--host-bytes", "-1"}, "--host-bytes: '-1' (expected a byte count"},
+      {{"--workload", "chat", "--device-bytes", "-1"}, "--device-bytes: '-1'"},
+      {{"--workload", "chat", "--disk-bytes", "-5G"}, "--disk-bytes: '-5G'"},
+      {{"--workload", "chat", "--host-bytes", "99999999999999999999"}, "--host-bytes"},
+      {{"--workload", "chat", "--host-bytes", "1.5G"}, "--host-bytes: '1.5G'"},
+      {{"--workload", "chat", "--requests", "-1"}, "--requests: '-1' (expected an unsigned"},
+      {{"--workload", "chat", "--chunk-pages", " -3"}, "--chunk-pages"},
   };
   for (const Case& c : cases) {
     auto argv = Base();
     argv.insert(argv.end(), c.extra.begin(), c.extra.end());
+    CliResult r = RunCli(argv);
+    EXPECT_EQ(r.code, 2) << c.expected << ": " << r.err;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+  }
+  // Flags Base() already gives, with a value past their type (mod 2^32 it used to be 1215752191).
+  const std::vector<std::pair<std::string, Case>> replaced = {
+      {"--track-interval",
+       {{"99999999999"}, "--track-interval: 99999999999 (must be from 0 to 4294967295)"}},
+      {"--block-size", {{"4294967296"}, "Could not convert: --block-size = 4294967296"}},
+      {"--block-size", {{"-64"}, "--block-size: '-64' (expected an unsigned integer"}},
+  };
+  for (const auto& [flag, c] : replaced) {
+    auto argv = Base();
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == flag) argv[i + 1] = c.extra[0];
+    }
+    argv.insert(argv.end(), {"--workload", "chat"});
     CliResult r = RunCli(argv);
     EXPECT_EQ(r.code, 2) << c.expected << ": " << r.err;
     EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;

@@ -199,5 +199,32 @@ TEST(ReplayReportTest, JsonHasTheDocumentedKeysAndTheTableSaysOk) {
   EXPECT_GT(once_json["requests"].get<uint64_t>(), 0u);
 }
 
+// A gate on "ok" (or the exit status) never passes on a run that did nothing: a crash soak whose
+// every store process was killed before serving reported "ok": true with 0 requests verified.
+TEST(ReplayReportTest, OkIsFalseWhenNothingWasReplayedOrVerified) {
+  ReplayReport nothing;
+  EXPECT_EQ(nothing.Failure(), "no request was replayed");
+  nlohmann::json j = nlohmann::json::parse(ReplayReportJson(nothing));
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["failure"], "no request was replayed");
+  std::ostringstream table;
+  PrintReplayTable(nothing, table);
+  EXPECT_NE(table.str().find("\nFAILED: no request was replayed\n"), std::string::npos);
+
+  ReplayReport killed;
+  killed.crashes = 1383;
+  killed.totals.requests = 5;
+  EXPECT_EQ(killed.Failure(), "nothing was verified after 1383 kills");
+  killed.totals.verified_records = 1;
+  EXPECT_EQ(killed.Failure(), "");
+
+  ReplayReport wrong;
+  wrong.totals.requests = 3;
+  wrong.totals.verified_records = 3;
+  wrong.totals.wrong_bytes = 7;
+  wrong.totals.store_errors = 2;
+  EXPECT_EQ(wrong.Failure(), "7 wrong bytes; 2 failed store calls");
+}
+
 }  // namespace
 }  // namespace cachepawl::tools

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "tests/tools/replay_fake_store.h"
 #include "tests/tools/replay_test_layouts.h"
 #include "tools/replay_workloads.h"
@@ -41,6 +43,26 @@ TEST(ReplayRunnerTest, OnePassReplaysEveryRequestOnce) {
   EXPECT_EQ(r->totals.wrong_bytes, 0u);
   EXPECT_EQ(r->store.lookups, 25u);
   EXPECT_EQ(r->crashes, 0u);
+}
+
+// One very long request used to print nothing until it ended (minutes); a ticker keeps the
+// progress line coming with the request in flight.
+TEST(ReplayRunnerTest, ALongRequestStillPrintsProgress) {
+  TraceRequest big;
+  for (uint64_t id = 1; id <= 2000; ++id) big.hash_ids.push_back(id);  // 128,000 tokens
+  big.input_length = 2000 * 64;
+  RequestSource one = [big](uint64_t) { return std::vector<TraceRequest>{big}; };
+  std::ostringstream progress;
+  ReplayRunOptions o;
+  o.progress = &progress;
+  o.progress_interval_seconds = 0.001;
+  auto r = RunReplay(FakeFactory(64 << 20), Engine(), one, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->totals.requests, 1u);
+  EXPECT_NE(progress.str().find("replay: 0/1 requests"), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find("1 in flight, the longest for "), std::string::npos)
+      << progress.str();
+  EXPECT_NE(progress.str().find("(2000 blocks)"), std::string::npos) << progress.str();
 }
 
 TEST(ReplayRunnerTest, SoakLoopsPassesUntilTheDeadline) {

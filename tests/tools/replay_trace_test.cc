@@ -90,6 +90,55 @@ constexpr char kThreeLines[] =
     "{\"timestamp\": 20, \"input_length\": 2 \"output_length\": 7, \"hash_ids\": [0]}\n"
     "{\"timestamp\": 30, \"input_length\": 3, \"output_length\": 8, \"hash_ids\": [9]}\n";
 
+// A line nested 100,000 levels used to overflow the stack while its error was built (SIGSEGV in
+// `cachepawl replay`, with --skip-bad-lines too).
+TEST(ReplayTraceTest, DeepNestingIsABadLineNotACrash) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_TRUE(ErrorMentions(ParseTraceLine(deep, 7).status(),
+                            {"line 7, column 65", "nested deeper than 64 levels"}));
+  const std::string hidden =
+      R"({"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [1], "x": )" +
+      std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_TRUE(ErrorMentions(ParseTraceLine(hidden, 2).status(), {"line 2", "deeper than 64"}));
+  std::istringstream trace(
+      deep + "\n" + R"({"timestamp": 1, "input_length": 16, "output_length": 1, "hash_ids": [1]})" +
+      "\n");
+  TraceParseOptions options;
+  options.skip_bad_lines = true;
+  auto t = ParseTrace(trace, "t.jsonl", options);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->requests.size(), 1u);
+  EXPECT_EQ(t->bad_lines, 1u);
+}
+
+// One line of 1.4M hash_ids (~717M tokens at 512-token blocks) used to end the replay in
+// std::bad_alloc after 42 s; a prompt past --max-prompt-tokens is a bad line instead.
+TEST(ReplayTraceTest, APromptPastTheLimitIsABadLine) {
+  const std::string small =
+      R"({"timestamp": 1, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]})";
+  const std::string big =
+      R"({"timestamp": 2, "input_length": 1500, "output_length": 1, "hash_ids": [1, 2, 3]})";
+  TraceParseOptions options;
+  options.block_size_tokens = 512;
+  options.max_prompt_tokens = 1024;
+  std::istringstream strict(small + "\n" + big + "\n");
+  auto t = ParseTrace(strict, "t.jsonl", options);
+  EXPECT_TRUE(ErrorMentions(t.status(), {"t.jsonl: line 2: hash_ids: 3 blocks of 512 tokens, a "
+                                         "prompt of 1500 tokens (more than --max-prompt-tokens "
+                                         "1024)"}));
+  options.skip_bad_lines = true;
+  std::istringstream skipping(small + "\n" + big + "\n" + small + "\n");
+  auto kept = ParseTrace(skipping, "t.jsonl", options);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->requests.size(), 2u);
+  EXPECT_EQ(kept->bad_lines, 1u);
+  // Without a limit (the parser alone), the line is a request.
+  std::istringstream unlimited(big + "\n");
+  auto all = ParseTrace(unlimited, "t.jsonl");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->requests.size(), 1u);
+}
+
 TEST(ReplayTraceTest, ParseTraceStopsAtTheFirstBadLine) {
   std::istringstream in(kThreeLines);
   auto t = ParseTrace(in, "t.jsonl");

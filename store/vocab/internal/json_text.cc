@@ -40,13 +40,16 @@ std::string ParseErrorDetail(const std::string& what) {
 
 // Finds the first key that appears twice in one object (nlohmann keeps the last silently)
 // and names its path. Fed by the parser callback, which sees every event in document order.
+// Keeps one frame per open container (the depth is bounded by CheckJsonDepth before parsing)
+// and builds a path only for the duplicate it reports, so its memory is that of the keys.
 class DuplicateKeyFinder {
  public:
   void OnEvent(Json::parse_event_t event, const Json& parsed) {
     switch (event) {
       case Json::parse_event_t::object_start:
       case Json::parse_event_t::array_start:
-        frames_.push_back({event == Json::parse_event_t::array_start, ChildPath(), 0, "", {}});
+        CountElement();
+        frames_.push_back({event == Json::parse_event_t::array_start, 0, "", {}});
         break;
       case Json::parse_event_t::object_end:
       case Json::parse_event_t::array_end:
@@ -56,11 +59,11 @@ class DuplicateKeyFinder {
         if (frames_.empty()) break;
         Frame& f = frames_.back();
         f.key = parsed.get<std::string>();
-        if (!f.keys.insert(f.key).second && duplicate_.empty()) duplicate_ = ChildPath();
+        if (!f.keys.insert(f.key).second && duplicate_.empty()) duplicate_ = Path();
         break;
       }
       case Json::parse_event_t::value:
-        ChildPath();  // counts an array element
+        CountElement();
         break;
     }
   }
@@ -70,18 +73,28 @@ class DuplicateKeyFinder {
  private:
   struct Frame {
     bool is_array;
-    std::string path;
-    size_t next_index;
-    std::string key;
+    size_t elements;  // arrays: the elements started so far
+    std::string key;  // objects: the key read last
     std::set<std::string> keys;
   };
 
-  // The path of the element that starts now inside the innermost container.
-  std::string ChildPath() {
-    if (frames_.empty()) return "";
-    Frame& f = frames_.back();
-    if (f.is_array) return f.path + "[" + std::to_string(f.next_index++) + "]";
-    return f.path.empty() ? f.key : f.path + "." + f.key;
+  // An element (a value or a container) starts inside the innermost container.
+  void CountElement() {
+    if (!frames_.empty() && frames_.back().is_array) ++frames_.back().elements;
+  }
+
+  // "a.b[2].c": the path of the key read last, through every open container.
+  std::string Path() const {
+    std::string path;
+    for (const Frame& f : frames_) {
+      if (f.is_array) {
+        path.append("[").append(std::to_string(f.elements == 0 ? 0 : f.elements - 1)).append("]");
+      } else {
+        if (!path.empty()) path.append(".");
+        path.append(f.key);
+      }
+    }
+    return path;
   }
 
   std::vector<Frame> frames_;
@@ -90,7 +103,40 @@ class DuplicateKeyFinder {
 
 }  // namespace
 
+size_t FindTooDeep(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+Status CheckJsonDepth(std::string_view text, size_t max_depth) {
+  const size_t at = FindTooDeep(text, max_depth);
+  if (at == std::string_view::npos) return Status::OK();
+  return Status::InvalidArgument(LineAndColumn(text, at + 1) +
+                                 ": arrays and objects nested deeper than " +
+                                 std::to_string(max_depth) + " levels");
+}
+
 StatusOr<nlohmann::json> ParseJson(std::string_view text, bool reject_duplicate_keys) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckJsonDepth(text, kMaxJsonDepth));
   DuplicateKeyFinder finder;
   Json::parser_callback_t callback = [&finder](int, Json::parse_event_t event, Json& parsed) {
     finder.OnEvent(event, parsed);

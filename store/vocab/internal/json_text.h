@@ -7,6 +7,10 @@
 // appears twice in one object is an error naming its path; without, the last one wins (as in
 // Python's json module, which transformers reads config.json with).
 //
+// ParseJson refuses arrays and objects nested deeper than kMaxJsonDepth before parsing, so no
+// reader recurses deeply (nlohmann's dump in an error message, our own walks) on a hostile
+// document; every other JSON reader (trace lines) calls CheckJsonDepth first.
+//
 // ReadSmallFile reads a whole file of at most `max_bytes`: NotFound when it does not exist,
 // IOError for other failures of the OS, InvalidArgument for a larger file (naming `what`, e.g.
 // "a layout file"). Neither function throws.
@@ -20,6 +24,19 @@
 #include "store/vocab/status.h"
 
 namespace cachepawl::json_text {
+
+// How deep arrays and objects may nest in any JSON text Cachepawl reads (config.json files nest
+// 3-4 levels, layout files and trace lines 2).
+inline constexpr size_t kMaxJsonDepth = 64;
+
+// The offset of the first '[' or '{' (outside strings) that opens a level past `max_depth`, or
+// npos. O(size), no allocation.
+size_t FindTooDeep(std::string_view text, size_t max_depth);
+
+// InvalidArgument "line L, column C: arrays and objects nested deeper than N levels" at the
+// first bracket past `max_depth` (FindTooDeep); OK otherwise, also for text that is not JSON
+// (the parser names that).
+[[nodiscard]] Status CheckJsonDepth(std::string_view text, size_t max_depth);
 
 [[nodiscard]] StatusOr<nlohmann::json> ParseJson(std::string_view text, bool reject_duplicate_keys);
 

@@ -97,7 +97,8 @@ class ConfigReader {
                                          std::string_view derived_from);
 
 // num_key_value_heads: `fallback` when absent; null (or, with no fallback, absent) means
-// num_attention_heads, the classes' backward-compatibility rule. Must be > 0.
+// num_attention_heads, the classes' backward-compatibility rule. A value the config sets must be
+// > 0, <= num_attention_heads and divide it (grouped-query attention).
 [[nodiscard]] Status ReadKvHeads(const ConfigReader& config, int64_t num_attention_heads,
                                  std::optional<int64_t> fallback, int64_t* out);
 // The attention head dim as the modeling code reads it, getattr(config, "head_dim",

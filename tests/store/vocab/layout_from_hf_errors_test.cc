@@ -40,6 +40,19 @@ TEST(LayoutFromHfErrorsTest, EveryKindOfErrorNamesTheKeyAndTheValue) {
         "recurrent_gemma, zamba2)"}},
       {"[1, 2]", {"config: expected a JSON object, got array"}},
       {"{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 4096,,\n}", {"line 3, column 23"}},
+      // Grouped-query attention: KV heads at most the query heads and dividing them, in every
+      // family with attention (jamba's and llama's used to map to a layout no model runs).
+      {R"({"model_type": "jamba", "num_attention_heads": 32, "num_key_value_heads": 64})",
+       {"num_key_value_heads: 64 (must be <= num_attention_heads 32)"}},
+      {R"({"model_type": "jamba", "num_attention_heads": 32, "num_key_value_heads": 5})",
+       {"num_key_value_heads: 5 (must divide num_attention_heads 32"}},
+      {R"({"model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 12})",
+       {"num_key_value_heads: 12 (must divide num_attention_heads 32"}},
+      {R"({"model_type": "zamba2", "num_attention_heads": 32, "num_key_value_heads": 33})",
+       {"num_key_value_heads: 33 (must be <= num_attention_heads 32)"}},
+      {R"({"model_type": "recurrent_gemma", "num_attention_heads": 10,
+           "num_key_value_heads": 11})",
+       {"num_key_value_heads: 11 (must be <= num_attention_heads 10)"}},
       // Wrong JSON types show the value as written.
       {R"({"model_type": "llama", "num_hidden_layers": "32"})",
        {"num_hidden_layers: \"32\" (expected an integer)"}},
@@ -211,6 +224,16 @@ TEST(LayoutFromHfErrorsTest, JsonIsReadAsPythonReadsIt) {
   EXPECT_EQ(l.model, "org/NaN-Infinity \"x\"");
   // A syntax error after a replaced token is still placed right.
   ExpectInvalid("{\"a\": [Infinity, NaN],\n \"b\": Infinity x}", {"line 2, column 16"});
+}
+
+// A config nested 100,000 levels used to crash every reader (the error message rendered it
+// recursively); nesting past 64 levels is refused before parsing.
+TEST(LayoutFromHfErrorsTest, DeepNestingIsRefused) {
+  ExpectInvalid(std::string(100000, '[') + std::string(100000, ']'),
+                {"line 1, column 65", "nested deeper than 64 levels"});
+  std::string nested = R"({"model_type": "mamba2", "extra": )";
+  for (int i = 0; i < 100000; ++i) nested += R"({"a": )";
+  ExpectInvalid(nested + "1" + std::string(100001, '}'), {"nested deeper than 64 levels"});
 }
 
 TEST(LayoutFromHfErrorsTest, FilesNameTheirPath) {

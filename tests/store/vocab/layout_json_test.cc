@@ -126,6 +126,36 @@ TEST(LayoutJsonTest, SyntaxErrorsNameLineAndColumn) {
                 {"invalid JSON", "1e400"});
 }
 
+// Nesting past json_text::kMaxJsonDepth is refused before parsing: 100,000 levels used to
+// overflow the stack while the error message rendered the value (SIGSEGV).
+TEST(LayoutJsonTest, DeepNestingIsRefusedNamingWhere) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ExpectInvalid(deep, {"line 1, column 65", "nested deeper than 64 levels"});
+  std::string objects;
+  for (int i = 0; i < 50000; ++i) objects += "{\"a\":";
+  objects += "1" + std::string(50000, '}');
+  ExpectInvalid(objects, {"line 1, column 321", "nested deeper than 64 levels"});
+  // Brackets inside strings do not count; 64 levels are still read (and refused as a layout).
+  auto bracketed = ParseLayoutJson(Replace(kMinimal, R"("model": "test/tiny")",
+                                           R"("model": ")" + std::string(1000, '[') + R"(")"));
+  ASSERT_TRUE(bracketed.ok()) << bracketed.status().ToString();
+  EXPECT_EQ(bracketed->model, std::string(1000, '['));
+  ExpectInvalid(std::string(64, '[') + std::string(64, ']'), {"layout: expected a JSON object"});
+  ExpectInvalid(std::string(65, '[') + std::string(65, ']'), {"column 65", "deeper than 64"});
+}
+
+// The duplicate-key check keeps one frame per open container and builds a path only for the
+// duplicate it names: long keys at every level used to build a path string per level per key.
+TEST(LayoutJsonTest, DuplicateKeysDeepInsideNameTheirPath) {
+  ExpectInvalid(R"({"a": [1, {"b": {"c": 1, "c": 2}}]})", {"a[1].b.c: duplicate key"});
+  ExpectInvalid(R"({"a": [[], [0, {"x": 1, "x": 1}]]})", {"a[1][1].x: duplicate key"});
+  std::string wide = "{";
+  const std::string key(4000, 'k');
+  for (int level = 0; level < 60; ++level) wide += "\"" + key + std::to_string(level) + "\": {";
+  wide += "\"d\": 1, \"d\": 2" + std::string(61, '}');
+  ExpectInvalid(wide, {key + "59.d: duplicate key"});
+}
+
 TEST(LayoutJsonTest, WrongTypesNameTheKeyPathAndValue) {
   ExpectInvalid(Replace(kMinimal, R"("num_layers": 2)", R"("num_layers": "2")"),
                 {"num_layers: '2'", "unsigned 32-bit integer"});
