@@ -405,6 +405,18 @@ void test_options(void) {
              "save_chunk_entries: 0");
   EXPECT_OK(cachepawl_options_set_save_chunk_entries(o, 64));
   NULL_OPTIONS(cachepawl_options_set_save_chunk_entries(NULL, 1));
+  EXPECT_OK(cachepawl_options_set_host_free_target_bytes(o, 1u << 20));
+  /* The longest prompt: > 0 at once; at least one page of the layout (4 tokens) in validate. */
+  EXPECT_ERR(cachepawl_options_set_max_prompt_tokens(o, 0), CACHEPAWL_INVALID_ARGUMENT,
+             "max_prompt_tokens: 0");
+  EXPECT_OK(cachepawl_options_set_max_prompt_tokens(o, 3));
+  EXPECT_ERR(cachepawl_options_validate(o), CACHEPAWL_INVALID_ARGUMENT,
+             "max_prompt_tokens: 3 (must be at least one page of 4 tokens)");
+  EXPECT_OK(cachepawl_options_set_max_prompt_tokens(o, 1u << 20));
+  EXPECT_OK(cachepawl_options_validate(o));
+  NULL_OPTIONS(cachepawl_options_set_max_prompt_tokens(NULL, 1));
+  EXPECT_OK(cachepawl_options_set_wipe_unreadable_catalog(o, 1));
+  NULL_OPTIONS(cachepawl_options_set_wipe_unreadable_catalog(NULL, 1));
   cachepawl_options_free(o);
   cachepawl_options_free(NULL);
 }
