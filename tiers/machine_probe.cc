@@ -80,14 +80,22 @@ void ProbeCgroupMemory(PinnedMemoryLimits* out) {
     // v1 reports "unlimited" as a page-rounded LONG_MAX.
     if (!v2 && v >= (1ull << 62)) return;
     out->cgroup_memory_max_bytes = v;
-    // What the cgroup already uses (its own processes' and page cache), beside its limit.
-    const std::string usage =
-        file.substr(0, file.rfind('/') + 1) + (v2 ? "memory.current" : "memory.usage_in_bytes");
-    if (auto used = ReadFirstLine(usage)) {
-      errno = 0;
-      const unsigned long long u = std::strtoull(used->c_str(), &end, 10);
-      if (errno == 0 && end != used->c_str()) out->cgroup_memory_current_bytes = u;
+    // What the cgroup already uses, less the page cache it would drop first (inactive_file, as
+    // `docker stats` counts): usage counts the cache, which a new allocation reclaims.
+    const std::string folder = file.substr(0, file.rfind('/') + 1);
+    const auto used = ReadFirstLine(folder + (v2 ? "memory.current" : "memory.usage_in_bytes"));
+    if (!used) return;
+    errno = 0;
+    unsigned long long u = std::strtoull(used->c_str(), &end, 10);
+    if (errno != 0 || end == used->c_str()) return;
+    std::ifstream stat(folder + "memory.stat");
+    const std::string inactive = v2 ? "inactive_file" : "total_inactive_file";
+    for (std::string name; stat >> name;) {
+      unsigned long long bytes = 0;
+      if (!(stat >> bytes)) break;
+      if (name == inactive) u -= std::min<unsigned long long>(u, bytes);
     }
+    out->cgroup_memory_current_bytes = u;
     return;
   }
 }

@@ -24,7 +24,9 @@ struct PinnedMemoryLimits {
   std::optional<uint64_t> memlock_soft_bytes;
   std::optional<uint64_t> memlock_hard_bytes;
   std::optional<uint64_t> cgroup_memory_max_bytes;
-  std::optional<uint64_t> cgroup_memory_current_bytes;  // what the cgroup uses (with a limit)
+  // With a limit: what the cgroup uses (memory.current / usage_in_bytes) less its inactive page
+  // cache (memory.stat inactive_file), which an allocation would reclaim first.
+  std::optional<uint64_t> cgroup_memory_current_bytes;
   std::string cgroup_file;           // the file the cgroup limit came from ("" when none was found)
   uint64_t mem_total_bytes = 0;      // /proc/meminfo MemTotal
   uint64_t mem_available_bytes = 0;  // /proc/meminfo MemAvailable

@@ -225,6 +225,11 @@ int RunInfo(const std::vector<std::string>& args, CommandIo& io) {
                           {"cgroup_file", pin.cgroup_file},
                           {"mem_total_bytes", pin.mem_total_bytes},
                           {"mem_available_bytes", pin.mem_available_bytes}};
+  // null when not known (no cgroup limit; /proc/meminfo unreadable).
+  const std::optional<uint64_t> takeable = TakeableMemoryBytes(pin);
+  out["pinned_memory"]["cgroup_memory_used_bytes"] =
+      pin.cgroup_memory_current_bytes ? json(*pin.cgroup_memory_current_bytes) : json(nullptr);
+  out["pinned_memory"]["store_may_take_bytes"] = takeable ? json(*takeable) : json(nullptr);
   text +=
       "pinned memory:     ulimit -l " + OptionalHuman(pin.memlock_soft_bytes) + " (hard " +
       OptionalHuman(pin.memlock_hard_bytes) + "); cgroup memory limit " +
@@ -232,6 +237,10 @@ int RunInfo(const std::vector<std::string>& args, CommandIo& io) {
       (pin.cgroup_file.empty() ? std::string(" (no cgroup file)") : " (" + pin.cgroup_file + ")") +
       "; MemTotal " + HumanBytes(pin.mem_total_bytes) + ", MemAvailable " +
       HumanBytes(pin.mem_available_bytes) + "\n";
+  // What Store::Open accepts for host_bytes (plus a CPU-mode device pool) on this machine now.
+  text += "a store may take:  " + (takeable ? HumanBytes(*takeable) : std::string("unknown")) +
+          " of host memory (host_bytes, plus the device pool in CPU mode: MemAvailable or the "
+          "cgroup's room, less headroom)\n";
 
   const HugePages huge = ProbeHugePages();
   out["huge_pages"] = {{"page_bytes", huge.page_bytes},

@@ -36,6 +36,10 @@ TEST(CmdInfoTest, JsonCarriesTheProbesAndTheLayoutCapacities) {
   EXPECT_TRUE(j["io_uring"]["available"].is_boolean());
   EXPECT_EQ(j["dir"]["path"], dir.str());
   EXPECT_GT(j["pinned_memory"]["mem_total_bytes"].get<uint64_t>(), 0u);
+  // What Store::Open would accept for a host tier here: below MemAvailable.
+  ASSERT_TRUE(j["pinned_memory"]["store_may_take_bytes"].is_number_unsigned());
+  EXPECT_LT(j["pinned_memory"]["store_may_take_bytes"].get<uint64_t>(),
+            j["pinned_memory"]["mem_available_bytes"].get<uint64_t>());
   const ModelLayout l = LayoutPreset("jamba-v0.1").value();
   const TierCapacity host = RecordTierCapacity(l, 8ull << 30, 4);
   const TierCapacity disk = RecordTierCapacity(l, 100ull << 30, 4);
