@@ -115,8 +115,8 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
     // not help and must not be tried.
     if (!options.wipe_unreadable_catalog || catalog.status().IsUnavailable()) {
       return catalog.status().WithContext(
-          "disk tier (set wipe_unreadable_catalog to start empty: StoreOptions, the C and Python "
-          "options, cachepawl replay --wipe-unreadable-catalog)");
+          "to start empty, set wipe_unreadable_catalog (StoreOptions, the C and Python options, "
+          "cachepawl replay --wipe-unreadable-catalog)");
     }
     spdlog::warn("disk tier: {}; wiping it", catalog.status().ToString());
     // A damaged database may not even destroy cleanly: remove the folder.
@@ -133,8 +133,8 @@ StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& option
   bool fresh = false;
   if (!meta.ok() && !options.wipe_on_mismatch) {
     return meta.status().WithContext(
-        "disk tier (set wipe_on_layout_mismatch to start empty: StoreOptions, the C and Python "
-        "options, cachepawl replay --wipe-on-layout-mismatch)");
+        "to start empty, set wipe_on_layout_mismatch (StoreOptions, the C and Python options, "
+        "cachepawl replay --wipe-on-layout-mismatch)");
   }
   if (meta.ok() && CheckCatalogMeta(*meta) == CatalogMetaVerdict::kMissing) fresh = true;
   if (!fresh) {

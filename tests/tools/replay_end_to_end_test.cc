@@ -168,6 +168,38 @@ TEST_F(ReplayCliTest, JsonReportOfAWorkloadInAKeptFolder) {
   EXPECT_FALSE(std::filesystem::is_empty(store_dir));  // kept for `cachepawl dump`
 }
 
+// The open errors advise wiping; the replay has the flags they name.
+TEST_F(ReplayCliTest, AFolderOfAnotherLayoutIsRefusedOrWipedByFlag) {
+  const std::string store_dir = (dir_.path() / "store").string();
+  auto run = [&](const std::string& layout, std::vector<std::string> extra) {
+    auto argv = Base(layout);
+    argv.insert(argv.end(), {"--workload", "chat", "--requests", "5", "--dir", store_dir});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCli(argv);
+  };
+  const CliResult first = run(layout_path_, {});
+  ASSERT_EQ(first.code, 0) << first.err;
+  const CliResult other = run(ssm_layout_path_, {});
+  EXPECT_EQ(other.code, 2) << other.err;
+  EXPECT_NE(other.err.find("set wipe_on_layout_mismatch to start empty"), std::string::npos)
+      << other.err;
+  EXPECT_NE(other.err.find("cachepawl replay --wipe-on-layout-mismatch"), std::string::npos)
+      << other.err;
+  const CliResult wiped = run(ssm_layout_path_, {"--wipe-on-layout-mismatch"});
+  EXPECT_EQ(wiped.code, 0) << wiped.err;
+  // A damaged catalog: refused naming the flag, then wiped with it.
+  std::ofstream(store_dir + "/catalog/CURRENT", std::ios::trunc) << "garbage\n";
+  const CliResult damaged = run(ssm_layout_path_, {});
+  EXPECT_EQ(damaged.code, 1) << damaged.err;  // a store that cannot open: not a usage error
+  EXPECT_NE(damaged.err.find("disk tier: to start empty, set wipe_unreadable_catalog ("),
+            std::string::npos)
+      << damaged.err;
+  EXPECT_NE(damaged.err.find("cachepawl replay --wipe-unreadable-catalog"), std::string::npos)
+      << damaged.err;
+  const CliResult recovered = run(ssm_layout_path_, {"--wipe-unreadable-catalog"});
+  EXPECT_EQ(recovered.code, 0) << recovered.err;
+}
+
 TEST_F(ReplayCliTest, MambaTwoReplaysAChatWorkloadThroughItsStates) {
   // The real Mamba-2 2.7B layout (a 162 MiB state, no attention layers), sized to run in
   // seconds: L1 holds two states, host memory three, disk about twelve; states at prompt ends.
