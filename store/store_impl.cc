@@ -39,11 +39,9 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
     s->layout_ = *layout;
   }
   CACHEPAWL_RETURN_IF_ERROR(s->layout_.Validate().WithContext("StoreOptions.layout"));
-  if (options.max_prompt_tokens < s->layout_.page_size_tokens) {  // a layout file's own page
-    return InvalidStoreOption(
-        "max_prompt_tokens", std::to_string(options.max_prompt_tokens),
-        "must be at least one page of " + std::to_string(s->layout_.page_size_tokens) + " tokens");
-  }
+  // A layout file's own page size, known only now.
+  CACHEPAWL_RETURN_IF_ERROR(
+      CheckMaxPromptTokensHoldAPage(options.max_prompt_tokens, s->layout_.page_size_tokens));
   auto hasher = PageHasher::Create(s->layout_.page_size_tokens);
   if (!hasher.ok()) return hasher.status();
   s->hasher_ = std::make_unique<PageHasher>(std::move(hasher).value());

@@ -58,6 +58,13 @@ Status CheckMaxPromptTokens(uint64_t tokens) {
   return CheckPositive("max_prompt_tokens", tokens, "must be > 0");
 }
 
+Status CheckMaxPromptTokensHoldAPage(uint64_t tokens, uint32_t page_size_tokens) {
+  if (tokens >= page_size_tokens) return Status::OK();
+  return InvalidStoreOption(
+      "max_prompt_tokens", std::to_string(tokens),
+      "must be at least one page of " + std::to_string(page_size_tokens) + " tokens");
+}
+
 Status CheckSaveChunkEntries(uint32_t entries) {
   return CheckPositive("save_chunk_entries", entries, "must be >= 1");
 }

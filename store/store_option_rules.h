@@ -32,6 +32,9 @@ namespace cachepawl {
 [[nodiscard]] Status CheckCudaDevice(int64_t device);          // -1 or a device number
 [[nodiscard]] Status CheckStagingBytes(uint64_t bytes);        // >= 1 MiB
 [[nodiscard]] Status CheckMaxPromptTokens(uint64_t tokens);    // > 0
+// At least one page of `page_size_tokens` (Validate with the options' page size; Open again
+// with a layout file's own).
+[[nodiscard]] Status CheckMaxPromptTokensHoldAPage(uint64_t tokens, uint32_t page_size_tokens);
 // `field`: "load_stream_priority" or "write_stream_priority"; in [-1000, 1000].
 [[nodiscard]] Status CheckStreamPriority(std::string_view field, int64_t priority);
 

@@ -48,10 +48,7 @@ Status StoreOptions::Validate() const {
   CACHEPAWL_RETURN_IF_ERROR(CheckSaveChunkEntries(save_chunk_entries));
   CACHEPAWL_RETURN_IF_ERROR(CheckMaxPromptTokens(max_prompt_tokens));
   const uint32_t page = layout ? layout->page_size_tokens : page_size_tokens;
-  if (page > 0 && max_prompt_tokens < page) {
-    return InvalidStoreOption("max_prompt_tokens", std::to_string(max_prompt_tokens),
-                              "must be at least one page of " + std::to_string(page) + " tokens");
-  }
+  CACHEPAWL_RETURN_IF_ERROR(CheckMaxPromptTokensHoldAPage(max_prompt_tokens, page));
   return CheckStagingBytes(staging_bytes);
 }
 

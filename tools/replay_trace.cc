@@ -47,9 +47,8 @@ StatusOr<TraceRequest> ParseTraceLine(std::string_view line, uint64_t line_numbe
   if (const size_t deep = json_text::FindTooDeep(line, json_text::kMaxJsonDepth);
       deep != std::string_view::npos) {
     return Status::InvalidArgument(LinePrefix(line_number) + ", column " +
-                                   std::to_string(deep + 1) +
-                                   ": arrays and objects nested deeper than " +
-                                   std::to_string(json_text::kMaxJsonDepth) + " levels");
+                                   std::to_string(deep + 1) + ": " +
+                                   json_text::TooDeepMessage(json_text::kMaxJsonDepth));
   }
   json object;
   try {

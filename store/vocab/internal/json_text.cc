@@ -127,12 +127,14 @@ size_t FindTooDeep(std::string_view text, size_t max_depth) {
   return std::string_view::npos;
 }
 
+std::string TooDeepMessage(size_t max_depth) {
+  return "arrays and objects nested deeper than " + std::to_string(max_depth) + " levels";
+}
+
 Status CheckJsonDepth(std::string_view text, size_t max_depth) {
   const size_t at = FindTooDeep(text, max_depth);
   if (at == std::string_view::npos) return Status::OK();
-  return Status::InvalidArgument(LineAndColumn(text, at + 1) +
-                                 ": arrays and objects nested deeper than " +
-                                 std::to_string(max_depth) + " levels");
+  return Status::InvalidArgument(LineAndColumn(text, at + 1) + ": " + TooDeepMessage(max_depth));
 }
 
 StatusOr<nlohmann::json> ParseJson(std::string_view text, bool reject_duplicate_keys) {

@@ -33,6 +33,9 @@ inline constexpr size_t kMaxJsonDepth = 64;
 // npos. O(size), no allocation.
 size_t FindTooDeep(std::string_view text, size_t max_depth);
 
+// "arrays and objects nested deeper than N levels": the text of every depth error.
+std::string TooDeepMessage(size_t max_depth);
+
 // InvalidArgument "line L, column C: arrays and objects nested deeper than N levels" at the
 // first bracket past `max_depth` (FindTooDeep); OK otherwise, also for text that is not JSON
 // (the parser names that).
