@@ -48,7 +48,7 @@ Status IndexOptions::Validate() const {
 }
 
 std::optional<Tier> TierLocations::Fastest() const {
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kNumLocalTiers; ++t) {
     if ((mask >> t) & 1) return static_cast<Tier>(t);
   }
   return std::nullopt;
@@ -56,7 +56,7 @@ std::optional<Tier> TierLocations::Fastest() const {
 
 bool operator==(const TierLocations& a, const TierLocations& b) {
   if (a.mask != b.mask) return false;
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kNumLocalTiers; ++t) {
     if (((a.mask >> t) & 1) && a.slot[t] != b.slot[t]) return false;
   }
   return true;

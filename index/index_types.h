@@ -82,7 +82,7 @@ struct IndexOptions {
 // tier's slot (host slot id, disk extent id or device page index; any 64-bit value).
 struct TierLocations {
   uint8_t mask = 0;                        // bit (1 << tier) set when the tier holds it
-  std::array<uint64_t, kNumTiers> slot{};  // meaningful only where `mask` has the tier's bit
+  std::array<uint64_t, kNumLocalTiers> slot{};  // meaningful only where `mask` has the tier's bit
 
   bool empty() const { return mask == 0; }
   bool Has(Tier tier) const { return (mask >> static_cast<int>(tier)) & 1; }
@@ -162,8 +162,8 @@ struct EntryInfo {
   uint32_t children = 0;     // entries whose parent this is
   uint32_t kv_locks = 0;     // engine locks on this page or a descendant
   uint32_t state_locks = 0;  // engine locks on exactly this node (its Mamba state)
-  std::array<uint16_t, kNumTiers> kv_pins{};
-  std::array<uint16_t, kNumTiers> state_pins{};
+  std::array<uint16_t, kNumLocalTiers> kv_pins{};
+  std::array<uint16_t, kNumLocalTiers> state_pins{};
   uint64_t kv_last_use = 0;     // recency clock value of the last use (see prefix_index.h)
   uint64_t state_last_use = 0;  // 0 when there is no state
   // Hybrid eviction: Match hits of the state since it was attached, and its eviction priority
@@ -180,7 +180,7 @@ struct EntryInfo {
   // window_pages - 1 levels below (require_mamba layouts only): the windowed KV is needed when
   // this is > 0.
   uint32_t window_anchors = 0;
-  std::array<uint16_t, kNumTiers> window_pins{};
+  std::array<uint16_t, kNumLocalTiers> window_pins{};
   uint64_t window_last_use = 0;  // 0 when no tier holds the windowed KV
 
   friend bool operator==(const EntryInfo&, const EntryInfo&) = default;
@@ -192,12 +192,12 @@ struct IndexStats {
   uint64_t states = 0;   // entries with a Mamba state in some tier
   uint64_t windows = 0;  // entries with windowed KV in some tier
   // [kind][tier]: entries (kKV, kWindowKV) or states (kMamba) held by the tier.
-  std::array<std::array<uint64_t, kNumTiers>, kNumKinds> located{};
+  std::array<std::array<uint64_t, kNumLocalTiers>, kNumKinds> located{};
   // located * IndexOptions::kv_page_bytes / mamba_state_bytes / window_page_bytes.
-  std::array<std::array<uint64_t, kNumTiers>, kNumKinds> located_bytes{};
+  std::array<std::array<uint64_t, kNumLocalTiers>, kNumKinds> located_bytes{};
   // [kind][tier]: how many PickVictims could return right now (unlocked, unpinned, and for KV
   // no child in the same tier, for windowed KV not needed or held by another tier too).
-  std::array<std::array<uint64_t, kNumTiers>, kNumKinds> evictable{};
+  std::array<std::array<uint64_t, kNumLocalTiers>, kNumKinds> evictable{};
   uint64_t locked_entries = 0;  // entries with kv_locks > 0
   uint64_t memory_bytes = 0;    // heap bytes the index's own structures reserve
 

@@ -103,7 +103,7 @@ void Core::MatchChain(std::span<const PageHash> hashes, MatchResult* out) {
     loc.slot = {e.kv_slot[0], e.kv_slot[1], e.kv_slot[2]};
     if ((e.kv_slot[0] == kSpilledSlot) | (e.kv_slot[1] == kSpilledSlot) |
         (e.kv_slot[2] == kSpilledSlot)) {
-      for (int t = 0; t < kNumTiers; ++t) {
+      for (int t = 0; t < kNumLocalTiers; ++t) {
         if (loc.mask & Bit(t)) loc.slot[t] = m.KvSlot(idx, t);
       }
     }

@@ -94,18 +94,18 @@ struct alignas(64) HotEntry {
   std::atomic<uint64_t> last_use{0};  // written by Match under the shared lock
   uint32_t parent = kNone;
   uint32_t state = kNone;  // index into Impl::states
-  uint32_t kv_slot[kNumTiers] = {};
+  uint32_t kv_slot[kNumLocalTiers] = {};
   uint32_t depth : 24 = 0;  // pages from the root, 1 for a first page; 0 marks a free entry
   uint32_t kv_mask : 8 = 0;
 };
 static_assert(sizeof(HotEntry) == 64, "the hot part of an entry is one cache line");
 
 struct ColdEntry {
-  uint32_t tier_children[kNumTiers] = {};  // children whose KV the tier holds
+  uint32_t tier_children[kNumLocalTiers] = {};  // children whose KV the tier holds
   uint32_t children = 0;
   uint32_t kv_locks = 0;
   uint32_t state_locks = 0;
-  uint16_t kv_pins[kNumTiers] = {};
+  uint16_t kv_pins[kNumLocalTiers] = {};
   // QueuedBit(kKv, tier), QueuedBit(kNeededKvQ, tier): queued in that KV queue; kPickedBit.
   uint8_t flags = 0;
 };
@@ -125,9 +125,9 @@ struct State {
   // which order as the doubles do), written by Match under the shared lock.
   std::atomic<uint32_t> hits{0};
   std::atomic<uint64_t> priority{0};
-  uint64_t slot[kNumTiers] = {};
+  uint64_t slot[kNumLocalTiers] = {};
   uint32_t entry = kNone;
-  uint16_t pins[kNumTiers] = {};
+  uint16_t pins[kNumLocalTiers] = {};
   uint8_t mask = 0;
   // QueuedBit(queue, tier): queued in that queue (kMamba; kWindowQ, kNeededWindowQ);
   // kPickedBit.

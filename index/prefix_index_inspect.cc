@@ -28,11 +28,11 @@ EntryInfo Core::Info(uint32_t i) const {
   info.children = ec.children;
   info.kv_locks = ec.kv_locks;
   info.state_locks = ec.state_locks;
-  for (int t = 0; t < kNumTiers; ++t) info.kv_pins[t] = ec.kv_pins[t];
+  for (int t = 0; t < kNumLocalTiers; ++t) info.kv_pins[t] = ec.kv_pins[t];
   info.kv_last_use = e.last_use.load(std::memory_order_relaxed);
   if (e.state != kNone) {
     const State& s = states[e.state];
-    for (int t = 0; t < kNumTiers; ++t) info.state_pins[t] = s.pins[t];
+    for (int t = 0; t < kNumLocalTiers; ++t) info.state_pins[t] = s.pins[t];
     info.state_last_use = s.last_use.load(std::memory_order_relaxed);
     if (hybrid_states()) {
       info.state_hits = s.hits.load(std::memory_order_relaxed);
@@ -47,7 +47,7 @@ EntryInfo Core::Info(uint32_t i) const {
   }
   if (const uint32_t r = WindowRecord(i); r != kNone) {
     const State& w = windows[r];
-    for (int t = 0; t < kNumTiers; ++t) info.window_pins[t] = w.pins[t];
+    for (int t = 0; t < kNumLocalTiers; ++t) info.window_pins[t] = w.pins[t];
     info.window_last_use = w.last_use.load(std::memory_order_relaxed);
   }
   return info;
@@ -100,7 +100,7 @@ IndexStats PrefixIndex::Stats() const {
   s.windows = m.live_windows;
   for (int k = 0; k < kNumKinds; ++k) {
     const uint64_t unit = m.UnitBytes(k);
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       s.located[k][t] = m.located[k][t];
       s.located_bytes[k][t] = m.located[k][t] * unit;
       s.evictable[k][t] = m.evictable[k][t];

@@ -107,7 +107,7 @@ struct Core {
   TierLocations KvLocations(uint32_t i) const {
     TierLocations loc;
     loc.mask = hot[i].kv_mask;
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       if (loc.mask & Bit(t)) loc.slot[t] = KvSlot(i, t);
     }
     return loc;
@@ -115,7 +115,7 @@ struct Core {
   static TierLocations RecordLocations(const State& s) {
     TierLocations loc;
     loc.mask = s.mask;
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       if (loc.mask & Bit(t)) loc.slot[t] = s.slot[t];
     }
     return loc;
@@ -183,14 +183,14 @@ struct Core {
     return c == (needed ? kNeededCopied : kUnneeded);
   }
   struct Before {
-    EvictClass kv[kNumTiers];
-    bool state[kNumTiers];
-    EvictClass window[kNumTiers];
+    EvictClass kv[kNumLocalTiers];
+    bool state[kNumLocalTiers];
+    EvictClass window[kNumLocalTiers];
   };
   Before Snapshot(uint32_t i) const {
     Before b;
     const bool has_window = windowed();  // (WindowEvictability is kNotEvictable otherwise)
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       b.kv[t] = KvEvictability(i, t);
       b.state[t] = StateEvictable(i, t);
       b.window[t] = has_window ? WindowEvictability(i, t) : kNotEvictable;
@@ -200,7 +200,7 @@ struct Core {
   // Call after changing entry i when Snapshot(i) was taken before the change.
   void After(uint32_t i, const Before& b) {
     const bool has_window = windowed();
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       const EvictClass kv = KvEvictability(i, t);
       if ((kv != kNotEvictable) != (b.kv[t] != kNotEvictable)) {
         evictable[kKv][t] += kv != kNotEvictable ? 1 : uint64_t(-1);
@@ -425,7 +425,7 @@ struct Core {
     slab->Reserve(uint64_t{r} + 1);
     State& s = (*slab)[r];
     s.last_use.store(clock, std::memory_order_relaxed);
-    for (int u = 0; u < kNumTiers; ++u) {
+    for (int u = 0; u < kNumLocalTiers; ++u) {
       s.slot[u] = 0;
       s.pins[u] = 0;
     }
@@ -476,9 +476,9 @@ struct Core {
   IndexAllocator window_ids;                       // guarded by mu
   PageTable table;                                 // guarded by mu
   std::unordered_map<uint64_t, uint64_t> spilled;  // guarded by mu: SpillKey -> slot
-  VictimQueue queues[kNumQueues][kNumTiers];       // guarded by mu
-  uint64_t located[kNumKinds][kNumTiers] = {};     // guarded by mu
-  uint64_t evictable[kNumKinds][kNumTiers] = {};   // guarded by mu
+  VictimQueue queues[kNumQueues][kNumLocalTiers];       // guarded by mu
+  uint64_t located[kNumKinds][kNumLocalTiers] = {};     // guarded by mu
+  uint64_t evictable[kNumKinds][kNumLocalTiers] = {};   // guarded by mu
   uint64_t locked_entries = 0;                     // guarded by mu
   uint64_t live_states = 0;                        // guarded by mu
   uint64_t live_windows = 0;                       // guarded by mu

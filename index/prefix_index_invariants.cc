@@ -50,10 +50,10 @@ Status PrefixIndex::CheckInvariants() const {
   auto fail = [](const std::string& what) { return Status::Internal("index invariant: " + what); };
   const uint32_t high = m.entry_ids.high_water();
   std::vector<uint32_t> children(high, 0);
-  std::vector<std::array<uint32_t, kNumTiers>> tier_children(high, {0, 0, 0});
+  std::vector<std::array<uint32_t, kNumLocalTiers>> tier_children(high, {0, 0, 0});
   uint64_t live = 0, states = 0, windows = 0, spilled = 0, locked = 0;
-  uint64_t located[kNumKinds][kNumTiers] = {};
-  uint64_t evictable[kNumKinds][kNumTiers] = {};
+  uint64_t located[kNumKinds][kNumLocalTiers] = {};
+  uint64_t evictable[kNumKinds][kNumLocalTiers] = {};
   std::vector<uint32_t> by_depth;
   // Record r (a state or windowed KV, kind k) of entry i: empty when sound, else the fault.
   auto record_fault = [&](const ChunkedArray<State, 10>& slab, const IndexAllocator& ids,
@@ -61,8 +61,8 @@ Status PrefixIndex::CheckInvariants() const {
     if (r >= ids.high_water()) return "index out of range";
     const State& s = slab[r];
     if (s.entry != i) return "points elsewhere";
-    if (s.mask == 0 || (s.mask >> kNumTiers)) return "with bad mask";
-    for (int t = 0; t < kNumTiers; ++t) {
+    if (s.mask == 0 || (s.mask >> kNumLocalTiers)) return "with bad mask";
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       if (s.mask & Bit(t)) ++located[k][t];
       if (s.pins[t] != 0 && !(s.mask & Bit(t))) return "pinned, not held";
     }
@@ -88,14 +88,14 @@ Status PrefixIndex::CheckInvariants() const {
                     std::to_string(m.hot[e.parent].depth));
       }
       ++children[e.parent];
-      for (int t = 0; t < kNumTiers; ++t) {
+      for (int t = 0; t < kNumLocalTiers; ++t) {
         if (e.kv_mask & Bit(t)) ++tier_children[e.parent][t];
       }
     }
-    if (e.kv_mask >> kNumTiers) return fail(who + ": bad tier mask");
+    if (e.kv_mask >> kNumLocalTiers) return fail(who + ": bad tier mask");
     if (e.kv_mask != 0 && !m.options.kv_payload) return fail(who + ": KV held without payload");
     if (ec.flags & kPickedBit) return fail(who + ": picked mark left behind");
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       const bool held = e.kv_mask & Bit(t);
       const bool spill = m.spilled.count(Impl::SpillKey(i, t)) != 0;
       if (held) ++located[kKv][t];
@@ -138,14 +138,14 @@ Status PrefixIndex::CheckInvariants() const {
     const HotEntry& e = m.hot[i];
     const ColdEntry& ec = m.cold[i];
     if (ec.children != children[i]) return fail(Describe(e.hash) + ": child count");
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       if (ec.tier_children[t] != tier_children[i][t]) {
         return fail(Describe(e.hash) + ": child count in " + std::string(TierName(Tier(t))));
       }
     }
   }
   for (int k = 0; k < kNumKinds; ++k) {
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       const std::string what =
           std::string(KindName(Kind(k))) + " in " + std::string(TierName(Tier(t)));
       if (located[k][t] != m.located[k][t]) return fail("located count of " + what);
@@ -180,7 +180,7 @@ Status PrefixIndex::CheckInvariants() const {
   // Every evictable entry has a queue item no more recent than the entry (windowed KV: in the
   // queue of its class).
   for (int q = 0; q < kNumQueues; ++q) {
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       std::unordered_map<uint32_t, uint64_t> oldest;
       for (const VictimItem& item : m.queues[q][t].items()) {
         if (!m.SameIdentity(item)) continue;

@@ -76,7 +76,7 @@ Status Core::InsertOne(const std::optional<PageHash>& parent, uint32_t parent_in
   e.last_use.store(clock, std::memory_order_relaxed);
   e.parent = p;
   e.depth = p == kNone ? 1 : pe->depth + 1;
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kNumLocalTiers; ++t) {
     e.kv_slot[t] = 0;
     ec.tier_children[t] = 0;
     ec.kv_pins[t] = 0;

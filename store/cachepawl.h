@@ -290,6 +290,19 @@ CACHEPAWL_API cachepawl_status cachepawl_options_set_save_chunk_entries(cachepaw
  * tokens, or of hashes of more pages times the page size, fail with INVALID_ARGUMENT naming it. */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_max_prompt_tokens(cachepawl_options* options,
                                                                        uint64_t tokens);
+/* The bounds of the waits inside store calls, in ms (each at most 86400000, a day; 0: do not
+ * wait). host_space_wait_ms (default 30000): a save or load waits this long for host room while
+ * write-on-evict victims or other loads are in flight, then fails NO_SPACE.
+ * host_pinning_wait_ms (default 60000): a save or load waits this long for the host tier's
+ * background pinning. stream_wait_ms (default 60000): cachepawl_fence_stream_wait on a load that
+ * reads from disk or the remote tier first blocks until its copies are enqueued, at most this
+ * long, then fails TIMED_OUT having enqueued nothing. */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_host_space_wait_ms(cachepawl_options* options,
+                                                                        uint32_t ms);
+CACHEPAWL_API cachepawl_status
+cachepawl_options_set_host_pinning_wait_ms(cachepawl_options* options, uint32_t ms);
+CACHEPAWL_API cachepawl_status cachepawl_options_set_stream_wait_ms(cachepawl_options* options,
+                                                                    uint32_t ms);
 /* Disk tier folder (catalog, and the data file unless data paths are added). */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_disk_dir(cachepawl_options* options,
                                                               const char* dir);
@@ -374,6 +387,10 @@ cachepawl_options_set_remote_selective_min_hits(cachepawl_options* options, uint
  * 4096). */
 CACHEPAWL_API cachepawl_status
 cachepawl_options_set_remote_max_queued_writes(cachepawl_options* options, uint32_t writes);
+/* Threads fetching remote records for loads and prefetches (default 4; in [1, 64]): the
+ * fetches of different calls run in parallel. */
+CACHEPAWL_API cachepawl_status
+cachepawl_options_set_remote_reader_threads(cachepawl_options* options, uint32_t threads);
 /* The checks cachepawl_store_open makes on the options alone. */
 CACHEPAWL_API cachepawl_status cachepawl_options_validate(const cachepawl_options* options);
 

@@ -46,6 +46,16 @@ Status SetLayout(StoreOptions& o, StatusOr<ModelLayout> layout) {
   return Status::OK();
 }
 
+// The setters of the three wait bounds: one rule (CheckWaitMs), one shape.
+cachepawl_status SetWaitMs(const char* function, const char* field, uint32_t StoreOptions::*member,
+                           cachepawl_options* options, uint32_t ms) {
+  return Setter(function, options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs(field, ms));
+    o.*member = ms;
+    return Status::OK();
+  });
+}
+
 }  // namespace
 
 Status ValidateOptions(const cachepawl_options& options) {
@@ -131,6 +141,22 @@ cachepawl_status cachepawl_options_set_max_prompt_tokens(cachepawl_options* opti
     o.max_prompt_tokens = tokens;  // against the page size: in Validate, when both are known
     return Status::OK();
   });
+}
+
+cachepawl_status cachepawl_options_set_host_space_wait_ms(cachepawl_options* options, uint32_t ms) {
+  return SetWaitMs("cachepawl_options_set_host_space_wait_ms", "host_space_wait_ms",
+                   &StoreOptions::host_space_wait_ms, options, ms);
+}
+
+cachepawl_status cachepawl_options_set_host_pinning_wait_ms(cachepawl_options* options,
+                                                            uint32_t ms) {
+  return SetWaitMs("cachepawl_options_set_host_pinning_wait_ms", "host_pinning_wait_ms",
+                   &StoreOptions::host_pinning_wait_ms, options, ms);
+}
+
+cachepawl_status cachepawl_options_set_stream_wait_ms(cachepawl_options* options, uint32_t ms) {
+  return SetWaitMs("cachepawl_options_set_stream_wait_ms", "stream_wait_ms",
+                   &StoreOptions::stream_wait_ms, options, ms);
 }
 
 cachepawl_status cachepawl_options_set_save_chunk_entries(cachepawl_options* options,
@@ -347,6 +373,15 @@ cachepawl_status cachepawl_options_set_remote_max_queued_writes(cachepawl_option
   return Setter("cachepawl_options_set_remote_max_queued_writes", options, [&](StoreOptions& o) {
     CACHEPAWL_RETURN_IF_ERROR(CheckRemoteMaxQueuedWrites(writes));
     o.remote.max_queued_writes = writes;
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_options_set_remote_reader_threads(cachepawl_options* options,
+                                                             uint32_t threads) {
+  return Setter("cachepawl_options_set_remote_reader_threads", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(CheckRemoteReaderThreads(threads));
+    o.remote.reader_threads = threads;
     return Status::OK();
   });
 }

@@ -133,7 +133,8 @@ class Store {
   // engine may use the device pages once it fires OK. fence.StreamWait(stream) makes the engine's
   // stream wait on the GPU. When some pages come from disk, the host->device copies are enqueued
   // only after the disk reads, and StreamWait blocks the calling thread until then (a GPU wait must
-  // not be queued ahead of the copies it waits for): an engine whose threads must never wait on the
+  // not be queued ahead of the copies it waits for), at most StoreOptions::stream_wait_ms (then
+  // TimedOut, nothing enqueued; Fence::Wait still works): an engine whose threads must never wait on the
   // disk calls StartPrefetch at admission and Loads once the prefetch fence is Ready() (everything
   // is then in host memory). Pure SSM layouts: `device_pages` must be empty and `device_state_slot`
   // given; the same rule names the depth, (first_page + 0) pages, with first_page 0 standing for
@@ -143,7 +144,9 @@ class Store {
   // Errors: InvalidArgument (the argument and value at fault); NotFound when something of the
   // match is no longer cached (a miss: recompute); Busy when another Load or Prefetch is reading
   // one of these pages from disk right now (retry once that one's fence fired); NoSpace when the
-  // host tier cannot hold the disk hits (everything else locked).
+  // host tier cannot hold the disk hits (everything else locked, or still in flight after
+  // StoreOptions::host_space_wait_ms). Waits (for host room, for host pinning) are bounded by
+  // StoreOptions::host_space_wait_ms and host_pinning_wait_ms.
   virtual StatusOr<Fence> Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
                                std::optional<uint64_t> device_state_slot,
                                const LoadOptions& opts = {}) = 0;
@@ -163,7 +166,8 @@ class Store {
   // by policy). Pages already cached are only refreshed. The engine may reuse the device slots
   // once the fence fires. Pure SSM layouts: `device_pages` must be empty (InvalidArgument
   // otherwise); the state's chain, pages [0, state_depth_tokens / page_size), is recorded with
-  // it, and a request without a state saves nothing.
+  // it, and a request without a state saves nothing. Waits for host room at most
+  // StoreOptions::host_space_wait_ms (then NoSpace naming it).
   virtual StatusOr<Fence> Save(const SaveRequest& request) = 0;
 
   // The engine's own device pool (its paged KV tensors and Mamba state tensors), described by

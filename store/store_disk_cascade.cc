@@ -165,7 +165,6 @@ void StoreImpl::FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int 
   std::vector<DiskKey> removals, to_remote;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const DiskKey& k : op.result->evicted) ForgetDiskLocked({k.hash, k.kind});
     for (size_t i = 0; i < jobs.size(); ++i) {
       const DiskWriteJob& job = jobs[i];
       const DiskRecordResult& r = op.result->records.at(i);
@@ -200,13 +199,15 @@ void StoreImpl::FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int 
                            to_remote = std::move(to_remote)]() mutable {
       // Remote write-on-evict: the victims whose only copy is this one are read first.
       if (!to_remote.empty()) CopyDiskVictimsToRemote(to_remote);
-      // A record being read goes at once and its extent when the read ends; one being written
-      // cannot be a victim (the index names only committed records). A removal that fails
-      // (the catalog) leaves the record on disk unnamed by the index until the next open.
-      for (const DiskKey& k : removals) {
-        if (Status s = disk_->tier().Remove(k); !s.ok() && !s.IsNotFound()) {
-          spdlog::debug("cachepawl: removing disk victim {} failed: {}", k.ToString(),
-                        s.ToString());
+      // One catalog batch. A record being read goes at once and its extent when the read
+      // ends; one being written cannot be a victim (the index names only committed records).
+      // A removal that fails (the catalog) leaves the record on disk unnamed by the index
+      // until the next open.
+      const std::vector<Status> removed = disk_->tier().Remove(removals);
+      for (size_t i = 0; i < removed.size(); ++i) {
+        if (!removed[i].ok() && !removed[i].IsNotFound()) {
+          spdlog::debug("cachepawl: removing disk victim {} failed: {}", removals[i].ToString(),
+                        removed[i].ToString());
         }
       }
       std::vector<DiskWrite> writes;

@@ -79,8 +79,7 @@ Status StoreImpl::AllocateHostLocked(Kind kind, size_t count, std::unique_lock<s
 Status StoreImpl::AllocateHostOnDemandLocked(Kind kind, size_t count,
                                              std::unique_lock<std::mutex>& lock,
                                              std::vector<HostSlotId>* slots, bool* released) {
-  constexpr auto kSpaceWait = std::chrono::seconds(30);
-  const auto deadline = SteadyClock::now() + kSpaceWait;
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.host_space_wait_ms);
   const size_t first = slots->size();
   auto give_back = [&](Status why) {
     for (size_t i = first; i < slots->size(); ++i) (void)host_->Free((*slots)[i]);
@@ -105,7 +104,8 @@ Status StoreImpl::AllocateHostOnDemandLocked(Kind kind, size_t count,
       // Only chunks still being pinned could hold it (start-up): wait for them without mu_.
       if (released != nullptr) *released = true;
       lock.unlock();
-      Status pinned = host_->WaitUntilPinned(std::chrono::seconds(60));
+      Status pinned =
+          host_->WaitUntilPinned(std::chrono::milliseconds(options_.host_pinning_wait_ms));
       lock.lock();
       if (!pinned.ok()) return give_back(pinned.WithContext("host tier pinning"));
       if (closed_) return give_back(Status::FailedPrecondition("store is closed"));
@@ -129,7 +129,9 @@ Status StoreImpl::AllocateHostOnDemandLocked(Kind kind, size_t count,
         Status::NoSpace(std::string("host tier: no room for ") + std::to_string(count) + " " +
                         std::string(KindName(kind)) +
                         " slot(s): every cached entry is locked by the serving engine" +
-                        (in_flight ? " or still in flight after 30 s" : "")));
+                        (in_flight ? " or still in flight after StoreOptions.host_space_wait_ms " +
+                                         std::to_string(options_.host_space_wait_ms) + " ms"
+                                   : "")));
   }
 }
 

@@ -70,11 +70,11 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
 
   s->policy_ = TierWritePolicy::Make(options.write_policy, options.selective_min_hits);
   CACHEPAWL_RETURN_IF_ERROR(s->OpenTiers());
-  s->worker_ = std::make_unique<CompletionWorker>();
+  s->worker_ = std::make_unique<TaskQueue>();
   CACHEPAWL_RETURN_IF_ERROR(s->OpenRemote());
-  if (s->disk_) s->disk_submitter_ = std::make_unique<CompletionWorker>();
+  if (s->disk_) s->disk_submitter_ = std::make_unique<TaskQueue>();
   s->host_free_target_ = options.host_free_target();
-  if (s->host_free_target_ > 0) s->evictor_ = std::make_unique<CompletionWorker>();
+  if (s->host_free_target_ > 0) s->evictor_ = std::make_unique<TaskQueue>();
   return std::unique_ptr<Store>(std::move(s));
 }
 
@@ -108,7 +108,6 @@ Status StoreImpl::OpenTiers() {
     d.tier.wipe_on_mismatch = options_.wipe_on_layout_mismatch;
     d.tier.wipe_unreadable_catalog = options_.wipe_unreadable_catalog;
     // The store evicts disk records itself, through the index, so that locked prefixes stay.
-    d.tier.evict_when_full = false;
     d.queue_depth = options_.disk_queue_depth;
     auto disk = DiskMover::Open(d, layout_, host_.get());
     if (!disk.ok()) return disk.status().WithContext("disk tier");
@@ -211,7 +210,7 @@ void StoreImpl::OperationFinished() {
 }
 
 void StoreImpl::WhenDone(const Fence& fence, std::function<void(const Status&)> fn) {
-  CompletionWorker* worker = worker_.get();
+  TaskQueue* worker = worker_.get();
   fence.OnComplete([worker, fn = std::move(fn)](const Status& s) mutable {
     worker->Post([fn = std::move(fn), s]() mutable { fn(s); });
   });
@@ -220,7 +219,7 @@ void StoreImpl::WhenDone(const Fence& fence, std::function<void(const Status&)> 
 void StoreImpl::WhenDone(const Fence& fence, const WhenDoneProfile& prof,
                          std::function<void(const Status&)> fn) {
   if (prof.submitted_at == 0) return WhenDone(fence, std::move(fn));
-  CompletionWorker* worker = worker_.get();
+  TaskQueue* worker = worker_.get();
   fence.OnComplete([worker, fn = std::move(fn), prof](const Status& s) mutable {
     profile::Add(prof.copy, prof.submitted_at);
     const uint64_t fired = profile::Now();
@@ -474,7 +473,7 @@ StoreStats StoreImpl::Stats() const {
     st.remote = RemoteStatsLocked();
     st.evictions = evictions_;
     st.loaded_entries = loaded_entries_;
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       for (int k = 0; k < kNumKinds; ++k) {
         const uint64_t bytes = layout_.RecordBytes(static_cast<Kind>(k));
         st.loaded_bytes[t][k] = loaded_entries_[t][k] * bytes;
@@ -491,6 +490,7 @@ StoreStats StoreImpl::Stats() const {
     st.no_space_errors = no_space_;
     st.evicted_ahead = evicted_ahead_;
     st.disk_admission_refused = disk_admission_refused_;
+    st.evict_write_failures = evict_write_failures_;
     st.disk_records_recovered = disk_records_recovered_;
     st.disk_unreachable_at_open = disk_unreachable_at_open_;
     st.checksum_failures = checksum_failures_;
@@ -498,7 +498,7 @@ StoreStats StoreImpl::Stats() const {
     if (closed_) return st;
     IndexStats is = index_->Stats();
     st.index_entries = is.entries;
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kNumLocalTiers; ++t) {
       for (int k = 0; k < kNumKinds; ++k) {
         st.resident_entries[t][k] = is.located[k][t];
         st.resident_bytes[t][k] = is.located[k][t] * layout_.RecordBytes(static_cast<Kind>(k));

@@ -4,6 +4,7 @@
 //   store_impl.cc           open and close, Lookup, Lock, the device pool, Stats
 //   store_save.cc           Save: device -> host (host slots allocated as runs)
 //   store_load.cc           Load and StartPrefetch: disk -> host -> device
+//   store_fill_plan.cc      what a Load or a StartPrefetch reads into host memory (one planner)
 //   store_host_space.cc     host slots: allocation as runs, eviction, write-on-evict hand-off
 //   store_disk_cascade.cc   host -> disk writes (write-through, selective, write-on-evict),
 //                           asynchronous, with disk eviction and one retry when the disk is full
@@ -27,8 +28,15 @@
 // are forwarded by callbacks on the device mover's completion thread (no thread per Load).
 //
 // Entries being filled (a host slot allocated, its bytes not there yet) are not in the index's
-// locations; they are in filling_ so that a second Save of the same key is a refresh and a
-// Lookup cannot see them.
+// locations; they are in filling_ so that a second Save of the same key is a refresh, a second
+// Load or Prefetch does not read them again, and a Lookup cannot see them.
+//
+// The disk tier (tiers/disk_tier.h) is the truth of which records are on disk; the index's Disk
+// locations are derived from it by one rule: a Disk location is set only from a write the tier
+// committed (FinishDiskWrites), and cleared (ForgetDiskLocked) before the tier removes the record
+// (TakeDiskVictimsLocked; the removal follows outside mu_, and until it has, the key is in
+// disk_removing_ so that no write of it starts and finds the old record), or when a read found
+// the record gone (DiskRecordResult::gone: dropped by a failed verification, or not there).
 #pragma once
 
 #include <array>
@@ -46,12 +54,12 @@
 
 #include "index/page_hasher.h"
 #include "index/prefix_index.h"
-#include "store/completion_worker.h"
 #include "store/deferred_stream_waiter.h"
 #include "store/entry_key.h"
 #include "store/latency_histogram.h"
 #include "store/store.h"
 #include "store/store_faults.h"
+#include "store/task_queue.h"
 #include "store/tier_write_policy.h"
 #include "store/vocab/device_pool.h"
 #include "store/vocab/internal/stage_profile.h"
@@ -111,13 +119,15 @@ class StoreImpl final : public Store {
  private:
   using SteadyClock = std::chrono::steady_clock;
   class PrefetchImpl;
-  // One host slot being filled from disk (or the remote tier) for a Load or Prefetch.
-  struct DiskFill {
+  // One host slot being filled from disk or the remote tier for a Load or Prefetch.
+  struct HostFill {
     EntryKey key;
-    uint64_t depth_tokens = 0;
-    HostSlotId slot = 0;
-    size_t page = 0;      // its page in the match (the chain a remote fill joins the index by)
-    bool remote = false;  // read from the remote tier, not from disk
+    size_t page = 0;            // its page in the match (a remote fill joins by hashes[0..page])
+    uint64_t depth_tokens = 0;  // its depth: (page + 1) pages
+    HostSlotId slot = 0;        // valid when has_slot
+    bool has_slot = false;
+    uint64_t device_slot = 0;  // Load: where it lands on the device
+    bool remote = false;       // read from the remote tier, not from disk
   };
   // One unit of a Load whose source is a host slot located in the index.
   struct HostSource {
@@ -166,9 +176,9 @@ class StoreImpl final : public Store {
   // entries when the arena is full. Victims without a disk copy that the policy writes on
   // eviction are handed to the disk cascade and leave host memory once written; meanwhile, and
   // while transfers pin what is left, the call waits on space_cv_ (releasing mu_ through
-  // `lock`) for at most kSpaceWait: backpressure, not failure. On error, the slots allocated so
-  // far are freed: NoSpace when everything left is locked by the serving engine or the wait ran
-  // out. Requires mu_ (held through `lock`; released while waiting).
+  // `lock`) for at most StoreOptions::host_space_wait_ms: backpressure, not failure. On error, the
+  // slots allocated so far are freed: NoSpace when everything left is locked by the serving engine
+  // or the wait ran out. Requires mu_ (held through `lock`; released while waiting).
   // `*released` (when given) is set when mu_ was released meanwhile (the caller's view of the
   // index may be stale). Afterwards, starts the evict-ahead thread when the tier is below its
   // free target.
@@ -310,17 +320,49 @@ class StoreImpl final : public Store {
   // in host memory, pinned for transfer, after their chains (hashes[0..page]) joined the index.
   // Failed ones: slot freed, chain pruned, index in *failed; returns the first error. Blocks on
   // the remote tier: runs on remote_reader_, never under mu_ (takes it to publish).
-  Status FetchRemoteFills(std::span<const PageHash> hashes, const std::vector<DiskFill>& fills,
+  Status FetchRemoteFills(std::span<const PageHash> hashes, const std::vector<HostFill>& fills,
                           std::vector<size_t>* failed);
   RemoteStats RemoteStatsLocked() const;
+
+  // ---- store_fill_plan.cc ----
+  // What a Load or a Prefetch asks for: `key`, at `page` of the match (depth page + 1 pages),
+  // to land in `device_slot` (Load).
+  struct FillWant {
+    EntryKey key;
+    size_t page = 0;
+    uint64_t device_slot = 0;
+  };
+  enum class FillMode { kLoad, kPrefetch };
+  struct FillPlan {
+    std::vector<HostSource> sources;  // Load: host copies, pinned for transfer
+    std::vector<HostFill> fills;      // in filling_, each with its host slot
+  };
+  // Plans `wants` (the one planner of Load and StartPrefetch). Per entry: a host copy is a
+  // source, pinned (Load; a Prefetch skips it); an entry on disk, or (by the match) only in the
+  // remote tier, is a fill, marked in filling_, its host slot allocated with the others of its
+  // kind as runs; an entry being filled is Busy (Load) or skipped; anything else is NotFound
+  // (Load) or skipped. A Load counts its hits and loaded entries. On error nothing is kept:
+  // pins released, fills abandoned. Requires mu_ (held through `lock`; released while waiting
+  // for host space).
+  Status PlanFillsLocked(const PrefixMatch& match, std::span<const FillWant> wants, FillMode mode,
+                         std::unique_lock<std::mutex>& lock, FillPlan* plan);
+  // Fills that will not be read: out of filling_, their slots (if any) freed. Requires mu_.
+  void AbandonFillsLocked(std::span<const HostFill> fills);
+  // Unpins the host copies the fills published (every fill not in `failed`). Takes mu_.
+  void UnpinFilled(std::span<const HostFill> fills, std::span<const size_t> failed);
+  // Appends the fills not in `failed` to `sources` (with their device slots).
+  static void AddFilledSources(std::span<const HostFill> fills, std::span<const size_t> failed,
+                               std::vector<HostSource>* sources);
+  // Moves the remote fills out of `*fills` (the disk fills stay) and returns them.
+  static std::vector<HostFill> SplitRemoteFills(std::vector<HostFill>* fills);
+  static std::vector<DiskRead> DiskReadsOf(std::span<const HostFill> fills);
 
   // ---- store_load.cc ----
   // A Load past its index stage: host sources pinned, fills' host slots allocated.
   struct PendingLoad {
     std::shared_ptr<DeviceMover> mover;
     std::vector<HostSource> sources;
-    std::vector<DiskFill> fills;  // disk reads still to make
-    std::vector<uint64_t> fill_device_slots;
+    std::vector<HostFill> fills;  // disk reads still to make
     std::shared_ptr<FenceCompleter> outer;
     SteadyClock::time_point start;
     std::shared_ptr<DeferredStreamWaiter> deferred;
@@ -330,7 +372,7 @@ class StoreImpl final : public Store {
   void LoadFromDisk(PendingLoad load);
   // Unpins the sources (the caller freed what was not published), fires the fence with `why`.
   void FailLoad(PendingLoad& load, const Status& why);
-  void FinishDiskFills(const std::vector<DiskFill>& fills, const Status& disk_status,
+  void FinishDiskFills(const std::vector<HostFill>& fills, const Status& disk_status,
                        const std::shared_ptr<const DiskBatchResult>& result,
                        std::vector<size_t>* failed);
   // `deferred`: set for loads that read from disk first (see DeferredStreamWaiter).
@@ -352,28 +394,28 @@ class StoreImpl final : public Store {
   // mover outlives the operations that use it (UnregisterDevicePool waits for them).
   std::shared_ptr<DeviceMover> mover_;
   StoreFaultInjection faults_;  // tests only (store/store_faults.h); set by Open
-  std::unique_ptr<CompletionWorker> worker_;
-  std::unique_ptr<CompletionWorker> disk_submitter_;  // only with a disk tier
-  std::unique_ptr<CompletionWorker> evictor_;         // only with a free target
-  uint64_t host_free_target_ = 0;                     // StoreOptions::host_free_target()
+  std::unique_ptr<TaskQueue> worker_;
+  std::unique_ptr<TaskQueue> disk_submitter_;  // only with a disk tier
+  std::unique_ptr<TaskQueue> evictor_;         // only with a free target
+  uint64_t host_free_target_ = 0;              // StoreOptions::host_free_target()
 
   mutable std::mutex mu_;
   bool closed_ = false;       // guarded by mu_
   bool mover_ready_ = false;  // guarded by mu_
   bool registering_ = false;  // Register/UnregisterDevicePool at work; guarded by mu_
-  std::unique_ptr<TierWritePolicy> policy_;                           // guarded by mu_
-  std::unordered_map<EntryKey, HostSlotId, EntryKeyHasher> filling_;  // guarded by mu_
-  std::unordered_set<EntryKey, EntryKeyHasher> disk_writing_;         // guarded by mu_
+  std::unique_ptr<TierWritePolicy> policy_;                    // guarded by mu_
+  std::unordered_set<EntryKey, EntryKeyHasher> filling_;       // guarded by mu_
+  std::unordered_set<EntryKey, EntryKeyHasher> disk_writing_;  // guarded by mu_
   // Disk victims the index forgot whose removal from the disk tier has not run yet (it runs
   // outside mu_). No write of them starts meanwhile: the tier still holds the old record, the
   // write would find it and publish a Disk location that the pending removal then voids.
   std::unordered_set<EntryKey, EntryKeyHasher> disk_removing_;  // guarded by mu_
   uint64_t evict_writes_in_flight_ = 0;  // write-on-evict jobs not finished; guarded by mu_
   // Write-on-evict victims whose disk write failed: the next eviction drops them unwritten.
-  std::unordered_set<EntryKey, EntryKeyHasher> evict_unwritten_;             // guarded by mu_
-  std::array<std::array<uint64_t, kNumKinds>, kNumTiers> evictions_{};       // guarded by mu_
-  std::array<std::array<uint64_t, kNumKinds>, kNumTiers> loaded_entries_{};  // guarded by mu_
-  uint64_t saves_ = 0, refreshed_ = 0;                                       // guarded by mu_
+  std::unordered_set<EntryKey, EntryKeyHasher> evict_unwritten_;                  // guarded by mu_
+  std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> evictions_{};       // guarded by mu_
+  std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> loaded_entries_{};  // guarded by mu_
+  uint64_t saves_ = 0, refreshed_ = 0;                                            // guarded by mu_
   std::array<uint64_t, kNumKinds> saved_entries_{};                      // per kind; guarded by mu_
   uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0, no_space_ = 0;  // guarded by mu_
   uint64_t checksum_failures_ = 0, io_errors_ = 0;                       // guarded by mu_
@@ -390,7 +432,7 @@ class StoreImpl final : public Store {
   // The remote tier (null without StoreOptions::remote). The reader runs remote fetches; the
   // writer thread drains remote_queue_.
   std::unique_ptr<RemoteTier> remote_;
-  std::unique_ptr<CompletionWorker> remote_reader_;
+  std::unique_ptr<TaskQueue> remote_reader_;
   std::unique_ptr<TierWritePolicy> remote_policy_;  // null when this store writes nothing
   std::thread remote_writer_;
   struct QueuedRemoteWrite {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "store/store_impl.h"
+#include "store/vocab/internal/fence_access.h"
 
 namespace cachepawl {
 
@@ -62,121 +63,40 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
           " pages but the load ends at page " + std::to_string(first + count));
     }
   }
-  std::vector<HostSource> sources;
-  std::vector<DiskFill> fills;
-  std::vector<uint64_t> fill_device_slots;
+  // Full-attention KV of every page; windowed KV only of the pages a model resuming at the
+  // match's depth reads: the last WindowPages() before reusable_pages (a load in several calls
+  // gets them with the call that covers them). A load past reusable_pages resumes at its own end
+  // instead. The serving engine holds the pages before `first` already.
+  std::vector<FillWant> wants;
+  const bool full_kv = layout_.Stores(Kind::kKV);
+  const size_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
+  const size_t depth = std::max(first + count, match.reusable_pages);
+  const size_t window_from = depth - std::min(depth, window);
+  for (size_t j = 0; j < count; ++j) {
+    if (full_kv)
+      wants.push_back({{match.hashes[first + j], Kind::kKV}, first + j, device_pages[j]});
+    if (first + j >= window_from && window > 0) {
+      wants.push_back({{match.hashes[first + j], Kind::kWindowKV}, first + j, device_pages[j]});
+    }
+  }
+  if (device_state_slot) {
+    wants.push_back(
+        {{match.hashes[first + count - 1], Kind::kMamba}, first + count - 1, *device_state_slot});
+  }
+  FillPlan plan;
   std::shared_ptr<DeviceMover> mover;
   {
-    const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
     CACHEPAWL_ASSIGN_OR_RETURN(mover, UsableMoverLocked());
-    std::vector<bool> has_slot;  // per fill: its host slot is allocated
-    auto rollback = [&](const Status& why) {
-      for (const HostSource& s : sources) (void)index_->Unpin(s.key.hash, s.key.kind, Tier::kHost);
-      for (size_t i = 0; i < fills.size(); ++i) {
-        filling_.erase(fills[i].key);
-        if (i < has_slot.size() && has_slot[i]) (void)host_->Free(fills[i].slot);
-      }
-      return why;
-    };
-    auto add = [&](const EntryKey& key, size_t page, uint64_t device_slot) -> Status {
-      auto e = index_->Lookup(key.hash);
-      const TierLocations* loc = nullptr;
-      if (e) loc = &LocationsOf(*e, key.kind);
-      if (loc == nullptr || loc->empty()) {
-        if (remote_ == nullptr || MatchTier(match, key, page) != Tier::kRemote) {
-          return Status::NotFound(EntryName(key.kind, page) + " is no longer cached");
-        }
-        // In the remote tier: read into a host slot (allocated below with the disk fills).
-        if (filling_.count(key)) {
-          return Status::Busy("page " + std::to_string(page) + " is being filled; retry");
-        }
-        filling_[key] = 0;
-        fills.push_back({key, (page + 1) * uint64_t{layout_.page_size_tokens}, 0, page, true});
-        fill_device_slots.push_back(device_slot);
-        CountHitLocked(key);
-        return Status::OK();
-      }
-      if (loc->Has(Tier::kHost)) {
-        CACHEPAWL_RETURN_IF_ERROR(index_->PinForTransfer(key.hash, key.kind, Tier::kHost));
-        sources.push_back({key, *loc->Slot(Tier::kHost), device_slot});
-        ++loaded_entries_[static_cast<int>(Tier::kHost)][static_cast<int>(key.kind)];
-      } else {
-        if (filling_.count(key)) {
-          return Status::Busy("page " + std::to_string(page) + " is being filled; retry");
-        }
-        // Its host slot comes with the others, as a run, below; filling_ marks it meanwhile.
-        const uint64_t depth = uint64_t{e->depth_pages} * layout_.page_size_tokens;
-        filling_[key] = 0;
-        fills.push_back({key, depth, 0});
-        fill_device_slots.push_back(device_slot);
-        ++loaded_entries_[static_cast<int>(Tier::kDisk)][static_cast<int>(key.kind)];
-      }
-      CountHitLocked(key);
-      return Status::OK();
-    };
-    // Full-attention KV of every page; windowed KV only of the pages a model resuming at the
-    // match's depth reads: the last WindowPages() before reusable_pages (a load in several
-    // calls gets them with the call that covers them). A load past reusable_pages resumes at
-    // its own end instead. The serving engine holds the pages before `first` already.
-    const bool full_kv = layout_.Stores(Kind::kKV);
-    const size_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
-    const size_t depth = std::max(first + count, match.reusable_pages);
-    const size_t window_from = depth - std::min(depth, window);
-    for (size_t j = 0; j < count; ++j) {
-      if (full_kv) {
-        Status s = add({match.hashes[first + j], Kind::kKV}, first + j, device_pages[j]);
-        if (!s.ok()) return rollback(s);
-      }
-      if (first + j >= window_from && window > 0) {
-        Status s = add({match.hashes[first + j], Kind::kWindowKV}, first + j, device_pages[j]);
-        if (!s.ok()) return rollback(s);
-      }
-    }
-    if (device_state_slot) {
-      Status s = add({match.hashes[first + count - 1], Kind::kMamba}, first + count - 1,
-                     *device_state_slot);
-      if (!s.ok()) return rollback(s);
-    }
-    profile::Add(profile::Stage::kLoadIndex, index_start);
-    has_slot.assign(fills.size(), false);
-    // Host slots for the disk reads, as runs per kind (fills interleave a page's full and
-    // windowed KV; the state is last). Waiting for space releases mu_; the pinned sources and
-    // filling_ entries stay meanwhile. (This load's own pins are not yet counted in
-    // loads_pinning_host_: a wait for space must not wait for the load that is waiting.)
-    for (Kind kind : kAllKinds) {
-      std::vector<size_t> of_kind;
-      for (size_t i = 0; i < fills.size(); ++i) {
-        if (fills[i].key.kind == kind) of_kind.push_back(i);
-      }
-      if (of_kind.empty()) continue;
-      std::vector<HostSlotId> slots;
-      profile::ScopedStage allocating(profile::Stage::kLoadHostAllocate);
-      Status s = AllocateHostLocked(kind, of_kind.size(), lock, &slots);
-      if (!s.ok()) return rollback(s);
-      for (size_t j = 0; j < of_kind.size(); ++j) {
-        fills[of_kind[j]].slot = slots[j];
-        filling_[fills[of_kind[j]].key] = slots[j];
-        has_slot[of_kind[j]] = true;
-      }
-    }
+    CACHEPAWL_RETURN_IF_ERROR(PlanFillsLocked(match, wants, FillMode::kLoad, lock, &plan));
     ++loads_;
     ++loads_pinning_host_;
   }
+  std::vector<HostSource> sources = std::move(plan.sources);
+  std::vector<HostFill> fills = std::move(plan.fills);
 
-  // Remote fills go first (on the remote reader), then disk fills, then host -> device.
-  std::vector<DiskFill> remote_fills;
-  std::vector<uint64_t> remote_device_slots;
-  {
-    std::vector<DiskFill> disk_fills;
-    std::vector<uint64_t> disk_device_slots;
-    for (size_t i = 0; i < fills.size(); ++i) {
-      (fills[i].remote ? remote_fills : disk_fills).push_back(fills[i]);
-      (fills[i].remote ? remote_device_slots : disk_device_slots).push_back(fill_device_slots[i]);
-    }
-    fills = std::move(disk_fills);
-    fill_device_slots = std::move(disk_device_slots);
-  }
+  // Remote fills go first (on a remote reader), then disk fills, then host -> device.
+  std::vector<HostFill> remote_fills = SplitRemoteFills(&fills);
   auto outer =
       std::make_shared<FenceCompleter>(opts.per_layer_fences ? layout_.attention_layers.size() : 0);
   Fence result = outer->fence();
@@ -187,44 +107,32 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
   }
   std::shared_ptr<DeferredStreamWaiter> deferred;
   if (mover->gpu_mode()) {
-    deferred = std::make_shared<DeferredStreamWaiter>();
-    std::lock_guard<std::mutex> g(result.state()->mu);
-    result.state()->gpu_stream_waiter = [deferred](void* stream) { return deferred->Wait(stream); };
+    deferred =
+        std::make_shared<DeferredStreamWaiter>(std::chrono::milliseconds(options_.stream_wait_ms));
+    internal::FenceAccess::SetStreamWaiter(
+        result, [deferred](void* stream) { return deferred->Wait(stream); });
   }
-  PendingLoad pending{
-      mover, std::move(sources), std::move(fills),     std::move(fill_device_slots), outer,
-      start, deferred,           opts.per_layer_fences};
+  PendingLoad pending{mover, std::move(sources), std::move(fills),     outer,
+                      start, deferred,           opts.per_layer_fences};
   if (remote_fills.empty()) {
     LoadFromDisk(std::move(pending));
     return result;
   }
   remote_reader_->Post([this, pending = std::move(pending), remote_fills = std::move(remote_fills),
-                        remote_device_slots = std::move(remote_device_slots),
                         hashes = match.hashes]() mutable {
     std::vector<size_t> failed;
     const Status error = FetchRemoteFills(hashes, remote_fills, &failed);
+    AddFilledSources(remote_fills, failed, &pending.sources);
     if (!failed.empty()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        for (size_t i = 0; i < remote_fills.size(); ++i) {
-          if (std::find(failed.begin(), failed.end(), i) == failed.end()) {
-            pending.sources.push_back({remote_fills[i].key, remote_fills[i].slot, 0});
-          }
-        }
-        for (const DiskFill& f : pending.fills) {  // not read yet
-          filling_.erase(f.key);
-          (void)host_->Free(f.slot);
-        }
-        pending.fills.clear();
+        AbandonFillsLocked(pending.fills);  // not read yet
       }
+      pending.fills.clear();
       FailLoad(pending, Status::NotFound(std::to_string(failed.size()) +
                                          " remote record(s) could not be loaded (a miss; first: " +
                                          error.ToString() + ")"));
       return;
-    }
-    for (size_t i = 0; i < remote_fills.size(); ++i) {
-      pending.sources.push_back(
-          {remote_fills[i].key, remote_fills[i].slot, remote_device_slots[i]});
     }
     LoadFromDisk(std::move(pending));
   });
@@ -253,20 +161,12 @@ void StoreImpl::LoadFromDisk(PendingLoad load) {
                        load.deferred);
     return;
   }
-  std::vector<DiskRead> reads;
-  for (const DiskFill& f : load.fills) {
-    reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
-  }
-  DiskOp op = disk_->Load(reads);
+  DiskOp op = disk_->Load(DiskReadsOf(load.fills));
   WhenDone(op.fence, [this, load = std::move(load), op](const Status& s) mutable {
     std::vector<size_t> failed;
     FinishDiskFills(load.fills, s, op.result, &failed);
+    AddFilledSources(load.fills, failed, &load.sources);
     if (!failed.empty()) {
-      for (size_t i = 0; i < load.fills.size(); ++i) {  // the read ones are pinned: unpin them
-        if (std::find(failed.begin(), failed.end(), i) == failed.end()) {
-          load.sources.push_back({load.fills[i].key, load.fills[i].slot, 0});
-        }
-      }
       const DiskRecordResult& r = op.result->records.at(failed.front());
       FailLoad(load, Status::NotFound(std::to_string(failed.size()) +
                                       " disk record(s) could not be loaded (dropped as a miss; "
@@ -274,20 +174,17 @@ void StoreImpl::LoadFromDisk(PendingLoad load) {
                                       r.status.ToString() + ")"));
       return;
     }
-    for (size_t i = 0; i < load.fills.size(); ++i) {
-      load.sources.push_back({load.fills[i].key, load.fills[i].slot, load.fill_device_slots[i]});
-    }
     SubmitHostToDevice(load.mover, std::move(load.sources), load.outer, load.per_layer, load.start,
                        load.deferred);
   });
 }
 
-void StoreImpl::FinishDiskFills(const std::vector<DiskFill>& fills, const Status& disk_status,
+void StoreImpl::FinishDiskFills(const std::vector<HostFill>& fills, const Status& disk_status,
                                 const std::shared_ptr<const DiskBatchResult>& result,
                                 std::vector<size_t>* failed) {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < fills.size(); ++i) {
-    const DiskFill& f = fills[i];
+    const HostFill& f = fills[i];
     filling_.erase(f.key);
     Status s = result && i < result->records.size() ? result->records[i].status : disk_status;
     if (s.ok()) {
@@ -299,10 +196,9 @@ void StoreImpl::FinishDiskFills(const std::vector<DiskFill>& fills, const Status
       if (s.IsCorruption()) ++checksum_failures_;
       if (s.IsIOError()) ++io_errors_;
       (void)host_->Free(f.slot);
-      // The disk tier dropped a record that failed verification; the index forgets it too.
-      if (!disk_->tier().Contains(DiskKey{f.key.kind, f.key.hash, f.depth_tokens})) {
-        ForgetDiskLocked(f.key);
-      }
+      // The disk tier holds no such record any more (it failed verification and was
+      // dropped, or was not there): the index forgets it too.
+      if (result && i < result->records.size() && result->records[i].gone) ForgetDiskLocked(f.key);
     }
   }
 }
@@ -324,16 +220,11 @@ void StoreImpl::SubmitHostToDevice(const std::shared_ptr<DeviceMover>& mover,
   const WhenDoneProfile prof{profile::Stage::kLoadCopy, profile::Stage::kLoadHop,
                              profile::Stage::kLoadFinish, profile::Now()};
   {
-    std::function<Status(void*)> waiter;
-    {
-      std::lock_guard<std::mutex> g(inner.state()->mu);
-      waiter = inner.state()->gpu_stream_waiter;
-    }
+    std::function<Status(void*)> waiter = internal::FenceAccess::StreamWaiter(inner);
     if (deferred) {
       deferred->Resolve(std::move(waiter));
     } else {
-      std::lock_guard<std::mutex> g(outer->fence().state()->mu);
-      outer->fence().state()->gpu_stream_waiter = std::move(waiter);
+      internal::FenceAccess::SetStreamWaiter(outer->fence(), std::move(waiter));
     }
   }
   if (per_layer) {
@@ -347,7 +238,7 @@ void StoreImpl::SubmitHostToDevice(const std::shared_ptr<DeviceMover>& mover,
   // the bytes are on the device and the serving engine needs nothing else. The unpins follow on the
   // completion worker (which takes mu_; the mover's threads never do); until then the sources stay
   // pinned, and Close() waits for them (OperationFinished).
-  CompletionWorker* worker = worker_.get();
+  TaskQueue* worker = worker_.get();
   inner.OnComplete(
       [this, worker, sources = std::move(sources), outer, start, prof](const Status& s) mutable {
         profile::Add(prof.copy, prof.submitted_at);
@@ -388,57 +279,28 @@ class StoreImpl::PrefetchImpl final : public Store::Prefetch {
 };
 
 StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const PrefixMatch& match) {
-  std::vector<DiskFill> fills;
+  // Everything a Load at the match's depth reads: the KV of every page, the windowed KV of the
+  // pages a model resuming there reads, and the state.
+  std::vector<FillWant> wants;
+  for (size_t i = 0; layout_.Stores(Kind::kKV) && i < match.kv_only_pages; ++i) {
+    wants.push_back({{match.hashes[i], Kind::kKV}, i});
+  }
+  for (size_t i = match.window_first_page; !match.window_tiers.empty() && i < match.reusable_pages;
+       ++i) {
+    wants.push_back({{match.hashes[i], Kind::kWindowKV}, i});
+  }
+  if (match.reusable_pages > 0 && layout_.has_ssm()) {
+    wants.push_back(
+        {{match.hashes[match.reusable_pages - 1], Kind::kMamba}, match.reusable_pages - 1});
+  }
+  std::vector<HostFill> fills;
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (closed_) return Status::FailedPrecondition("store is closed");
     if (disk_ || remote_) {
-      auto want = [&](const EntryKey& key, size_t page) -> Status {
-        if (filling_.count(key)) return Status::OK();
-        auto e = index_->Lookup(key.hash);
-        const TierLocations* loc = e ? &LocationsOf(*e, key.kind) : nullptr;
-        bool remote = false;
-        if (loc != nullptr && !loc->empty()) {
-          if (!disk_ || !loc->Has(Tier::kDisk) || loc->Has(Tier::kHost)) return Status::OK();
-        } else if (remote_ != nullptr && MatchTier(match, key, page) == Tier::kRemote) {
-          remote = true;
-        } else {
-          return Status::OK();
-        }
-        const uint64_t depth = (page + 1) * uint64_t{layout_.page_size_tokens};
-        // Marked as filling before the allocation, which may wait for space without mu_: a Load
-        // or Prefetch of this record meanwhile must see it being filled (Load marks its own fills
-        // the same way). Otherwise both read it, and the second to finish found the first's host
-        // copy, failed, and reported a miss: a locked Load came back NotFound.
-        filling_[key] = 0;
-        std::vector<HostSlotId> slot;
-        if (Status s = AllocateHostLocked(key.kind, 1, lock, &slot); !s.ok()) {
-          filling_.erase(key);
-          return s;
-        }
-        filling_[key] = slot.front();
-        fills.push_back({key, depth, slot.front(), page, remote});
-        return Status::OK();
-      };
-      Status s;
-      for (size_t i = 0; layout_.Stores(Kind::kKV) && i < match.kv_only_pages && s.ok(); ++i) {
-        s = want({match.hashes[i], Kind::kKV}, i);
-      }
-      // Windowed KV: only the pages a load at the match's depth reads.
-      for (size_t i = match.window_first_page;
-           !match.window_tiers.empty() && i < match.reusable_pages && s.ok(); ++i) {
-        s = want({match.hashes[i], Kind::kWindowKV}, i);
-      }
-      if (s.ok() && match.reusable_pages > 0 && layout_.has_ssm()) {
-        s = want({match.hashes[match.reusable_pages - 1], Kind::kMamba}, match.reusable_pages - 1);
-      }
-      if (!s.ok()) {
-        for (const DiskFill& f : fills) {
-          filling_.erase(f.key);
-          (void)host_->Free(f.slot);
-        }
-        return s;
-      }
+      FillPlan plan;
+      CACHEPAWL_RETURN_IF_ERROR(PlanFillsLocked(match, wants, FillMode::kPrefetch, lock, &plan));
+      fills = std::move(plan.fills);
     }
     ++prefetches_;
   }
@@ -449,42 +311,25 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
     return std::shared_ptr<Store::Prefetch>(handle);
   }
   OperationStarted();
-  std::vector<DiskFill> remote_fills;
-  {
-    std::vector<DiskFill> disk_fills;
-    for (DiskFill& f : fills) (f.remote ? remote_fills : disk_fills).push_back(f);
-    fills = std::move(disk_fills);
-  }
-  // The remote reads (on the remote reader), then the disk reads. Cancellation: reads are issued
+  std::vector<HostFill> remote_fills = SplitRemoteFills(&fills);
+  // The remote reads (on a remote reader), then the disk reads. Cancellation: reads are issued
   // from those threads, so a Cancel() that comes before they run stops them.
-  auto read_disk = [this, outer, handle](std::vector<DiskFill> fills, Status so_far) {
+  auto read_disk = [this, outer, handle](std::vector<HostFill> fills, Status so_far) {
     if (fills.empty() || handle->cancelled()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const DiskFill& f : fills) {
-        filling_.erase(f.key);
-        (void)host_->Free(f.slot);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        AbandonFillsLocked(fills);
       }
       if (!fills.empty() && so_far.ok()) so_far = Status::Aborted("prefetch cancelled");
       outer->Complete(so_far);
       OperationFinished();
       return;
     }
-    std::vector<DiskRead> reads;
-    for (const DiskFill& f : fills) {
-      reads.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens}, f.slot});
-    }
-    DiskOp op = disk_->Load(reads);
+    DiskOp op = disk_->Load(DiskReadsOf(fills));
     WhenDone(op.fence, [this, fills = std::move(fills), outer, op, so_far](const Status& s) {
       std::vector<size_t> failed;
       FinishDiskFills(fills, s, op.result, &failed);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (size_t i = 0; i < fills.size(); ++i) {
-          if (std::find(failed.begin(), failed.end(), i) == failed.end()) {
-            (void)index_->Unpin(fills[i].key.hash, fills[i].key.kind, Tier::kHost);
-          }
-        }
-      }
+      UnpinFilled(fills, failed);
       outer->Complete(!so_far.ok()     ? so_far
                       : failed.empty() ? Status::OK()
                                        : Status::NotFound(std::to_string(failed.size()) +
@@ -503,20 +348,12 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
     Status so_far;
     if (handle->cancelled()) {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const DiskFill& f : remote_fills) {
-        filling_.erase(f.key);
-        (void)host_->Free(f.slot);
-      }
+      AbandonFillsLocked(remote_fills);
       so_far = Status::Aborted("prefetch cancelled");
     } else {
       std::vector<size_t> failed;
       const Status error = FetchRemoteFills(hashes, remote_fills, &failed);
-      std::lock_guard<std::mutex> lock(mu_);
-      for (size_t i = 0; i < remote_fills.size(); ++i) {
-        if (std::find(failed.begin(), failed.end(), i) == failed.end()) {
-          (void)index_->Unpin(remote_fills[i].key.hash, remote_fills[i].key.kind, Tier::kHost);
-        }
-      }
+      UnpinFilled(remote_fills, failed);
       if (!failed.empty()) {
         so_far = Status::NotFound(
             std::to_string(failed.size()) +

@@ -126,4 +126,16 @@ Status CheckRemoteMaxQueuedWrites(uint32_t writes) {
   return CheckPositive("remote.max_queued_writes", writes, "must be > 0");
 }
 
+Status CheckRemoteReaderThreads(uint32_t threads) {
+  if (threads >= 1 && threads <= 64) return Status::OK();
+  return InvalidStoreOption("remote.reader_threads", std::to_string(threads), "must be in [1, 64]");
+}
+
+Status CheckWaitMs(std::string_view field, uint32_t ms) {
+  constexpr uint32_t kDayMs = 86'400'000;
+  if (ms <= kDayMs) return Status::OK();
+  return InvalidStoreOption(field, std::to_string(ms),
+                            "must be at most " + std::to_string(kDayMs) + " ms (a day)");
+}
+
 }  // namespace cachepawl

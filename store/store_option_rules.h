@@ -42,5 +42,8 @@ namespace cachepawl {
 [[nodiscard]] Status CheckRemoteSelectiveMinHits(uint32_t hits);   // > 0
 [[nodiscard]] Status CheckRemoteLookupDeadlineMs(uint32_t ms);     // in [1, 10000]
 [[nodiscard]] Status CheckRemoteMaxQueuedWrites(uint32_t writes);  // > 0
+[[nodiscard]] Status CheckRemoteReaderThreads(uint32_t threads);   // in [1, 64]
+// `field`: "host_space_wait_ms", "host_pinning_wait_ms" or "stream_wait_ms"; at most a day.
+[[nodiscard]] Status CheckWaitMs(std::string_view field, uint32_t ms);
 
 }  // namespace cachepawl

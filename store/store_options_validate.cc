@@ -41,7 +41,11 @@ Status StoreOptions::Validate() const {
     }
     CACHEPAWL_RETURN_IF_ERROR(CheckRemoteLookupDeadlineMs(remote.lookup_deadline_ms));
     CACHEPAWL_RETURN_IF_ERROR(CheckRemoteMaxQueuedWrites(remote.max_queued_writes));
+    CACHEPAWL_RETURN_IF_ERROR(CheckRemoteReaderThreads(remote.reader_threads));
   }
+  CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs("host_space_wait_ms", host_space_wait_ms));
+  CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs("host_pinning_wait_ms", host_pinning_wait_ms));
+  CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs("stream_wait_ms", stream_wait_ms));
   CACHEPAWL_RETURN_IF_ERROR(CheckCudaDevice(cuda_device));
   CACHEPAWL_RETURN_IF_ERROR(CheckStreamPriority("load_stream_priority", load_stream_priority));
   CACHEPAWL_RETURN_IF_ERROR(CheckStreamPriority("write_stream_priority", write_stream_priority));

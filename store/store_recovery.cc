@@ -81,7 +81,7 @@ StatusOr<size_t> RebuildIndexFromDisk(DiskTier& disk, PrefixIndex& index,
                     : Status::NotFound("no page entry");
     if (!s.ok()) orphans.push_back(r.key);
   }
-  for (const DiskKey& k : orphans) (void)disk.Remove(k);
+  (void)disk.Remove(orphans);  // one catalog batch; what fails is reclaimed at the next open
   if (!orphans.empty()) {
     spdlog::info(
         "cachepawl: reopened disk tier: {} KV pages, {} windowed pages, {} states, {} orphans "

@@ -12,7 +12,7 @@ Status StoreImpl::OpenRemote() {
   auto remote = RemoteTier::Open(ToRemoteTierOptions(options_.remote), layout_);
   if (!remote.ok()) return remote.status().WithContext("StoreOptions.remote");
   remote_ = std::move(remote).value();
-  remote_reader_ = std::make_unique<CompletionWorker>();
+  remote_reader_ = std::make_unique<TaskQueue>(options_.remote.reader_threads);
   remote_policy_ =
       TierWritePolicy::Make(options_.remote.write_policy, options_.remote.selective_min_hits);
   if (remote_policy_ != nullptr) remote_writer_ = std::thread([this] { RemoteWriterLoop(); });
@@ -148,11 +148,11 @@ Tier StoreImpl::MatchTier(const PrefixMatch& match, const EntryKey& key, size_t 
 }
 
 Status StoreImpl::FetchRemoteFills(std::span<const PageHash> hashes,
-                                   const std::vector<DiskFill>& fills,
+                                   const std::vector<HostFill>& fills,
                                    std::vector<size_t>* failed) {
   std::vector<RemoteGet> gets;
   gets.reserve(fills.size());
-  for (const DiskFill& f : fills) {
+  for (const HostFill& f : fills) {
     gets.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens},
                     std::span<std::byte>(host_->SlotData(f.slot), host_->slot_bytes(f.key.kind))});
   }
@@ -160,7 +160,7 @@ Status StoreImpl::FetchRemoteFills(std::span<const PageHash> hashes,
   Status first_error;
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < fills.size(); ++i) {
-    const DiskFill& f = fills[i];
+    const HostFill& f = fills[i];
     filling_.erase(f.key);
     Status s = results[i];
     if (s.ok()) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "store/store_impl.h"
+#include "store/vocab/internal/fence_access.h"
 
 namespace cachepawl {
 
@@ -149,12 +150,9 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
     FinishSaveWhenDone(inner, std::move(pending), progress);
     last_op = inner;
   }
-  if (last_op.state() != nullptr) {
+  if (!internal::FenceAccess::Empty(last_op)) {
     // Operations of one direction complete in order: waiting for the last one waits for all.
-    std::lock_guard<std::mutex> g(last_op.state()->mu);
-    auto waiter = last_op.state()->gpu_stream_waiter;
-    std::lock_guard<std::mutex> g2(result.state()->mu);
-    result.state()->gpu_stream_waiter = waiter;
+    internal::FenceAccess::SetStreamWaiter(result, internal::FenceAccess::StreamWaiter(last_op));
   } else if (!failed.ok()) {
     // Nothing was submitted: the error is the call's, as before any transfer started.
     OperationFinished();
@@ -216,7 +214,7 @@ Status StoreImpl::PrepareSaveChunk(std::span<const SaveWant> part, std::span<con
       ++refreshed_;
       continue;
     }
-    filling_[part[i].key] = slots[i];
+    filling_.insert(part[i].key);
     pending->emplace_back(part[i].key, slots[i]);
     op->units.push_back(
         {part[i].key.kind, {Tier::kDevice, part[i].device_slot}, {Tier::kHost, slots[i]}});
@@ -250,7 +248,7 @@ void StoreImpl::FinishSaveWhenDone(const Fence& inner,
   // thread never waits for the store's mutex). Otherwise on the completion worker.
   const bool small = pending.size() <= kInlineFinishEntries;
   const uint64_t submitted_at = profile::Now();
-  CompletionWorker* worker = worker_.get();
+  TaskQueue* worker = worker_.get();
   inner.OnComplete([this, worker, pending = std::move(pending), progress, submitted_at,
                     small](const Status& s) mutable {
     profile::Add(profile::Stage::kSaveCopy, submitted_at);

@@ -17,18 +17,24 @@ struct DiskTier::Ticket {
   Entry* entry;
 };
 
+namespace {
+// A record's life: kWriting (BeginWrite) -> kCommitting (its catalog put under way) ->
+// kCommitted (found) -> kRemoving (its catalog delete under way) -> out of the map. A failed
+// put takes it out of the map; a failed delete of Remove makes it kCommitted again.
+enum class EntryState { kWriting, kCommitting, kCommitted, kRemoving };
+}  // namespace
+
 struct DiskTier::Entry {
   DiskRecordInfo info;
   KeyId id;
-  bool committed = false;  // false: its write is pending
-  bool in_map = true;      // false: removed or dropped; extent freed once readers == 0
+  EntryState state = EntryState::kWriting;
+  bool in_map = true;  // false: removed or dropped; extent freed once readers == 0
   bool extent_freed = false;
   bool stamp_dirty = false;     // stamp newer than the catalog's copy
   int readers = 0;              // in-flight reads
   std::vector<PageHash> chain;  // a pending state write without KV: its chain, until committed
-  bool in_lru = false;
-  std::list<Entry*>::iterator lru_it;
   Ticket ticket{this};
+  bool found() const { return state == EntryState::kCommitted; }
 };
 
 DiskTier::KeyId::KeyId(const DiskKey& key) {
@@ -247,10 +253,7 @@ Status DiskTier::Recover(const std::vector<DiskDataFiles::FileReport>& reports) 
     auto e = std::make_shared<Entry>();
     e->info = DiskRecordInfo{r.key, r.parent, r.extent, r.checksum, r.stamp};
     e->id = KeyId(r.key);
-    e->committed = true;
-    auto& list = lru_[static_cast<int>(r.key.kind)];
-    e->lru_it = list.insert(list.end(), e.get());
-    e->in_lru = true;
+    e->state = EntryState::kCommitted;
     ++records_[static_cast<int>(r.key.kind)];
     clock_ = std::max(clock_, r.stamp);
     map_.emplace(e->id, std::move(e));
@@ -258,80 +261,7 @@ Status DiskTier::Recover(const std::vector<DiskDataFiles::FileReport>& reports) 
   return Status::OK();
 }
 
-std::optional<DiskExtent> DiskTier::AllocateLocked(uint64_t bytes, std::vector<DiskKey>* evicted,
-                                                   Status* error) {
-  if (auto e = allocator_->Allocate(bytes)) return e;
-  auto full = [&] {
-    return Status::NoSpace(
-        "disk tier full: " + std::to_string(allocator_->used_bytes()) + " of " +
-        std::to_string(allocator_->capacity_bytes()) + " bytes used, largest free range " +
-        std::to_string(allocator_->LargestFree()) + " < " + std::to_string(bytes) + " needed" +
-        (options_.evict_when_full ? " (the rest is in flight)" : ""));
-  };
-  if (!options_.evict_when_full) {
-    *error = full();
-    return std::nullopt;
-  }
-  // Evict least recently used unpinned records, Mamba states first, then windowed KV, until a
-  // range fits. Their
-  // extents are freed in the allocator now, but nothing is allocated from them before the
-  // catalog batch deleting their records returns OK (invariant 4).
-  std::vector<std::shared_ptr<Entry>> victims;
-  while (allocator_->LargestFree() < bytes) {
-    Entry* victim = nullptr;
-    for (Kind k : {Kind::kMamba, Kind::kWindowKV, Kind::kKV}) {
-      for (Entry* e : lru_[static_cast<int>(k)]) {
-        if (e->readers == 0) {
-          victim = e;
-          break;
-        }
-      }
-      if (victim != nullptr) break;
-    }
-    if (victim == nullptr) break;
-    UnlinkLocked(*victim);
-    auto it = map_.find(victim->id);
-    victims.push_back(it->second);
-    map_.erase(it);
-    allocator_->Free(victim->info.extent);
-  }
-  auto undo = [&] {
-    for (auto it = victims.rbegin(); it != victims.rend(); ++it) {
-      Entry* v = it->get();
-      Status s = allocator_->Reserve(v->info.extent);
-      (void)s;  // cannot fail: nothing was allocated since the extent was freed
-      auto& list = lru_[static_cast<int>(v->info.key.kind)];
-      v->lru_it = list.insert(list.begin(), v);
-      v->in_lru = true;
-      ++records_[static_cast<int>(v->info.key.kind)];
-      map_.emplace(v->id, *it);
-    }
-  };
-  if (allocator_->LargestFree() < bytes) {
-    undo();
-    *error = full();
-    return std::nullopt;
-  }
-  std::vector<DiskKey> keys;
-  for (const auto& v : victims) keys.push_back(v->info.key);
-  Status s = catalog_->Apply({}, keys);
-  if (!s.ok()) {
-    undo();
-    Count(Counter::kCatalogErrors);
-    *error = s;
-    return std::nullopt;
-  }
-  for (const auto& v : victims) {
-    v->in_map = false;
-    v->extent_freed = true;
-  }
-  evictions_ += victims.size();
-  evicted->insert(evicted->end(), keys.begin(), keys.end());
-  return allocator_->Allocate(bytes);
-}
-
 StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const PageHash& parent,
-                                                   std::vector<DiskKey>* evicted,
                                                    std::span<const PageHash> chain) {
   const uint64_t bytes = record_bytes(key.kind);
   if (bytes == 0) {
@@ -354,20 +284,24 @@ StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const Pag
   const KeyId id(key);
   auto it = map_.find(id);
   if (it != map_.end()) {
-    if (!it->second->committed) {
+    if (!it->second->found()) {
       Count(Counter::kBusy);
-      return Status::Busy("disk record " + key.ToString() + ": a write of it is in flight");
+      return Status::Busy("disk record " + key.ToString() + ": a " +
+                          (it->second->state == EntryState::kRemoving ? "removal" : "write") +
+                          " of it is in flight");
     }
     WritePlan plan;
     plan.existing = true;
     plan.extent = it->second->info.extent;
     return plan;
   }
-  Status error;
-  std::optional<DiskExtent> extent = AllocateLocked(bytes, evicted, &error);
+  std::optional<DiskExtent> extent = allocator_->Allocate(bytes);
   if (!extent) {
-    if (error.IsNoSpace()) Count(Counter::kNoSpace);
-    return error;
+    Count(Counter::kNoSpace);
+    return Status::NoSpace(
+        "disk tier full: " + std::to_string(allocator_->used_bytes()) + " of " +
+        std::to_string(allocator_->capacity_bytes()) + " bytes used, largest free range " +
+        std::to_string(allocator_->LargestFree()) + " < " + std::to_string(bytes) + " needed");
   }
   auto e = std::make_shared<Entry>();
   e->info.key = key;
@@ -382,16 +316,39 @@ StatusOr<DiskTier::WritePlan> DiskTier::BeginWrite(const DiskKey& key, const Pag
   return plan;
 }
 
+bool DiskTier::BeginCatalogWriteLocked() {
+  if (closed_) return false;
+  ++catalog_writers_;
+  return true;
+}
+
+Status DiskTier::WriteCatalog(std::span<const CatalogRecord> puts,
+                              std::span<const DiskKey> deletes) {
+  if (options_.before_catalog_write_for_test) options_.before_catalog_write_for_test();
+  Status s = catalog_->Apply(puts, deletes);
+  if (!s.ok()) Count(Counter::kCatalogErrors);
+  return s;
+}
+
+void DiskTier::EndCatalogWrite() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--catalog_writers_ == 0) catalog_idle_.notify_all();
+}
+
 Status DiskTier::CommitWrites(std::span<const TicketPtr> tickets,
                               std::span<const uint64_t> checksums) {
   if (tickets.empty()) return Status::OK();
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<CatalogRecord> puts;
-  puts.reserve(tickets.size());
-  Status s = closed_ ? Status::FailedPrecondition("disk tier is closed") : Status::OK();
-  if (s.ok()) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!BeginCatalogWriteLocked()) {
+      for (const TicketPtr& t : tickets) ReleaseExtentLocked(*t->entry);
+      return Status::FailedPrecondition("disk tier is closed");
+    }
+    puts.reserve(tickets.size());
     for (size_t i = 0; i < tickets.size(); ++i) {
-      const Entry& e = *tickets[i]->entry;
+      Entry& e = *tickets[i]->entry;
+      e.state = EntryState::kCommitting;
       CatalogRecord r;
       r.key = e.info.key;
       r.parent = e.info.parent;
@@ -399,43 +356,33 @@ Status DiskTier::CommitWrites(std::span<const TicketPtr> tickets,
       r.checksum = checksums[i];
       r.fingerprint = fingerprint_;
       r.stamp = clock_ + 1 + i;
-      r.chain = e.chain;
+      r.chain = std::move(e.chain);  // the catalog keeps it (the tier holds no copy)
       puts.push_back(std::move(r));
     }
-    s = catalog_->Apply(puts, {});
+    clock_ += tickets.size();
   }
-  if (!s.ok()) {
-    Count(Counter::kCatalogErrors);
-    for (const TicketPtr& t : tickets) {
-      map_.erase(t->entry->id);
-      ReleaseExtentLocked(*t->entry);
-    }
-    return s;
-  }
+  const Status s = WriteCatalog(puts, {});
+  std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < tickets.size(); ++i) {
-    Entry* e = tickets[i]->entry;
-    e->committed = true;
-    std::vector<PageHash>().swap(e->chain);  // the catalog has it now
-    e->info.checksum = checksums[i];
-    e->info.stamp = puts[i].stamp;
-    auto& list = lru_[static_cast<int>(e->info.key.kind)];
-    e->lru_it = list.insert(list.end(), e);
-    e->in_lru = true;
-    ++records_[static_cast<int>(e->info.key.kind)];
+    Entry& e = *tickets[i]->entry;
+    if (!s.ok()) {
+      ReleaseExtentLocked(e);
+      continue;
+    }
+    e.state = EntryState::kCommitted;
+    e.info.checksum = checksums[i];
+    e.info.stamp = puts[i].stamp;
+    ++records_[static_cast<int>(e.info.key.kind)];
   }
-  clock_ += tickets.size();
-  return Status::OK();
-}
-
-void DiskTier::UnlinkLocked(Entry& e) {
-  if (!e.in_lru) return;
-  lru_[static_cast<int>(e.info.key.kind)].erase(e.lru_it);
-  e.in_lru = false;
-  --records_[static_cast<int>(e.info.key.kind)];
+  if (--catalog_writers_ == 0) catalog_idle_.notify_all();
+  return s;
 }
 
 void DiskTier::ReleaseExtentLocked(Entry& e) {
-  e.in_map = false;
+  if (e.in_map) {
+    map_.erase(e.id);  // the callers' tickets or shared_ptrs keep `e` alive
+    e.in_map = false;
+  }
   if (!e.extent_freed && e.readers == 0) {
     allocator_->Free(e.info.extent);
     e.extent_freed = true;
@@ -445,8 +392,7 @@ void DiskTier::ReleaseExtentLocked(Entry& e) {
 void DiskTier::AbortWrite(const TicketPtr& ticket) {
   std::lock_guard<std::mutex> lock(mu_);
   Entry& e = *ticket->entry;
-  if (e.committed || !e.in_map) return;
-  map_.erase(e.id);
+  if (e.state != EntryState::kWriting || !e.in_map) return;
   ReleaseExtentLocked(e);
 }
 
@@ -454,7 +400,7 @@ StatusOr<std::pair<DiskTier::TicketPtr, DiskRecordInfo>> DiskTier::BeginRead(con
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return Status::FailedPrecondition("disk tier is closed");
   auto it = map_.find(KeyId(key));
-  if (it == map_.end() || !it->second->committed) {
+  if (it == map_.end() || !it->second->found()) {
     return Status::NotFound("disk record " + key.ToString() + " is not on disk");
   }
   Entry& e = *it->second;
@@ -467,86 +413,106 @@ StatusOr<std::pair<DiskTier::TicketPtr, DiskRecordInfo>> DiskTier::BeginRead(con
   return std::make_pair(TicketPtr(it->second, &e.ticket), e.info);
 }
 
-void DiskTier::DropLocked(Entry& e) {
-  if (!e.in_map) return;
-  UnlinkLocked(e);
-  map_.erase(e.id);  // the caller's ticket keeps `e` alive
-  const DiskKey key = e.info.key;
-  Status s = catalog_ ? catalog_->Apply({}, std::span<const DiskKey>(&key, 1))
-                      : Status::FailedPrecondition("closed");
+void DiskTier::Drop(const std::shared_ptr<Entry>& e) {
+  const DiskKey key = e->info.key;
+  Status s = Status::FailedPrecondition("disk tier is closed");
+  bool writing = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing = BeginCatalogWriteLocked();
+  }
+  if (writing) {
+    s = WriteCatalog({}, std::span<const DiskKey>(&key, 1));
+    EndCatalogWrite();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   if (!s.ok()) {
     // The catalog still names the extent: never reuse it (a restart re-verifies the record).
-    Count(Counter::kCatalogErrors);
-    e.in_map = false;
-    e.extent_freed = true;
+    e->extent_freed = true;
     spdlog::warn("disk tier: dropping {}: {}", key.ToString(), s.ToString());
-    return;
   }
-  ReleaseExtentLocked(e);
+  ReleaseExtentLocked(*e);
 }
 
 void DiskTier::EndRead(const TicketPtr& ticket, bool ok) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry* e = ticket->entry;
-  --e->readers;
-  if (ok) {
-    if (e->in_lru) {
-      auto& list = lru_[static_cast<int>(e->info.key.kind)];
-      list.splice(list.end(), list, e->lru_it);
-      e->info.stamp = ++clock_;
-      e->stamp_dirty = true;
+  std::shared_ptr<Entry> drop;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry* e = ticket->entry;
+    --e->readers;
+    if (ok) {
+      if (e->found()) {
+        e->info.stamp = ++clock_;
+        e->stamp_dirty = true;
+      }
+    } else if (e->found()) {
+      // Gone from now on (not found, never written over): its delete is written below.
+      e->state = EntryState::kRemoving;
+      --records_[static_cast<int>(e->info.key.kind)];
+      ++dropped_on_read_;
+      drop = map_.at(e->id);
     }
-  } else if (e->in_map) {
-    ++dropped_on_read_;
-    DropLocked(*e);
+    if (!e->in_map) ReleaseExtentLocked(*e);
   }
-  if (!e->in_map) ReleaseExtentLocked(*e);
+  if (drop) Drop(drop);
 }
 
 std::optional<DiskRecordInfo> DiskTier::Lookup(const DiskKey& key) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(KeyId(key));
-  if (it == map_.end() || !it->second->committed) return std::nullopt;
+  if (it == map_.end() || !it->second->found()) return std::nullopt;
   return it->second->info;
 }
 
-Status DiskTier::Remove(const DiskKey& key) {
+std::vector<Status> DiskTier::Remove(std::span<const DiskKey> keys) {
+  std::vector<Status> out(keys.size());
+  std::vector<std::shared_ptr<Entry>> removing;
+  std::vector<size_t> which;
+  std::vector<DiskKey> deletes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool writing = BeginCatalogWriteLocked();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto it = writing ? map_.find(KeyId(keys[i])) : map_.end();
+      if (!writing) {
+        out[i] = Status::FailedPrecondition("disk tier is closed");
+      } else if (it == map_.end() || it->second->state == EntryState::kRemoving) {
+        out[i] = Status::NotFound("disk record " + keys[i].ToString() + " is not on disk");
+      } else if (!it->second->found()) {
+        Count(Counter::kBusy);
+        out[i] = Status::Busy("disk record " + keys[i].ToString() + ": a write of it is in flight");
+      } else {
+        it->second->state = EntryState::kRemoving;
+        --records_[static_cast<int>(keys[i].kind)];
+        removing.push_back(it->second);
+        which.push_back(i);
+        deletes.push_back(it->second->info.key);
+      }
+    }
+    if (writing && removing.empty() && --catalog_writers_ == 0) catalog_idle_.notify_all();
+  }
+  if (removing.empty()) return out;
+  const Status s = WriteCatalog({}, deletes);
   std::lock_guard<std::mutex> lock(mu_);
-  if (closed_) return Status::FailedPrecondition("disk tier is closed");
-  auto it = map_.find(KeyId(key));
-  if (it == map_.end())
-    return Status::NotFound("disk record " + key.ToString() + " is not on disk");
-  const std::shared_ptr<Entry> e = it->second;
-  if (!e->committed) {
-    Count(Counter::kBusy);
-    return Status::Busy("disk record " + key.ToString() + ": a write of it is in flight");
+  for (size_t j = 0; j < removing.size(); ++j) {
+    Entry& e = *removing[j];
+    out[which[j]] = s;
+    if (s.ok()) {
+      ReleaseExtentLocked(e);  // readers' tickets keep `e`; the last EndRead frees the extent
+      ++removes_;
+    } else {
+      e.state = EntryState::kCommitted;  // the catalog still has it: found again
+      ++records_[static_cast<int>(e.info.key.kind)];
+    }
   }
-  Status s = catalog_->Apply({}, std::span<const DiskKey>(&e->info.key, 1));
-  if (!s.ok()) {
-    Count(Counter::kCatalogErrors);
-    return s;
-  }
-  UnlinkLocked(*e);
-  map_.erase(it);  // readers' tickets keep `e`; the last EndRead frees the extent
-  ReleaseExtentLocked(*e);
-  ++removes_;
-  return Status::OK();
-}
-
-std::vector<DiskKey> DiskTier::LruOrder(Kind kind, size_t max) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<DiskKey> out;
-  for (const Entry* e : lru_[static_cast<int>(kind)]) {
-    if (out.size() >= max) break;
-    if (e->readers == 0) out.push_back(e->info.key);
-  }
+  if (--catalog_writers_ == 0) catalog_idle_.notify_all();
   return out;
 }
 
 void DiskTier::ForEachRecord(const std::function<void(const DiskRecordInfo&)>& fn) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, e] : map_) {
-    if (e->committed) fn(e->info);
+    if (e->found()) fn(e->info);
   }
 }
 
@@ -585,7 +551,6 @@ DiskTierStats DiskTier::stats() const {
     s.capacity_bytes = allocator_->capacity_bytes();
     s.largest_free_bytes = allocator_->LargestFree();
   }
-  s.evictions = evictions_;
   s.removes = removes_;
   s.dropped_on_read = dropped_on_read_;
   s.dropped_at_open = dropped_at_open_;
@@ -593,23 +558,28 @@ DiskTierStats DiskTier::stats() const {
 }
 
 Status DiskTier::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (closed_) return Status::OK();
-  closed_ = true;
-  if (!catalog_) return Status::OK();
   std::vector<CatalogRecord> puts;
-  for (const auto& [id, e] : map_) {
-    if (!e->committed || !e->stamp_dirty) continue;
-    CatalogRecord r;
-    r.key = e->info.key;
-    r.parent = e->info.parent;
-    r.extent = e->info.extent;
-    r.checksum = e->info.checksum;
-    r.fingerprint = fingerprint_;
-    r.stamp = e->info.stamp;
-    puts.push_back(r);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_) return Status::OK();
+    closed_ = true;  // no catalog write starts from now on
+    catalog_idle_.wait(lock, [&] { return catalog_writers_ == 0; });
+    if (!catalog_) return Status::OK();
+    for (const auto& [id, e] : map_) {
+      if (!e->found() || !e->stamp_dirty) continue;
+      CatalogRecord r;
+      r.key = e->info.key;
+      r.parent = e->info.parent;
+      r.extent = e->info.extent;
+      r.checksum = e->info.checksum;
+      r.fingerprint = fingerprint_;
+      r.stamp = e->info.stamp;
+      puts.push_back(r);
+    }
   }
-  Status s = catalog_->Apply(puts, {});
+  // No other thread writes the catalog now (closed_, and the last writer has returned).
+  Status s = puts.empty() ? Status::OK() : WriteCatalog(puts, {});
+  std::lock_guard<std::mutex> lock(mu_);
   catalog_.reset();
   owner_.reset();  // the folder may be opened again (by this process too)
   return s;

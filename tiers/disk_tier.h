@@ -1,5 +1,5 @@
 // DiskTier: the bookkeeping of the store's NVMe tier (L3): data files, extents, the RocksDB
-// catalog, LRU order, pins, and counters. It moves no data itself: transfer/disk_mover.h
+// catalog, pins, and counters. It moves no data itself: transfer/disk_mover.h
 // (DiskMover) reads and writes records through io_uring and drives this object:
 //
 //   write:  BeginWrite (reserve an extent) -> data write -> CommitWrites (catalog put) or
@@ -9,13 +9,20 @@
 //
 // Invariants kept here: a record is in the catalog only after its data write completed
 // (CommitWrites is called after); an extent is reused only after the catalog batch deleting
-// the record that named it returned OK, and only after the last read of it ended; a record
-// pinned by an in-flight read is never evicted (Remove unlists it at once, and its extent
-// returns to free space when the read ends); a pending write is never evicted, removed or
-// overwritten (Remove answers Busy).
+// the record that named it returned OK, and only after the last read of it ended; a pending
+// write is never removed or overwritten (Remove and BeginWrite answer Busy), and neither is a
+// record whose removal is being written to the catalog (BeginWrite answers Busy, so a put of
+// the key can never land before that delete). Which records to remove when the tier is full
+// is the caller's choice (the Store's index picks disk victims): BeginWrite never evicts.
 //
-// Open rebuilds everything from the catalog (extents, LRU order from the stored access stamps)
-// and exposes every record through ForEachRecord so the Store can rebuild its prefix index.
+// The catalog is written outside the tier's mutex. CommitWrites, Remove and a read that fails
+// verification change the records' state under the mutex (a record being committed or removed
+// is not found by Lookup or BeginRead), write the catalog batch without it, and take it again
+// to publish or to undo. A RocksDB write stall therefore stalls only the thread that writes;
+// Lookup, BeginRead, BeginWrite, stats and the other writers' bookkeeping go on.
+//
+// Open rebuilds everything from the catalog (extents, the stored access stamps) and exposes
+// every record through ForEachRecord so the Store can rebuild its prefix index.
 //
 // Layouts without attention layers (pure SSM): the tier holds states only. Each state is
 // written with its chain (the hashes of the pages leading to it, which no record names since
@@ -23,15 +30,16 @@
 // (tiers/disk_catalog.h), and Open hands the chains of the states it found to the Store once
 // (TakeRecoveredChains) without keeping a copy.
 //
-// Thread safety: every method may be called from any thread; one internal mutex. Callbacks
-// (ForEachRecord) run under it and must not call back into the tier.
+// Thread safety: every method may be called from any thread; one internal mutex, never held
+// across a catalog (RocksDB) call. Callbacks (ForEachRecord) run under it and must not call
+// back into the tier.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -71,9 +79,9 @@ struct DiskTierOptions {
   bool wipe_unreadable_catalog = false;
   // fsync the catalog's log on every commit (survive power loss, not only process death).
   bool sync_catalog = false;
-  // When no extent is free for a write: true -> evict least recently used unpinned records
-  // (Mamba states first, then KV pages) and report them; false -> the write fails NoSpace.
-  bool evict_when_full = true;
+  // Tests only: called on the writing thread, with no lock of the tier held, before every
+  // catalog write after Open (commits, removals, drops, the stamps at Close).
+  std::function<void()> before_catalog_write_for_test;
 
   // OK, or InvalidArgument naming the field and value at fault.
   Status Validate() const;
@@ -119,7 +127,6 @@ struct DiskTierStats {
   uint64_t busy = 0;  // writes or removes refused: the record is in flight
   uint64_t catalog_errors = 0;
   // Bookkeeping.
-  uint64_t evictions = 0;
   uint64_t removes = 0;
   uint64_t dropped_on_read = 0;  // records dropped because a read failed or did not verify
   // Catalog entries dropped by recovery: undecodable, breaking tiers/disk_catalog_check.h's
@@ -160,15 +167,15 @@ class DiskTier {
   // state of a layout without attention layers, the hashes of the pages before the state's own
   // (first page first, `parent` last; empty at depth one page), published with the record;
   // ignored otherwise. Errors: InvalidArgument (the layout has no records of the kind, or such a
-  // state's chain does not fit its depth and parent), Busy (a write of the key is in flight),
-  // NoSpace (no extent even after eviction, or eviction off), IOError (catalog),
-  // FailedPrecondition (closed). Keys evicted to make room are appended to `*evicted` (they are
-  // gone from the catalog when this returns).
+  // state's chain does not fit its depth and parent), Busy (a write or a removal of the key is
+  // in flight), NoSpace (no free extent fits: the message says the bytes used, the capacity and
+  // the largest free range), FailedPrecondition (closed). Never evicts; never touches the
+  // catalog.
   StatusOr<WritePlan> BeginWrite(const DiskKey& key, const PageHash& parent,
-                                 std::vector<DiskKey>* evicted,
                                  std::span<const PageHash> chain = {});
-  // Publishes written records: one catalog batch. `checksums[i]` is the checksum written in
-  // the header of tickets[i]. On error none is published and every ticket is aborted.
+  // Publishes written records: one catalog batch, written without the tier's mutex (the
+  // records are not found meanwhile). `checksums[i]` is the checksum written in the header of
+  // tickets[i]. On error none is published and every ticket is aborted.
   Status CommitWrites(std::span<const TicketPtr> tickets, std::span<const uint64_t> checksums);
   // The write failed: the extent goes back to free space.
   void AbortWrite(const TicketPtr& ticket);
@@ -177,19 +184,24 @@ class DiskTier {
 
   // Pins `key`'s record for a read. NotFound when it is not on disk (or its write is pending).
   StatusOr<std::pair<TicketPtr, DiskRecordInfo>> BeginRead(const DiskKey& key);
-  // Unpins. `ok`: the record verified (it becomes most recently used); otherwise it is dropped
-  // from the catalog (its extent freed once no other read pins it).
+  // Unpins. `ok`: the record verified (its access stamp becomes the newest); otherwise it is
+  // dropped from the catalog (written without the tier's mutex; its extent is freed once no
+  // other read pins it, and never when the catalog delete failed: the catalog still names it).
+  // A record is gone from the tier when this returns with !ok, whether or not its catalog
+  // delete succeeded.
   void EndRead(const TicketPtr& ticket, bool ok);
 
   // ---- Queries and maintenance -------------------------------------------------------------
 
   std::optional<DiskRecordInfo> Lookup(const DiskKey& key) const;
   bool Contains(const DiskKey& key) const { return Lookup(key).has_value(); }
-  // Deletes the record: from now on it is not found. NotFound when absent, Busy while a write of
-  // it is in flight. Reads in flight finish on the old bytes; its extent is freed after them.
-  Status Remove(const DiskKey& key);
-  // Up to `max` unpinned records of `kind`, least recently used first (eviction candidates).
-  std::vector<DiskKey> LruOrder(Kind kind, size_t max) const;
+  // Deletes the records in one catalog batch, written without the tier's mutex: from the call
+  // on they are not found; when it returns OK they are gone. Per key, in order: OK, NotFound
+  // (absent, or its removal already under way), Busy (a write of it is in flight),
+  // FailedPrecondition (closed), or the catalog's error (the record stays, found again). Reads
+  // in flight finish on the old bytes; an extent is freed after them.
+  std::vector<Status> Remove(std::span<const DiskKey> keys);
+  Status Remove(const DiskKey& key) { return Remove(std::span<const DiskKey>(&key, 1))[0]; }
   // Every committed record (order unspecified). `fn` must not call into the tier.
   void ForEachRecord(const std::function<void(const DiskRecordInfo&)>& fn) const;
   // Layouts without attention layers: the chains of the states Open found, keyed by
@@ -229,8 +241,9 @@ class DiskTier {
     counters_[static_cast<size_t>(c)].fetch_add(n, std::memory_order_relaxed);
   }
 
-  // Persists access stamps and closes the catalog. Later calls fail FailedPrecondition.
-  // The caller must have finished every ticket. Idempotent.
+  // Persists access stamps and closes the catalog, after the catalog writes under way (other
+  // threads') have returned. Later calls fail FailedPrecondition. The caller must have
+  // finished every ticket. Idempotent.
   Status Close();
 
  private:
@@ -249,11 +262,18 @@ class DiskTier {
   };
   DiskTier(DiskTierOptions options, ModelLayout layout);
   Status Recover(const std::vector<DiskDataFiles::FileReport>& reports);
-  std::optional<DiskExtent> AllocateLocked(uint64_t bytes, std::vector<DiskKey>* evicted,
-                                           Status* error);
-  void DropLocked(Entry& e);
+  // Out of the map; its extent freed when no read pins it (and its catalog entry is gone).
+  // Requires mu_.
   void ReleaseExtentLocked(Entry& e);
-  void UnlinkLocked(Entry& e);  // out of the LRU list and the record count
+  // A catalog write: false (nothing to write) when the tier is closed; otherwise counted in
+  // catalog_writers_ until EndCatalogWrite, so that Close waits for it. Requires mu_.
+  bool BeginCatalogWriteLocked();
+  // Runs `puts` and `deletes` as one catalog batch. Must be called without mu_, between
+  // BeginCatalogWriteLocked and EndCatalogWrite.
+  Status WriteCatalog(std::span<const CatalogRecord> puts, std::span<const DiskKey> deletes);
+  void EndCatalogWrite();  // takes mu_
+  // Drops a record whose read failed: the catalog delete written without mu_. Takes mu_.
+  void Drop(const std::shared_ptr<Entry>& e);
 
   const DiskTierOptions options_;
   const ModelLayout layout_;
@@ -268,10 +288,11 @@ class DiskTier {
   bool closed_ = false;                                               // guarded by mu_
   std::unique_ptr<DiskExtentAllocator> allocator_;                    // guarded by mu_
   std::unordered_map<KeyId, std::shared_ptr<Entry>, KeyIdHash> map_;  // guarded by mu_
-  std::array<std::list<Entry*>, kNumKinds> lru_;  // guarded by mu_ (front: oldest)
-  uint64_t clock_ = 0;                            // guarded by mu_
-  std::array<uint64_t, kNumKinds> records_{};     // guarded by mu_ (committed)
-  uint64_t evictions_ = 0, removes_ = 0, dropped_on_read_ = 0, dropped_at_open_ = 0;  // mu_
+  uint64_t clock_ = 0;                                                // guarded by mu_
+  std::array<uint64_t, kNumKinds> records_{};  // guarded by mu_ (committed, not being removed)
+  uint64_t removes_ = 0, dropped_on_read_ = 0, dropped_at_open_ = 0;  // guarded by mu_
+  int catalog_writers_ = 0;               // catalog writes under way; guarded by mu_
+  std::condition_variable catalog_idle_;  // with mu_: catalog_writers_ fell to 0
   std::unordered_map<std::string, std::vector<PageHash>> recovered_chains_;  // guarded by mu_
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Counter::kNumCounters)> counters_{};
 };

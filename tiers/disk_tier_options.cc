@@ -65,7 +65,6 @@ std::vector<std::pair<const char*, uint64_t>> DiskTierStats::Fields() const {
           {"chain_errors", chain_errors},
           {"busy", busy},
           {"catalog_errors", catalog_errors},
-          {"evictions", evictions},
           {"removes", removes},
           {"dropped_on_read", dropped_on_read},
           {"dropped_at_open", dropped_at_open}};

@@ -99,7 +99,7 @@ struct NaiveEntry {
   PageHash parent;
   uint32_t depth = 0;
   uint8_t mask = 0;
-  uint64_t slot[kNumTiers] = {};
+  uint64_t slot[kNumLocalTiers] = {};
   bool has_state = false;
 };
 using NaiveIndex = std::unordered_map<PageHash, NaiveEntry, PageHashHasher>;
@@ -117,7 +117,7 @@ size_t NaiveMatch(const NaiveIndex& index, const PageHash* hashes, size_t n,
     if (e.mask == 0) break;
     TierLocations& loc = pages->emplace_back();
     loc.mask = e.mask;
-    for (int t = 0; t < kNumTiers; ++t) loc.slot[t] = e.slot[t];
+    for (int t = 0; t < kNumLocalTiers; ++t) loc.slot[t] = e.slot[t];
     if (e.has_state) reusable = i + 1;
     prev = &hashes[i];
   }

@@ -161,7 +161,7 @@ void ReplayTotals::AddError(std::string message) {
 
 void ReplayTotals::Merge(const ReplayTotals& o) {
   for (const TotalsCounter& c : kTotalsCounters) this->*c.field += o.*c.field;
-  for (int t = 0; t < kReportedTiers; ++t) {
+  for (int t = 0; t < kNumTiers; ++t) {
     hit_pages[t] += o.hit_pages[t];
     hit_states[t] += o.hit_states[t];
   }
@@ -193,8 +193,8 @@ json ReplayTotalsToJson(const ReplayTotals& t) {
 ReplayTotals ReplayTotalsFromJson(const json& j) {
   ReplayTotals t;
   for (const TotalsCounter& c : kTotalsCounters) t.*c.field = j.value(c.key, uint64_t{0});
-  t.hit_pages = j.at("hit_pages").get<std::array<uint64_t, kReportedTiers>>();
-  t.hit_states = j.at("hit_states").get<std::array<uint64_t, kReportedTiers>>();
+  t.hit_pages = j.at("hit_pages").get<std::array<uint64_t, kNumTiers>>();
+  t.hit_states = j.at("hit_states").get<std::array<uint64_t, kNumTiers>>();
   t.refusals_seen = j.at("refusals_seen").get<std::vector<std::string>>();
   t.errors = j.at("errors").get<std::vector<std::string>>();
   t.wrong_records_seen = j.at("wrong_records_seen").get<std::vector<std::string>>();
@@ -211,7 +211,7 @@ StoreStats AddStoreStats(const StoreStats& a, const StoreStats& b) {
   s.lookup_pages += b.lookup_pages;
   s.hit_pages += b.hit_pages;
   s.kv_only_hit_pages += b.kv_only_hit_pages;
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kNumLocalTiers; ++t) {
     for (int k = 0; k < kNumKinds; ++k) {
       s.loaded_entries[t][k] += b.loaded_entries[t][k];
       s.loaded_bytes[t][k] += b.loaded_bytes[t][k];
@@ -233,6 +233,7 @@ StoreStats AddStoreStats(const StoreStats& a, const StoreStats& b) {
   s.no_space_errors += b.no_space_errors;
   s.evicted_ahead += b.evicted_ahead;
   s.disk_admission_refused += b.disk_admission_refused;
+  s.evict_write_failures += b.evict_write_failures;
   s.disk_records_recovered += b.disk_records_recovered;  // crash mode: over every reopen
   s.disk_dropped_at_open += b.disk_dropped_at_open;
   s.disk_unreachable_at_open += b.disk_unreachable_at_open;
@@ -461,7 +462,7 @@ void PrintReplayTable(const ReplayReport& r, std::ostream& out) {
 
   out << "hit rate            tokens    pages   states\n";
   const char* names[] = {"  device (L1)", "  host", "  disk", "  remote"};
-  for (int tier = 0; tier < kReportedTiers; ++tier) {
+  for (int tier = 0; tier < kNumTiers; ++tier) {
     if (tier == static_cast<int>(Tier::kRemote) && !r.store.remote.enabled) continue;
     out << Pad(names[tier], 18) << Percent(Rate(t.hit_pages[tier] * p, t.prompt_tokens)) << "   "
         << Percent(Rate(t.hit_pages[tier], t.pages)) << "   " << t.hit_states[tier] << "\n";

@@ -38,8 +38,8 @@ struct ReplayTotals {
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
   uint64_t pages = 0;                                 // full prompt pages
-  std::array<uint64_t, kReportedTiers> hit_pages{};   // reused pages by the tier that served them
-  std::array<uint64_t, kReportedTiers> hit_states{};  // reused Mamba states by tier
+  std::array<uint64_t, kNumTiers> hit_pages{};   // reused pages by the tier that served them
+  std::array<uint64_t, kNumTiers> hit_states{};  // reused Mamba states by tier
   uint64_t computed_pages = 0, computed_states = 0;   // "prefilled" by the replay
   uint64_t saved_pages = 0, saved_states = 0;         // handed to Store::Save
   uint64_t loaded_pages = 0, loaded_states = 0;       // brought back by Store::Load

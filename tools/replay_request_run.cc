@@ -354,7 +354,7 @@ class ReplayEngine::RequestRun {
       if (state.has_value()) l1_.Discard(*state, totals_);
     };
     // Hits count only once the whole prefix has arrived.
-    std::array<uint64_t, kReportedTiers> page_hits{}, state_hits{};
+    std::array<uint64_t, kNumTiers> page_hits{}, state_hits{};
     size_t start = begin;
     do {
       const size_t want_end = std::min(m, start + chunk);
@@ -411,7 +411,7 @@ class ReplayEngine::RequestRun {
       }
       start = end;
     } while (start < m);
-    for (int t = 0; t < kReportedTiers; ++t) {
+    for (int t = 0; t < kNumTiers; ++t) {
       totals_.hit_pages[t] += page_hits[t];
       totals_.hit_states[t] += state_hits[t];
     }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda/gpu_runtime.h"
+#include "store/vocab/internal/fence_access.h"
 #include "store/vocab/internal/stage_profile.h"
 #include "transfer/transfer_backend.h"
 #include "transfer/transfer_plan.h"
@@ -266,10 +267,7 @@ Fence DeviceMover::Submit(Operation op) {
     std::lock_guard<std::mutex> lock(q.mu);
     planned->seq = ++q.next_seq;
     std::function<Status(void*)> waiter = backend_->StreamWaiter(planned->direction, planned->seq);
-    if (waiter) {
-      std::lock_guard<std::mutex> fl(fence.state()->mu);
-      fence.state()->gpu_stream_waiter = std::move(waiter);
-    }
+    if (waiter) internal::FenceAccess::SetStreamWaiter(fence, std::move(waiter));
     q.submitted.fetch_add(1, std::memory_order_relaxed);
     q.pending.push_back(std::move(planned));
   }

@@ -270,7 +270,7 @@ DiskOp DiskMover::Save(std::span<const DiskWrite> writes) {
     std::byte* data = nullptr;
     rr.status = CheckSlot("writes", i, w.key.kind, w.slot, &data);
     if (!rr.status.ok()) continue;
-    auto plan = tier_->BeginWrite(w.key, w.parent, &result.evicted, w.chain);
+    auto plan = tier_->BeginWrite(w.key, w.parent, w.chain);
     if (!plan.ok()) {
       rr.status = plan.status();
       continue;
@@ -327,6 +327,7 @@ DiskOp DiskMover::Load(std::span<const DiskRead> reads) {
     if (!pinned.ok()) {
       if (pinned.status().IsNotFound()) tier_->Count(DiskTier::Counter::kReadMisses);
       rr.status = pinned.status();
+      rr.gone = rr.status.IsNotFound();
       continue;
     }
     RecordIo& r = StartRecord(op, i, std::move(pinned->first), pinned->second, rd.slot, data);
@@ -402,6 +403,7 @@ void DiskMover::FinishRead(RecordIo& r) {
   // An aborted read (closing) says nothing about the record: keep it.
   const bool aborted = r.error == -ECANCELED;
   tier_->EndRead(r.ticket, ok || aborted);
+  rr.gone = !ok && !aborted;
   r.ticket.reset();
 }
 

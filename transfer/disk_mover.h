@@ -34,11 +34,10 @@
 //   DiskOp op = (*disk)->Save(writes);                          // returns at once
 //   op.fence.OnComplete(...) / op.fence.Wait(); then op.result->records[i].status
 //
-// Policies stay with the Store: when to write (write-through, write-on-evict) is the caller's
-// choice; eviction within the disk budget is LRU (tier().LruOrder / tier().Remove for a caller
-// that picks victims itself, or automatic when a write finds no room: DiskTierOptions::
-// evict_when_full, evicted keys reported in the write's result). Records pinned by in-flight
-// reads or writes are never evicted, removed or overwritten.
+// Policies stay with the Store: when to write (write-through, write-on-evict) and what to
+// remove when the tier is full (tier().Remove, a batch) are the caller's choice; a write that
+// finds no room fails NoSpace. Records pinned by in-flight writes are never removed or
+// overwritten; a record removed while a read pins it keeps its extent until the read ends.
 //
 // Why two objects: the bookkeeping is tiers/ (where bytes live); moving bytes and the ring are
 // transfer/ (docs/DESIGN.md: transfer depends on tiers, never the reverse).
@@ -118,12 +117,14 @@ struct DiskRecordResult {
   Status status;
   uint64_t extent_id = 0;  // the record's Disk TierSlot when OK
   bool existing = false;   // writes: the key was on disk already; nothing was written
+  // Reads: the tier holds no record of the key (at the asked depth) after this read: NotFound,
+  // or a failed read or verification dropped it. False for OK, InvalidArgument and Aborted.
+  bool gone = false;
 };
 
 struct DiskBatchResult {
   std::vector<DiskRecordResult> records;  // one per input, same order
   std::vector<CacheTransferUnit> units;   // the moves done (Host->Disk or Disk->Host)
-  std::vector<DiskKey> evicted;           // writes: records evicted to make room
   size_t failed = 0;                      // records whose status is not OK
 };
 

@@ -118,6 +118,9 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_options_set_host_free_target_bytes", _status, (OptionsP, _u64)),
     ("cachepawl_options_set_save_chunk_entries", _status, (OptionsP, _u32)),
     ("cachepawl_options_set_max_prompt_tokens", _status, (OptionsP, _u64)),
+    ("cachepawl_options_set_host_space_wait_ms", _status, (OptionsP, _u32)),
+    ("cachepawl_options_set_host_pinning_wait_ms", _status, (OptionsP, _u32)),
+    ("cachepawl_options_set_stream_wait_ms", _status, (OptionsP, _u32)),
     ("cachepawl_options_set_disk_dir", _status, (OptionsP, _str)),
     ("cachepawl_options_set_disk_bytes", _status, (OptionsP, _u64)),
     ("cachepawl_options_add_disk_data_path", _status, (OptionsP, _str)),
@@ -142,6 +145,7 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_options_set_remote_write_policy", _status, (OptionsP, _i32)),
     ("cachepawl_options_set_remote_selective_min_hits", _status, (OptionsP, _u32)),
     ("cachepawl_options_set_remote_max_queued_writes", _status, (OptionsP, _u32)),
+    ("cachepawl_options_set_remote_reader_threads", _status, (OptionsP, _u32)),
     ("cachepawl_options_validate", _status, (OptionsP,)),
     # Store.
     ("cachepawl_store_open", _status, (OptionsP, _P(StoreP))),

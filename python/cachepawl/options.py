@@ -105,6 +105,9 @@ class Options(_lib.Owner):
         host_free_target_bytes: Optional[int] = None,
         save_chunk_entries: Optional[int] = None,
         max_prompt_tokens: Optional[int] = None,
+        host_space_wait_ms: Optional[int] = None,
+        host_pinning_wait_ms: Optional[int] = None,
+        stream_wait_ms: Optional[int] = None,
         disk_dir: Optional[PathLike] = None,
         disk_bytes: Optional[int] = None,
         disk_data_paths: Optional[Iterable[PathLike]] = None,
@@ -131,6 +134,7 @@ class Options(_lib.Owner):
         remote_write_policy: Optional[str] = None,
         remote_selective_min_hits: Optional[int] = None,
         remote_max_queued_writes: Optional[int] = None,
+        remote_reader_threads: Optional[int] = None,
     ) -> None:
         h = _lib.OptionsP()
         check(lib.cachepawl_options_new(ctypes.byref(h)))
@@ -155,6 +159,17 @@ class Options(_lib.Owner):
                 u64,
                 max_prompt_tokens,
             ),
+            host_space_wait_ms=(
+                lib.cachepawl_options_set_host_space_wait_ms,
+                u32,
+                host_space_wait_ms,
+            ),
+            host_pinning_wait_ms=(
+                lib.cachepawl_options_set_host_pinning_wait_ms,
+                u32,
+                host_pinning_wait_ms,
+            ),
+            stream_wait_ms=(lib.cachepawl_options_set_stream_wait_ms, u32, stream_wait_ms),
             disk_dir=(lib.cachepawl_options_set_disk_dir, _convert.path, disk_dir),
             disk_bytes=(lib.cachepawl_options_set_disk_bytes, u64, disk_bytes),
         )
@@ -258,6 +273,11 @@ class Options(_lib.Owner):
                 lib.cachepawl_options_set_remote_max_queued_writes,
                 u32,
                 remote_max_queued_writes,
+            ),
+            remote_reader_threads=(
+                lib.cachepawl_options_set_remote_reader_threads,
+                u32,
+                remote_reader_threads,
             ),
         )
 

@@ -48,7 +48,9 @@ class Store(_lib.Owner):
       (evict ahead to keep this much free; default host_bytes / 16 up to 1 GiB for tiers of
       1 GiB or more, 0: off), ``save_chunk_entries`` (entries per transfer operation of a
       large Save, default 256), ``max_prompt_tokens`` (the longest prompt one call names,
-      default 2**24: longer ones raise InvalidArgument), ``disk_dir``, ``disk_bytes``
+      default 2**24: longer ones raise InvalidArgument), ``host_space_wait_ms`` (default
+      30000), ``host_pinning_wait_ms`` (60000) and ``stream_wait_ms`` (60000): the bounds of
+      the waits inside calls (docs/EMBEDDING.md, "Waits"), ``disk_dir``, ``disk_bytes``
       (0: no disk tier), ``disk_data_paths``, ``disk_queue_depth``;
     * ``write_policy``: ``'through'`` | ``'selective'`` | ``'back'``; ``selective_min_hits``;
       ``eviction_policy``: ``'hybrid'`` (the default) | ``'lru'`` (which entries leave a full
@@ -63,7 +65,7 @@ class Store(_lib.Owner):
       ``remote_password``, ``remote_key_prefix``, ``remote_chunk_bytes``, ``remote_deadline_ms``,
       ``remote_lookup_deadline_ms``, ``remote_ttl_seconds``, ``remote_write_policy``:
       ``'write_through'`` (the default) | ``'selective'`` | ``'on_evict'`` | ``'none'``;
-      ``remote_selective_min_hits``, ``remote_max_queued_writes``. Lookups report its pages as
+      ``remote_selective_min_hits``, ``remote_max_queued_writes``, ``remote_reader_threads``. Lookups report its pages as
       ``Tier.REMOTE``; ``stats()["remote"]`` holds its counters.
 
     Errors raise the :class:`~cachepawl.Error` subclass of their code, naming the field and

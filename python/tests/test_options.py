@@ -38,6 +38,11 @@ def opts(**overrides: Any) -> Dict[str, Any]:
         ("max_prompt_tokens", 0, cachepawl.InvalidArgument),
         ("max_prompt_tokens", 3, cachepawl.InvalidArgument),  # < one page of 4 tokens
         ("max_prompt_tokens", -1, cachepawl.InvalidArgument),
+        ("host_space_wait_ms", 86_400_001, cachepawl.InvalidArgument),
+        ("host_pinning_wait_ms", 2**32, cachepawl.InvalidArgument),
+        ("stream_wait_ms", -1, cachepawl.InvalidArgument),
+        ("remote_reader_threads", 0, cachepawl.InvalidArgument),
+        ("remote_reader_threads", 65, cachepawl.InvalidArgument),
         ("disk_bytes", -4096, cachepawl.InvalidArgument),
         ("disk_queue_depth", 0, cachepawl.InvalidArgument),
         ("disk_queue_depth", 4097, cachepawl.InvalidArgument),

@@ -4,11 +4,6 @@
 
 namespace cachepawl {
 
-uint64_t DevicePoolDescription::LayerFirstKvBytes(const ModelLayout& layout, size_t a,
-                                                  uint64_t num_pages) {
-  return layout.KBytesPerPage(a) * num_pages;
-}
-
 std::vector<PoolTensor> DevicePoolDescription::Tensors(
     Kind kind, const std::vector<LayerSegment>& segments) const {
   std::vector<PoolTensor> out;

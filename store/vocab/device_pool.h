@@ -98,9 +98,6 @@ struct DevicePoolDescription {
   // segment's layer must have an entry.
   std::vector<PoolTensor> Tensors(Kind kind, const std::vector<LayerSegment>& segments) const;
 
-  // Bytes one layer's tensors span, for allocating pools (see the builders below).
-  static uint64_t LayerFirstKvBytes(const ModelLayout& layout, size_t a, uint64_t num_pages);
-
   // Builders. `k_bases[a]` / `v_bases[a]` point at each attention layer's K / V tensor of
   // `num_pages` pages; with `interleaved`, v_bases is ignored and each layer's single tensor
   // is [num_pages, 2, page, heads, dim]. conv/ssm bases likewise with contiguous slots.

@@ -1,8 +1,45 @@
 #include "store/vocab/fence.h"
 
+#include <condition_variable>
+#include <mutex>
 #include <utility>
+#include <vector>
+
+#include "store/vocab/internal/fence_access.h"
 
 namespace cachepawl {
+namespace internal {
+
+struct FenceState {
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;                                          // guarded by mu
+  Status status;                                              // guarded by mu
+  std::vector<char> layer_done;                               // guarded by mu
+  std::vector<Status> layer_status;                           // guarded by mu
+  std::vector<std::function<void(const Status&)>> callbacks;  // guarded by mu
+  // Per layer: callbacks waiting for that sub-fence. Guarded by mu.
+  std::vector<std::vector<std::function<void(const Status&)>>> layer_callbacks;
+  // GPU-side signal (FenceAccess::SetStreamWaiter): makes a given stream wait for the
+  // operation's device work. Guarded by mu.
+  std::function<Status(void* stream)> gpu_stream_waiter;
+};
+
+bool FenceAccess::Empty(const Fence& fence) { return fence.state_ == nullptr; }
+
+std::function<Status(void*)> FenceAccess::StreamWaiter(const Fence& fence) {
+  if (!fence.state_) return {};
+  std::lock_guard<std::mutex> lock(fence.state_->mu);
+  return fence.state_->gpu_stream_waiter;
+}
+
+void FenceAccess::SetStreamWaiter(const Fence& fence, std::function<Status(void*)> waiter) {
+  if (!fence.state_) return;
+  std::lock_guard<std::mutex> lock(fence.state_->mu);
+  fence.state_->gpu_stream_waiter = std::move(waiter);
+}
+
+}  // namespace internal
 
 using internal::FenceState;
 

@@ -16,21 +16,19 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include "store/vocab/status.h"
 
 namespace cachepawl {
 
 namespace internal {
-struct FenceState;
-}
+struct FenceState;  // shared by a FenceCompleter and its Fences (defined in fence.cc)
+class FenceAccess;  // what the library attaches to a fence (store/vocab/internal/fence_access.h)
+}  // namespace internal
 
 class Fence {
  public:
@@ -63,11 +61,9 @@ class Fence {
   // GPU and a non-null stream is given.
   Status StreamWait(void* cuda_stream) const;
 
-  // Internal: the shared state (used by the device mover to attach GPU-side signals).
-  const std::shared_ptr<internal::FenceState>& state() const { return state_; }
-
  private:
   friend class FenceCompleter;
+  friend class internal::FenceAccess;
   explicit Fence(std::shared_ptr<internal::FenceState> s) : state_(std::move(s)) {}
   std::shared_ptr<internal::FenceState> state_;
 };
@@ -93,23 +89,4 @@ class FenceCompleter {
   std::shared_ptr<internal::FenceState> state_;
 };
 
-namespace internal {
-
-// Shared between a FenceCompleter and its Fences. Exposed for the device mover only.
-struct FenceState {
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;                                          // guarded by mu
-  Status status;                                              // guarded by mu
-  std::vector<char> layer_done;                               // guarded by mu
-  std::vector<Status> layer_status;                           // guarded by mu
-  std::vector<std::function<void(const Status&)>> callbacks;  // guarded by mu
-  // Per layer: callbacks waiting for that sub-fence. Guarded by mu.
-  std::vector<std::vector<std::function<void(const Status&)>>> layer_callbacks;
-  // GPU-side signal, set by the device mover when the operation's last copy is enqueued:
-  // a function that makes a given stream wait for the operation's device work. Guarded by mu.
-  std::function<Status(void* stream)> gpu_stream_waiter;
-};
-
-}  // namespace internal
 }  // namespace cachepawl

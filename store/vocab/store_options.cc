@@ -16,20 +16,6 @@ const char* WritePolicyName(WritePolicy p) {
   return "unknown";
 }
 
-const char* RemoteWritePolicyName(RemoteWritePolicy p) {
-  switch (p) {
-    case RemoteWritePolicy::kNone:
-      return "none";
-    case RemoteWritePolicy::kWriteThrough:
-      return "write_through";
-    case RemoteWritePolicy::kSelective:
-      return "selective";
-    case RemoteWritePolicy::kOnEvict:
-      return "on_evict";
-  }
-  return "unknown";
-}
-
 const char* EvictionPolicyName(EvictionPolicy p) {
   switch (p) {
     case EvictionPolicy::kLru:

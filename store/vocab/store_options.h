@@ -45,7 +45,6 @@ enum class RemoteWritePolicy : uint8_t {
   // is read back (verified) before its removal and written from memory.
   kOnEvict = 3,
 };
-const char* RemoteWritePolicyName(RemoteWritePolicy p);
 
 // The remote tier: a Redis Cluster (or one Redis server) that several stores share, below disk
 // (tiers/remote_tier.h; docs/DESIGN.md, "The remote tier"). Writes are asynchronous and never
@@ -67,6 +66,9 @@ struct RemoteOptions {
   // Writes waiting for the remote tier beyond this are dropped (counted): a slow cluster costs
   // remote copies, never host memory.
   uint32_t max_queued_writes = 4096;
+  // Threads that fetch for Load and StartPrefetch (each fetch of one call runs on one of
+  // them; calls fetch in parallel). In [1, 64].
+  uint32_t reader_threads = 4;
 
   bool enabled() const { return !seeds.empty(); }
 };
@@ -142,6 +144,22 @@ struct StoreOptions {
   // ---- Index. ----
   // The checkpoint hint is rounded down to this many pages (0: one page).
   uint32_t track_interval_pages = 0;
+
+  // ---- Waits: every wait inside a Store call, and inside a Load fence's StreamWait, is
+  // bounded by one of these (each at most 86,400,000 ms, a day). ----
+  // Save and Load, when the host tier is full and what could be evicted is still in flight
+  // (disk or remote writes of write-on-evict victims, loads holding host slots): how long they
+  // wait for room (without the store's lock) before NoSpace. 0: NoSpace at once.
+  uint32_t host_space_wait_ms = 30000;
+  // Save and Load while the host tier is still being pinned (large tiers pin in the background
+  // after Open): how long they wait for the chunk they need before failing with the pinning's
+  // error or TimedOut.
+  uint32_t host_pinning_wait_ms = 60000;
+  // StreamWait on the fence of a Load that reads from disk or the remote tier first blocks the
+  // calling thread until the host->device copies are enqueued (a stream wait is never enqueued
+  // ahead of its producer): at most this long, then it returns TimedOut and enqueues nothing
+  // (the engine may still Fence::Wait on the CPU). 0: TimedOut unless already enqueued.
+  uint32_t stream_wait_ms = 60000;
 
   // InvalidArgument naming the field and value at fault.
   Status Validate() const;

@@ -6,11 +6,11 @@
 namespace cachepawl {
 namespace {
 
-using Matrix = std::array<std::array<uint64_t, kNumKinds>, kNumTiers>;
+using Matrix = std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers>;
 
 nlohmann::json MatrixJson(const Matrix& m) {
   nlohmann::json j = nlohmann::json::object();
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kNumLocalTiers; ++t) {
     for (int k = 0; k < kNumKinds; ++k) {
       j[std::string(TierName(static_cast<Tier>(t)))][std::string(KindName(static_cast<Kind>(k)))] =
           m[t][k];
@@ -30,7 +30,7 @@ nlohmann::json LatencyJson(const LatencySummary& l) {
 void PromMatrix(std::ostringstream& o, const char* name, const char* help, const Matrix& m) {
   o << "# HELP cachepawl_" << name << " " << help << "\n# TYPE cachepawl_" << name
     << (std::string(name).find("resident") == std::string::npos ? " counter\n" : " gauge\n");
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kNumLocalTiers; ++t) {
     for (int k = 0; k < kNumKinds; ++k) {
       o << "cachepawl_" << name << "{tier=\"" << TierName(static_cast<Tier>(t)) << "\",kind=\""
         << KindName(static_cast<Kind>(k)) << "\"} " << m[t][k] << "\n";
@@ -119,6 +119,7 @@ std::string StoreStats::ToJson() const {
       {"disk_dropped_at_open", disk_dropped_at_open},
       {"evicted_ahead", evicted_ahead},
       {"disk_admission_refused", disk_admission_refused},
+      {"evict_write_failures", evict_write_failures},
       {"disk_records_recovered", disk_records_recovered},
       {"disk_unreachable_at_open", disk_unreachable_at_open},
       {"failed_operations", failed_operations},
@@ -179,6 +180,9 @@ std::string StoreStats::ToPrometheus() const {
   PromScalar(o, "disk_admission_refused_total", "counter",
              "host victims the hybrid policy did not write to disk",
              static_cast<double>(disk_admission_refused));
+  PromScalar(o, "evict_write_failures_total", "counter",
+             "write-on-evict disk writes that failed (the entries leave host memory unwritten)",
+             static_cast<double>(evict_write_failures));
   PromScalar(o, "disk_records_recovered", "gauge", "disk records the store opened with",
              static_cast<double>(disk_records_recovered));
   PromScalar(o, "disk_unreachable_at_open", "gauge",

@@ -53,13 +53,13 @@ struct StoreStats {
   // state's chain) past the state a lookup reused.
   uint64_t kv_only_hit_pages = 0;
   // Per tier and kind: pages/states served by Load from that tier, and their bytes.
-  std::array<std::array<uint64_t, kNumKinds>, kNumTiers> loaded_entries{};
-  std::array<std::array<uint64_t, kNumKinds>, kNumTiers> loaded_bytes{};
+  std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> loaded_entries{};
+  std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> loaded_bytes{};
   // Per tier and kind: entries held now, and their bytes.
-  std::array<std::array<uint64_t, kNumKinds>, kNumTiers> resident_entries{};
-  std::array<std::array<uint64_t, kNumKinds>, kNumTiers> resident_bytes{};
+  std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> resident_entries{};
+  std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> resident_bytes{};
   // Per tier and kind: evictions.
-  std::array<std::array<uint64_t, kNumKinds>, kNumTiers> evictions{};
+  std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> evictions{};
   // Bytes moved per direction.
   uint64_t bytes_device_to_host = 0, bytes_host_to_device = 0;
   uint64_t bytes_host_to_disk = 0, bytes_disk_to_host = 0;
@@ -75,6 +75,9 @@ struct StoreStats {
   // Hybrid eviction: host victims not written to disk (KV no cached state can use, states
   // scored below the eviction level); they left host memory unwritten.
   uint64_t disk_admission_refused = 0;
+  // Write-on-evict victims whose disk write failed (I/O error, no space after one retry): they
+  // leave host memory unwritten at their next eviction.
+  uint64_t evict_write_failures = 0;
   // Restart: disk records the store opened with (kept by the disk tier's checks and reachable
   // from the index), and records reclaimed at open because no lookup could reach them (their
   // parent page, or the page a state sits on, was not recovered).

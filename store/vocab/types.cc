@@ -57,13 +57,6 @@ std::optional<Kind> ParseKind(std::string_view name) {
   return std::nullopt;
 }
 
-std::optional<Tier> ParseTier(std::string_view name) {
-  if (name == "device") return Tier::kDevice;
-  if (name == "host") return Tier::kHost;
-  if (name == "disk") return Tier::kDisk;
-  return std::nullopt;
-}
-
 std::optional<DType> ParseDType(std::string_view name) {
   if (name == "fp32" || name == "float32") return DType::kFp32;
   if (name == "fp16" || name == "float16" || name == "half") return DType::kFp16;

@@ -19,12 +19,17 @@ enum class Kind : uint8_t { kKV = 0, kMamba = 1, kWindowKV = 2 };
 inline constexpr int kNumKinds = 3;
 inline constexpr Kind kAllKinds[kNumKinds] = {Kind::kKV, Kind::kMamba, Kind::kWindowKV};
 
-// Where bytes live, fastest first.
+// Where bytes live, fastest first. An array indexed by any Tier has kNumTiers elements.
 // kRemote (a Redis Cluster shared by several stores, tiers/remote_tier.h) is reported by Lookup
-// but not tracked by the prefix index: kNumTiers counts the tiers the index holds locations of.
+// but not tracked by the prefix index: arrays of what the index and the store's local counters
+// hold per tier have kNumLocalTiers elements (device, host, disk) and are never indexed by
+// kRemote (IsLocalTier says which tiers they may be indexed by).
 enum class Tier : uint8_t { kDevice = 0, kHost = 1, kDisk = 2, kRemote = 3 };
-inline constexpr int kNumTiers = 3;
-inline constexpr int kReportedTiers = 4;  // every tier a Lookup may report, kRemote included
+inline constexpr int kNumTiers = 4;       // every Tier, kRemote included
+inline constexpr int kNumLocalTiers = 3;  // the tiers of one store: device, host, disk
+constexpr bool IsLocalTier(Tier t) { return static_cast<int>(t) < kNumLocalTiers; }
+static_assert(static_cast<int>(Tier::kRemote) == kNumLocalTiers &&
+              static_cast<int>(Tier::kRemote) + 1 == kNumTiers);
 
 // Element types of cache tensors. kFp4E2M1 is packed two to a byte with one fp8 (e4m3) scale
 // per 16 elements (NVFP4 style): see DTypeStorageBytes().
@@ -43,7 +48,6 @@ std::string_view TierName(Tier tier);  // "device", "host", "disk", "remote"
 std::string_view DTypeName(
     DType dtype);  // "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "fp4_e2m1"
 std::optional<Kind> ParseKind(std::string_view name);
-std::optional<Tier> ParseTier(std::string_view name);
 std::optional<DType> ParseDType(std::string_view name);  // also accepts "float16", "bfloat16"...
 bool IsValidKind(uint8_t raw);
 bool IsValidTier(uint8_t raw);

@@ -359,6 +359,12 @@ void test_options(void) {
              "remote.selective_min_hits: 0");
   EXPECT_ERR(cachepawl_options_set_remote_max_queued_writes(o, 0), CACHEPAWL_INVALID_ARGUMENT,
              "remote.max_queued_writes: 0");
+  EXPECT_ERR(cachepawl_options_set_remote_reader_threads(o, 0), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.reader_threads: 0");
+  EXPECT_ERR(cachepawl_options_set_remote_reader_threads(o, 65), CACHEPAWL_INVALID_ARGUMENT,
+             "remote.reader_threads: 65");
+  EXPECT_OK(cachepawl_options_set_remote_reader_threads(o, 8));
+  NULL_OPTIONS(cachepawl_options_set_remote_reader_threads(NULL, 4));
   NULL_OPTIONS(cachepawl_options_set_remote_ttl_seconds(NULL, 0));
   NULL_OPTIONS(cachepawl_options_set_host_bytes(NULL, 4096));
   NULL_OPTIONS(cachepawl_options_set_disk_bytes(NULL, 0));
@@ -415,6 +421,20 @@ void test_options(void) {
   EXPECT_OK(cachepawl_options_set_max_prompt_tokens(o, 1u << 20));
   EXPECT_OK(cachepawl_options_validate(o));
   NULL_OPTIONS(cachepawl_options_set_max_prompt_tokens(NULL, 1));
+  /* The bounds of the waits: at most a day each, checked at once, naming the field. */
+  EXPECT_ERR(cachepawl_options_set_host_space_wait_ms(o, 86400001u), CACHEPAWL_INVALID_ARGUMENT,
+             "host_space_wait_ms: 86400001");
+  EXPECT_OK(cachepawl_options_set_host_space_wait_ms(o, 0));
+  NULL_OPTIONS(cachepawl_options_set_host_space_wait_ms(NULL, 1));
+  EXPECT_ERR(cachepawl_options_set_host_pinning_wait_ms(o, 86400001u), CACHEPAWL_INVALID_ARGUMENT,
+             "host_pinning_wait_ms: 86400001");
+  EXPECT_OK(cachepawl_options_set_host_pinning_wait_ms(o, 1000));
+  NULL_OPTIONS(cachepawl_options_set_host_pinning_wait_ms(NULL, 1));
+  EXPECT_ERR(cachepawl_options_set_stream_wait_ms(o, 86400001u), CACHEPAWL_INVALID_ARGUMENT,
+             "stream_wait_ms: 86400001");
+  EXPECT_OK(cachepawl_options_set_stream_wait_ms(o, 86400000u));
+  NULL_OPTIONS(cachepawl_options_set_stream_wait_ms(NULL, 1));
+  EXPECT_OK(cachepawl_options_validate(o));
   EXPECT_OK(cachepawl_options_set_wipe_unreadable_catalog(o, 1));
   NULL_OPTIONS(cachepawl_options_set_wipe_unreadable_catalog(NULL, 1));
   cachepawl_options_free(o);

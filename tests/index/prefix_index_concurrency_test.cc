@@ -115,13 +115,13 @@ TEST(PrefixIndexConcurrencyTest, MatchWhileWriting) {
       for (size_t i = 0; i < r.pages.size(); ++i) {
         const int page = pages.id.at(query[i]);
         ok = ok && !r.pages[i].empty();
-        for (int t = 0; t < kNumTiers; ++t) {
+        for (int t = 0; t < kNumLocalTiers; ++t) {
           if (r.pages[i].Has(Tier(t))) ok = ok && r.pages[i].slot[t] == KvSlot(page, Tier(t));
         }
       }
       if (r.reusable_pages > 0) {
         const int page = pages.id.at(query[r.reusable_pages - 1]);
-        for (int t = 0; t < kNumTiers; ++t) {
+        for (int t = 0; t < kNumLocalTiers; ++t) {
           if (r.state.Has(Tier(t))) ok = ok && r.state.slot[t] == StateSlot(page, Tier(t));
         }
         hits.fetch_add(1, std::memory_order_relaxed);
@@ -147,7 +147,7 @@ TEST(PrefixIndexConcurrencyTest, MatchWhileWriting) {
   for (int op = 0; op < kWriterOps; ++op) {
     const int page = static_cast<int>(rng() % pages.hash.size());
     const PageHash& h = pages.hash[page];
-    const Tier tier = Tier(rng() % kNumTiers);
+    const Tier tier = Tier(rng() % kNumLocalTiers);
     switch (rng() % 10) {
       case 0:
       case 1:

@@ -85,8 +85,8 @@ struct Universe {
 // ----- the reference: plain fields, linear scans ---------------------------------------------
 
 struct RefState {
-  std::array<std::optional<uint64_t>, kNumTiers> loc;
-  std::array<uint16_t, kNumTiers> pins{};
+  std::array<std::optional<uint64_t>, kNumLocalTiers> loc;
+  std::array<uint16_t, kNumLocalTiers> pins{};
   uint64_t last_use = 0;
   uint32_t hits = 0;       // hybrid eviction of states
   double priority = 0;     // hybrid eviction of states: the GreedyDual score
@@ -98,18 +98,18 @@ struct RefEntry {
   bool present = false;
   int parent = kNoNode;
   uint32_t depth = 0;
-  std::array<std::optional<uint64_t>, kNumTiers> kv;
+  std::array<std::optional<uint64_t>, kNumLocalTiers> kv;
   std::optional<RefState> state;
   std::optional<RefState> window;  // the page's windowed KV
   uint32_t kv_locks = 0;
   uint32_t state_locks = 0;
-  std::array<uint16_t, kNumTiers> kv_pins{};
+  std::array<uint16_t, kNumLocalTiers> kv_pins{};
   uint64_t last_use = 0;
 };
 
-inline TierLocations ToLocations(const std::array<std::optional<uint64_t>, kNumTiers>& loc) {
+inline TierLocations ToLocations(const std::array<std::optional<uint64_t>, kNumLocalTiers>& loc) {
   TierLocations out;
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kNumLocalTiers; ++t) {
     if (loc[t]) {
       out.mask |= static_cast<uint8_t>(1u << t);
       out.slot[t] = *loc[t];
@@ -153,7 +153,7 @@ class RefIndex {
     const RefEntry& e = e_[n];
     if (!e.kv[t] || tier_children != 0 || e.kv_locks != 0 || e.kv_pins[t] != 0) return 0;
     if (SubtreeStates(n) == 0) return 1;
-    for (int u = 0; u < kNumTiers; ++u) {
+    for (int u = 0; u < kNumLocalTiers; ++u) {
       if (u != t && e.kv[u]) return 2;
     }
     return 0;
@@ -172,7 +172,7 @@ class RefIndex {
     const auto [locks, anchors] = WindowSums(n);
     if (locks != 0) return 0;
     if (anchors == 0) return 1;
-    for (int u = 0; u < kNumTiers; ++u) {
+    for (int u = 0; u < kNumLocalTiers; ++u) {
       if (u != t && e.window->loc[u]) return 2;
     }
     return 0;
@@ -487,17 +487,17 @@ class RefIndex {
   }
 
   // [kind][tier] located and evictable counts.
-  void Counts(uint64_t located[kNumKinds][kNumTiers], uint64_t evictable[kNumKinds][kNumTiers]) {
-    std::vector<std::array<int, kNumTiers>> tier_children(e_.size(), {0, 0, 0});
+  void Counts(uint64_t located[kNumKinds][kNumLocalTiers], uint64_t evictable[kNumKinds][kNumLocalTiers]) {
+    std::vector<std::array<int, kNumLocalTiers>> tier_children(e_.size(), {0, 0, 0});
     for (const RefEntry& e : e_) {
-      for (int t = 0; t < kNumTiers; ++t) {
+      for (int t = 0; t < kNumLocalTiers; ++t) {
         if (e.present && e.kv[t] && e.parent != kNoNode) ++tier_children[e.parent][t];
       }
     }
     for (size_t n = 0; n < e_.size(); ++n) {
       const RefEntry& e = e_[n];
       if (!e.present) continue;
-      for (int t = 0; t < kNumTiers; ++t) {
+      for (int t = 0; t < kNumLocalTiers; ++t) {
         if (e.kv[t]) {
           ++located[0][t];
           if (KvClass(static_cast<int>(n), t, tier_children[n][t]) != 0) ++evictable[0][t];

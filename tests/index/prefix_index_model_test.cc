@@ -129,7 +129,7 @@ class ModelRun {
     return static_cast<int>(R(u_.size()));
   }
   const PageHash& Foreign() { return u_.foreign[R(u_.foreign.size())]; }
-  Tier AnyTier() { return static_cast<Tier>(R(kNumTiers)); }
+  Tier AnyTier() { return static_cast<Tier>(R(kNumLocalTiers)); }
   // Without KV payload, KV is asked for now and then (every such location is refused). With
   // windowed layers a third of the rest is windowed KV (the draws of indexes without are as
   // they were before windowed KV existed).
@@ -274,7 +274,7 @@ class ModelRun {
       const auto& w = ref_.entry(n).window;
       ASSERT_TRUE(w && w->loc[static_cast<int>(v.tier)]) << "op " << step_;
       bool copied = false;
-      for (int t = 0; t < kNumTiers; ++t) copied |= t != static_cast<int>(v.tier) && w->loc[t];
+      for (int t = 0; t < kNumLocalTiers; ++t) copied |= t != static_cast<int>(v.tier) && w->loc[t];
       EXPECT_TRUE(copied || !ref_.Needed(n)) << "needed windowed KV picked at op " << step_;
       ++window_victims_;
     }
@@ -288,7 +288,7 @@ class ModelRun {
       ASSERT_NE(n, kNoNode);
       const auto& kv = ref_.entry(n).kv;
       bool copied = false;
-      for (int t = 0; t < kNumTiers; ++t) copied |= t != static_cast<int>(v.tier) && kv[t];
+      for (int t = 0; t < kNumLocalTiers; ++t) copied |= t != static_cast<int>(v.tier) && kv[t];
       EXPECT_TRUE(copied || ref_.SubtreeStates(n) == 0) << "needed KV picked at op " << step_;
       needed_kv_victims_ += ref_.SubtreeStates(n) > 0;
     }
@@ -428,8 +428,8 @@ class ModelRun {
     const Status inv = index_->CheckInvariants();
     ASSERT_TRUE(inv.ok()) << inv.ToString() << " after operation " << step_;
     ASSERT_TRUE(index_->DumpEntries() == ref_.Dump()) << "whole index after operation " << step_;
-    uint64_t located[kNumKinds][kNumTiers] = {};
-    uint64_t evictable[kNumKinds][kNumTiers] = {};
+    uint64_t located[kNumKinds][kNumLocalTiers] = {};
+    uint64_t evictable[kNumKinds][kNumLocalTiers] = {};
     ref_.Counts(located, evictable);
     const IndexStats s = index_->Stats();
     EXPECT_EQ(s.entries, ref_.live());
@@ -437,7 +437,7 @@ class ModelRun {
     for (int n = 0; n < u_.size(); ++n) windows += ref_.entry(n).present && ref_.entry(n).window;
     EXPECT_EQ(s.windows, windows) << "op " << step_;
     for (int k = 0; k < kNumKinds; ++k) {
-      for (int t = 0; t < kNumTiers; ++t) {
+      for (int t = 0; t < kNumLocalTiers; ++t) {
         EXPECT_EQ(s.located[k][t], located[k][t]) << k << "/" << t << " op " << step_;
         EXPECT_EQ(s.evictable[k][t], evictable[k][t]) << k << "/" << t << " op " << step_;
       }

@@ -88,7 +88,7 @@ TEST(PureSsmIndexTest, KvLocationsAreRefusedAndCounted) {
   const IndexStats st = index->Stats();
   EXPECT_EQ(st.err_no_kv_payload, 4u);
   EXPECT_EQ(st.err_bad_enum, 1u);
-  for (int t = 0; t < kNumTiers; ++t) EXPECT_EQ(st.located[0][t], 0u);
+  for (int t = 0; t < kNumLocalTiers; ++t) EXPECT_EQ(st.located[0][t], 0u);
   // Nothing to pin, clear or evict.
   EXPECT_TRUE(index->PinForTransfer(chain[0], Kind::kKV, Tier::kHost).IsNotFound());
   EXPECT_TRUE(index->ClearLocation(chain[0], Kind::kKV, Tier::kHost).status().IsNotFound());

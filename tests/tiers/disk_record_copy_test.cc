@@ -41,8 +41,7 @@ class DiskRecordCopyTest : public ::testing::Test {
 
   // Writes `key`'s record (payload from FillPayloadForKey) with pwrite and commits it.
   DiskExtent Write(const DiskKey& key, const PageHash& parent) {
-    std::vector<DiskKey> evicted;
-    auto plan = tier_->BeginWrite(key, parent, &evicted);
+    auto plan = tier_->BeginWrite(key, parent);
     EXPECT_TRUE(plan.ok()) << plan.status().ToString();
     if (!plan.ok()) return {};
     const uint64_t bytes = RecordSlotBytes(layout_, key.kind);

@@ -35,14 +35,13 @@ TEST(DiskTierPureSsmTest, StatesAreWrittenWithChainsThatFitTheirDepthAndComeBack
   {
     auto t = DiskTier::Open(o, layout);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
-    std::vector<DiskKey> ev;
     // No KV records at all.
-    EXPECT_TRUE((*t)->BeginWrite(TestKey(Kind::kKV, 0), {}, &ev).status().IsInvalidArgument());
+    EXPECT_TRUE((*t)->BeginWrite(TestKey(Kind::kKV, 0), {}).status().IsInvalidArgument());
     // A state whose chain is missing, ends elsewhere than its parent, or is too short.
     const std::vector<std::pair<PageHash, std::vector<PageHash>>> wrong = {
         {h1, {}}, {h0, chain}, {h1, {h1}}};
     for (const auto& [parent, c] : wrong) {
-      auto plan = (*t)->BeginWrite(deep, parent, &ev, c);
+      auto plan = (*t)->BeginWrite(deep, parent, c);
       ASSERT_FALSE(plan.ok());
       EXPECT_TRUE(plan.status().IsInvalidArgument()) << plan.status().ToString();
       EXPECT_NE(plan.status().message().find("chain: " + std::to_string(c.size()) + " hashes"),
@@ -51,8 +50,8 @@ TEST(DiskTierPureSsmTest, StatesAreWrittenWithChainsThatFitTheirDepthAndComeBack
     }
     EXPECT_EQ((*t)->stats().chain_errors, 3u);
     // The right chains: two pages before the deep state, none before the first page's.
-    auto a = (*t)->BeginWrite(deep, h1, &ev, chain);
-    auto b = (*t)->BeginWrite(first, PageHash::Zero(), &ev, {});
+    auto a = (*t)->BeginWrite(deep, h1, chain);
+    auto b = (*t)->BeginWrite(first, PageHash::Zero(), {});
     ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << " " << b.status().ToString();
     const std::vector<DiskTier::TicketPtr> tickets = {a->ticket, b->ticket};
     const std::vector<uint64_t> sums = {1, 2};
@@ -100,16 +99,15 @@ TEST(DiskTierPureSsmTest, AllWindowedLayoutsChainStatesButNotWindowRecords) {
   const PageHash h0 = TestKey(Kind::kKV, 0).hash, h1 = TestKey(Kind::kKV, 1).hash;
   auto t = DiskTier::Open(o, layout);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  std::vector<DiskKey> ev;
-  EXPECT_TRUE((*t)->BeginWrite(TestKey(Kind::kKV, 0), {}, &ev).status().IsInvalidArgument());
+  EXPECT_TRUE((*t)->BeginWrite(TestKey(Kind::kKV, 0), {}).status().IsInvalidArgument());
   const DiskKey window{Kind::kWindowKV, h1, 2 * layout.page_size_tokens};
-  auto w = (*t)->BeginWrite(window, h0, &ev);
+  auto w = (*t)->BeginWrite(window, h0);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(w->extent.bytes, RecordSlotBytes(layout, Kind::kWindowKV));
   const DiskKey state{Kind::kMamba, h1, 2 * layout.page_size_tokens};
-  EXPECT_TRUE((*t)->BeginWrite(state, h0, &ev).status().IsInvalidArgument());  // no chain
+  EXPECT_TRUE((*t)->BeginWrite(state, h0).status().IsInvalidArgument());  // no chain
   const std::vector<PageHash> chain = {h0};
-  auto s = (*t)->BeginWrite(state, h0, &ev, chain);
+  auto s = (*t)->BeginWrite(state, h0, chain);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   const std::vector<DiskTier::TicketPtr> tickets = {w->ticket, s->ticket};
   const std::vector<uint64_t> sums = {1, 2};

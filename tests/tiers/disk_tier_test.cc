@@ -1,6 +1,6 @@
-// DiskTier bookkeeping: options, open/mismatch/wipe, the write and read protocols, pins, LRU,
-// eviction, Remove, and recovery from the catalog (no data I/O here: see
-// tests/transfer/disk_mover*_test.cc for the data path).
+// DiskTier bookkeeping: options, open/mismatch/wipe, the write and read protocols, pins,
+// Remove (batches, and the catalog written without the tier's lock), and recovery from the catalog
+// (no data I/O here: see tests/transfer/disk_mover*_test.cc for the data path).
 #include "tiers/disk_tier.h"
 
 #include <gtest/gtest.h>
@@ -42,9 +42,8 @@ class DiskTierTest : public ::testing::Test {
   }
 
   // Writes (without data) and commits `key`; returns its extent.
-  DiskExtent Put(DiskTier& t, const DiskKey& key, std::vector<DiskKey>* evicted = nullptr) {
-    std::vector<DiskKey> ev;
-    auto plan = t.BeginWrite(key, TestParent(key.kind, 0), evicted ? evicted : &ev);
+  DiskExtent Put(DiskTier& t, const DiskKey& key) {
+    auto plan = t.BeginWrite(key, TestParent(key.kind, 0));
     EXPECT_TRUE(plan.ok()) << plan.status().ToString();
     if (!plan.ok()) return {};
     EXPECT_FALSE(plan->existing);
@@ -245,12 +244,11 @@ TEST_F(DiskTierTest, WriteProtocolPublishesOnlyOnCommit) {
   auto t = Open();
   ASSERT_NE(t, nullptr);
   const DiskKey k = TestKey(Kind::kKV, 4);
-  std::vector<DiskKey> ev;
-  auto plan = t->BeginWrite(k, TestParent(Kind::kKV, 4), &ev);
+  auto plan = t->BeginWrite(k, TestParent(Kind::kKV, 4));
   ASSERT_TRUE(plan.ok());
-  EXPECT_FALSE(t->Contains(k));                              // pending: not published
-  EXPECT_TRUE(t->BeginRead(k).status().IsNotFound());        // not readable
-  EXPECT_TRUE(t->BeginWrite(k, {}, &ev).status().IsBusy());  // a second writer waits
+  EXPECT_FALSE(t->Contains(k));                         // pending: not published
+  EXPECT_TRUE(t->BeginRead(k).status().IsNotFound());   // not readable
+  EXPECT_TRUE(t->BeginWrite(k, {}).status().IsBusy());  // a second writer waits
   EXPECT_TRUE(t->Remove(k).IsBusy());
   t->AbortWrite(plan->ticket);
   EXPECT_FALSE(t->Contains(k));
@@ -261,7 +259,7 @@ TEST_F(DiskTierTest, WriteProtocolPublishesOnlyOnCommit) {
   EXPECT_EQ(info->extent, e);
   EXPECT_EQ(info->parent, TestParent(Kind::kKV, 0));
   EXPECT_EQ(info->checksum, 77u);
-  auto again = t->BeginWrite(k, {}, &ev);
+  auto again = t->BeginWrite(k, {});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->existing);
   EXPECT_EQ(again->extent, e);
@@ -276,36 +274,11 @@ TEST_F(DiskTierTest, WriteProtocolPublishesOnlyOnCommit) {
   EXPECT_TRUE(t->BeginRead(other_depth).status().IsNotFound());
 }
 
-TEST_F(DiskTierTest, PinnedRecordsAreNeverEvicted) {
-  options_.capacity_bytes = 3 * kv_bytes_;
-  auto t = Open();
-  ASSERT_NE(t, nullptr);
-  for (uint64_t i = 0; i < 3; ++i) Put(*t, TestKey(Kind::kKV, i));
-  auto pin = t->BeginRead(TestKey(Kind::kKV, 0));  // the oldest: first in LRU order
-  ASSERT_TRUE(pin.ok());
-  auto lru = t->LruOrder(Kind::kKV, 10);
-  ASSERT_EQ(lru.size(), 2u);  // the pinned one is not a candidate
-  EXPECT_EQ(lru[0].hash, TestKey(Kind::kKV, 1).hash);
-  std::vector<DiskKey> evicted;
-  Put(*t, TestKey(Kind::kKV, 3), &evicted);
-  ASSERT_EQ(evicted.size(), 1u);
-  EXPECT_EQ(evicted[0].hash, TestKey(Kind::kKV, 1).hash);
-  EXPECT_TRUE(t->Contains(TestKey(Kind::kKV, 0)));
-  EXPECT_FALSE(t->Contains(TestKey(Kind::kKV, 1)));
-  t->EndRead(pin->first, /*ok=*/true);  // now most recently used
-  lru = t->LruOrder(Kind::kKV, 10);
-  ASSERT_EQ(lru.size(), 3u);
-  EXPECT_EQ(lru[0].hash, TestKey(Kind::kKV, 2).hash);
-  EXPECT_EQ(lru[2].hash, TestKey(Kind::kKV, 0).hash);
-  EXPECT_EQ(t->stats().evictions, 1u);
-}
-
 // The store removes disk victims outside its mutex, so a read that began before the removal may
 // still be in flight: the record is unlisted at once (no new read, no write that finds it and
 // "exists"), the read finishes on the old bytes, and the extent is reused only after it.
 TEST_F(DiskTierTest, RemovingARecordBeingReadUnlistsItAndFreesItsExtentAfterTheRead) {
   options_.capacity_bytes = 3 * kv_bytes_;
-  options_.evict_when_full = false;
   auto t = Open();
   ASSERT_NE(t, nullptr);
   for (uint64_t i = 0; i < 3; ++i) Put(*t, TestKey(Kind::kKV, i));
@@ -317,22 +290,19 @@ TEST_F(DiskTierTest, RemovingARecordBeingReadUnlistsItAndFreesItsExtentAfterTheR
   EXPECT_TRUE(t->BeginRead(TestKey(Kind::kKV, 0)).status().IsNotFound());
   EXPECT_TRUE(t->Remove(TestKey(Kind::kKV, 0)).IsNotFound());
   // The extent is still the read's: a write finds no room.
-  std::vector<DiskKey> evicted;
-  auto full = t->BeginWrite(TestKey(Kind::kKV, 3), {}, &evicted);
+  auto full = t->BeginWrite(TestKey(Kind::kKV, 3), {});
   EXPECT_TRUE(full.status().IsNoSpace()) << full.status().ToString();
-  EXPECT_TRUE(evicted.empty());
   // A write of the removed key is a new record, not the old one "existing".
   t->EndRead(pin->first, /*ok=*/true);
-  auto again = t->BeginWrite(TestKey(Kind::kKV, 0), {}, &evicted);
+  auto again = t->BeginWrite(TestKey(Kind::kKV, 0), {});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_FALSE(again->existing);
   EXPECT_EQ(again->extent, pinned_extent);  // the only free extent: freed by the EndRead
   t->AbortWrite(again->ticket);
   EXPECT_EQ(t->stats().removes, 1u);
-  EXPECT_EQ(t->stats().evictions, 0u);
 }
 
-TEST_F(DiskTierTest, EvictionTakesMambaStatesFirstAndCanBeTurnedOff) {
+TEST_F(DiskTierTest, AFullTierRefusesAWriteAndNeverEvicts) {
   options_.capacity_bytes = 2 * mamba_bytes_ + 2 * kv_bytes_;  // 56 KiB
   auto t = Open();
   ASSERT_NE(t, nullptr);
@@ -340,22 +310,16 @@ TEST_F(DiskTierTest, EvictionTakesMambaStatesFirstAndCanBeTurnedOff) {
   Put(*t, TestKey(Kind::kKV, 1));
   Put(*t, TestKey(Kind::kMamba, 0));
   Put(*t, TestKey(Kind::kMamba, 1));
-  std::vector<DiskKey> evicted;
-  Put(*t, TestKey(Kind::kKV, 2), &evicted);  // needs 12 KiB: one Mamba state goes
-  ASSERT_EQ(evicted.size(), 1u);
-  EXPECT_EQ(evicted[0].kind, Kind::kMamba);
-  EXPECT_EQ(evicted[0].hash, TestKey(Kind::kMamba, 0).hash);
-  EXPECT_TRUE(t->Contains(TestKey(Kind::kKV, 0)));
-  t.reset();
-  options_.evict_when_full = false;
-  t = Open();
-  ASSERT_NE(t, nullptr);
-  std::vector<DiskKey> ev;
-  auto full = t->BeginWrite(TestKey(Kind::kMamba, 5), {}, &ev);
+  auto full = t->BeginWrite(TestKey(Kind::kMamba, 5), {});
   ASSERT_FALSE(full.ok());
   EXPECT_TRUE(full.status().IsNoSpace()) << full.status().ToString();
-  EXPECT_TRUE(ev.empty());
+  EXPECT_NE(full.status().message().find("bytes used"), std::string::npos)
+      << full.status().ToString();
   EXPECT_EQ(t->stats().no_space, 1u);
+  for (uint64_t i = 0; i < 2; ++i) {  // the caller picks victims: nothing went
+    EXPECT_TRUE(t->Contains(TestKey(Kind::kKV, i)));
+    EXPECT_TRUE(t->Contains(TestKey(Kind::kMamba, i)));
+  }
 }
 
 TEST_F(DiskTierTest, EverythingPinnedMeansNoSpaceAndNothingLost) {
@@ -367,15 +331,16 @@ TEST_F(DiskTierTest, EverythingPinnedMeansNoSpaceAndNothingLost) {
   auto p0 = t->BeginRead(TestKey(Kind::kKV, 0));
   auto p1 = t->BeginRead(TestKey(Kind::kKV, 1));
   ASSERT_TRUE(p0.ok() && p1.ok());
-  std::vector<DiskKey> ev;
-  auto w = t->BeginWrite(TestKey(Kind::kKV, 2), {}, &ev);
+  auto w = t->BeginWrite(TestKey(Kind::kKV, 2), {});
   EXPECT_TRUE(w.status().IsNoSpace());
-  EXPECT_TRUE(ev.empty());
   EXPECT_TRUE(t->Contains(TestKey(Kind::kKV, 0)));
   EXPECT_TRUE(t->Contains(TestKey(Kind::kKV, 1)));
   t->EndRead(p0->first, true);
   t->EndRead(p1->first, true);
-  EXPECT_TRUE(t->BeginWrite(TestKey(Kind::kKV, 2), {}, &ev).ok());
+  // The tier never evicts: still full until the caller removes a record.
+  EXPECT_TRUE(t->BeginWrite(TestKey(Kind::kKV, 2), {}).status().IsNoSpace());
+  ASSERT_TRUE(t->Remove(TestKey(Kind::kKV, 0)).ok());
+  EXPECT_TRUE(t->BeginWrite(TestKey(Kind::kKV, 2), {}).ok());
 }
 
 TEST_F(DiskTierTest, FailedReadDropsTheRecordOnceTheLastReaderIsDone) {
@@ -398,7 +363,7 @@ TEST_F(DiskTierTest, FailedReadDropsTheRecordOnceTheLastReaderIsDone) {
   EXPECT_FALSE(t->Contains(k));  // the drop reached the catalog
 }
 
-TEST_F(DiskTierTest, RecoveryRebuildsExtentsLruAndDropsWhatNoLongerFits) {
+TEST_F(DiskTierTest, RecoveryRebuildsExtentsStampsAndDropsWhatNoLongerFits) {
   options_.data_paths = {(dir_.path() / "f0").string(), (dir_.path() / "f1").string()};
   options_.capacity_bytes = 2 * 8 * kv_bytes_;
   std::map<std::string, DiskExtent> extents;
@@ -431,13 +396,16 @@ TEST_F(DiskTierTest, RecoveryRebuildsExtentsLruAndDropsWhatNoLongerFits) {
       EXPECT_EQ(r.key.depth, depths[DiskKeyIdentity(r.key)]);
     });
     EXPECT_EQ(n, 11u);
-    auto lru = t->LruOrder(Kind::kKV, 100);
-    ASSERT_EQ(lru.size(), 8u);
-    EXPECT_EQ(lru.back().hash, TestKey(Kind::kKV, 0).hash);
-    EXPECT_EQ(lru.front().hash, TestKey(Kind::kKV, 1).hash);
+    // The access stamps came back: KV 0, read last, is the newest; KV 1 the oldest.
+    uint64_t newest = 0, oldest = UINT64_MAX;
+    for (uint64_t i = 1; i < 8; ++i) {
+      newest = std::max(newest, t->Lookup(TestKey(Kind::kKV, i))->stamp);
+      oldest = std::min(oldest, t->Lookup(TestKey(Kind::kKV, i))->stamp);
+    }
+    EXPECT_GT(t->Lookup(TestKey(Kind::kKV, 0))->stamp, newest);
+    EXPECT_EQ(t->Lookup(TestKey(Kind::kKV, 1))->stamp, oldest);
     // New writes never land on a recovered extent.
-    std::vector<DiskKey> ev;
-    auto w = t->BeginWrite(TestKey(Kind::kKV, 50), {}, &ev);
+    auto w = t->BeginWrite(TestKey(Kind::kKV, 50), {});
     ASSERT_TRUE(w.ok());
     for (const auto& [id, e] : extents) {
       EXPECT_TRUE(w->extent.file != e.file || w->extent.end() <= e.offset ||

@@ -63,8 +63,7 @@ void WriteStore(const std::string& dir, const ModelLayout& layout, const std::ve
   std::vector<DiskTier::TicketPtr> tickets;
   std::vector<uint64_t> sums;
   for (const Rec& r : recs) {
-    std::vector<DiskKey> evicted;
-    auto plan = t.BeginWrite(r.key, r.parent, &evicted, r.chain);
+    auto plan = t.BeginWrite(r.key, r.parent, r.chain);
     ASSERT_TRUE(plan.ok()) << r.key.ToString() << ": " << plan.status().ToString();
     const uint64_t bytes = plan->extent.bytes;
     std::unique_ptr<std::byte, decltype(&std::free)> buf(

@@ -203,7 +203,7 @@ TEST(ReplayConcurrencyTest, APoolForOneRequestIsSharedBySixteenWithoutFailing) {
 // write-through reaches the disk, in the engine of fc564d8 as in this one.)
 struct Golden {
   const char* workload;
-  std::array<uint64_t, kReportedTiers> hit_pages, hit_states;
+  std::array<uint64_t, kNumTiers> hit_pages, hit_states;
   uint64_t computed_pages, computed_states, loaded_pages, saved_pages, saved_states;
   std::array<uint64_t, kNumKinds> l1_evictions;
   uint64_t verified_records;

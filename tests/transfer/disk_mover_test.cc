@@ -190,21 +190,35 @@ TEST_F(DiskMoverTest, RecordsLargerThanOneRequestMoveInPieces) {
   for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(ReadOne(*e, Kind::kMamba, i).ok());
 }
 
-TEST_F(DiskMoverTest, FullDiskEvictsLeastRecentlyUsedAndReportsIt) {
+// The disk mover never evicts: a full disk fails the write NoSpace, the caller (the Store)
+// removes the victims it picks in one batch, and the write then fits.
+TEST_F(DiskMoverTest, AFullDiskFailsNoSpaceAndTheCallerRemovesVictimsInOneBatch) {
   options_.tier.data_paths.clear();
   options_.tier.capacity_bytes = 8 * RecordSlotBytes(layout_, Kind::kKV);
   auto e = OpenMover();
   ASSERT_NE(e, nullptr);
   WriteOk(*e, Kind::kKV, 0, 8);
-  ASSERT_TRUE(ReadOne(*e, Kind::kKV, 0).ok());  // 0 becomes most recently used
   auto r = Write(*e, Kind::kKV, 100, 2);
-  for (const auto& rec : r->records) ASSERT_TRUE(rec.status.ok());
-  ASSERT_EQ(r->evicted.size(), 2u);
-  EXPECT_EQ(r->evicted[0].hash, TestKey(Kind::kKV, 1).hash);
-  EXPECT_EQ(r->evicted[1].hash, TestKey(Kind::kKV, 2).hash);
-  EXPECT_TRUE(ReadOne(*e, Kind::kKV, 1).IsNotFound());
+  for (const auto& rec : r->records) EXPECT_TRUE(rec.status.IsNoSpace()) << rec.status.ToString();
+  for (uint64_t i = 0; i < 8; ++i) EXPECT_TRUE(e->tier().Contains(TestKey(Kind::kKV, i))) << i;
+  const std::vector<DiskKey> victims = {TestKey(Kind::kKV, 1), TestKey(Kind::kKV, 2),
+                                        TestKey(Kind::kKV, 77)};
+  const std::vector<Status> removed = e->tier().Remove(victims);
+  ASSERT_EQ(removed.size(), 3u);
+  EXPECT_TRUE(removed[0].ok() && removed[1].ok()) << removed[0].ToString();
+  EXPECT_TRUE(removed[2].IsNotFound()) << removed[2].ToString();
+  r = Write(*e, Kind::kKV, 100, 2);
+  for (const auto& rec : r->records) ASSERT_TRUE(rec.status.ok()) << rec.status.ToString();
+  // A read of a removed record: NotFound, and the result says the record is gone.
+  Poison(KvSlot(60));
+  const DiskRead rd{TestKey(Kind::kKV, 1), KvSlot(60)};
+  DiskOp miss = e->Load(std::span<const DiskRead>(&rd, 1));
+  (void)miss.fence.Wait();
+  EXPECT_TRUE(miss.result->records[0].status.IsNotFound());
+  EXPECT_TRUE(miss.result->records[0].gone);
   for (uint64_t i : {0, 3, 4, 5, 6, 7, 100, 101}) ASSERT_TRUE(ReadOne(*e, Kind::kKV, i).ok()) << i;
-  EXPECT_EQ(e->stats().evictions, 2u);
+  EXPECT_EQ(e->stats().removes, 2u);
+  EXPECT_EQ(e->stats().no_space, 2u);
 }
 
 TEST_F(DiskMoverTest, InFlightReadsPinTheirRecords) {
@@ -219,28 +233,23 @@ TEST_F(DiskMoverTest, InFlightReadsPinTheirRecords) {
   DiskOp held = e->Load(std::span<const DiskRead>(&rd, 1));
   ASSERT_EQ(faults_->held(), 1u);
   EXPECT_FALSE(held.fence.Ready());
-  // A write that needs space evicts the next oldest, never the pinned one.
-  auto w = Write(*e, Kind::kKV, 10, 1);
-  ASSERT_TRUE(w->records[0].status.ok());
-  ASSERT_EQ(w->evicted.size(), 1u);
-  EXPECT_EQ(w->evicted[0].hash, TestKey(Kind::kKV, 1).hash);
-  // Removing the record being read unlists it at once, but its extent stays held: the next
-  // write that needs space evicts another record instead of writing over the bytes in flight.
-  EXPECT_TRUE(e->tier().Remove(rd.key).ok());
+  // Removing the record being read unlists it at once, but its extent stays held: of two
+  // writes after two removals, only the one that takes the other record's extent fits.
+  const std::vector<DiskKey> victims = {rd.key, TestKey(Kind::kKV, 1)};
+  for (const Status& s : e->tier().Remove(victims)) EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_FALSE(e->tier().Contains(rd.key));
-  auto w2 = Write(*e, Kind::kKV, 11, 1);
-  ASSERT_TRUE(w2->records[0].status.ok());
-  ASSERT_EQ(w2->evicted.size(), 1u);
-  EXPECT_EQ(w2->evicted[0].hash, TestKey(Kind::kKV, 2).hash);
+  auto w = Write(*e, Kind::kKV, 10, 2);
+  EXPECT_EQ(w->records[0].status.ok() + w->records[1].status.ok(), 1)
+      << w->records[0].status.ToString() << " / " << w->records[1].status.ToString();
   faults_->Release();
   ASSERT_TRUE(held.fence.Wait().ok());
+  EXPECT_FALSE(held.result->records[0].gone);
   EXPECT_TRUE(PayloadMatchesKey(rd.key, Payload(KvSlot(50), Kind::kKV)));
   EXPECT_TRUE(e->tier().Remove(rd.key).IsNotFound());
-  // The read ended: the removed record's extent is free again, so this write evicts nothing.
+  // The read ended: the removed record's extent is free again.
   auto w3 = Write(*e, Kind::kKV, 12, 1);
-  ASSERT_TRUE(w3->records[0].status.ok());
-  EXPECT_TRUE(w3->evicted.empty());
-  for (uint64_t i : {3, 10, 11, 12}) EXPECT_TRUE(ReadOne(*e, Kind::kKV, i).ok()) << i;
+  ASSERT_TRUE(w3->records[0].status.ok()) << w3->records[0].status.ToString();
+  for (uint64_t i : {2, 3, 12}) EXPECT_TRUE(ReadOne(*e, Kind::kKV, i).ok()) << i;
 }
 
 TEST_F(DiskMoverTest, CloseWithIoInFlightFiresEveryFence) {
@@ -312,8 +321,18 @@ TEST_F(DiskMoverTest, ConcurrentWritersAndReadersSeeOnlyTheirBytes) {
         w.push_back({mk, {}, MambaSlot(m0)});
         DiskOp op = e->Save(w);
         if (!op.fence.Wait().ok()) ++failures;
-        // Read back a random earlier round into the other slots.
-        const int back = static_cast<int>(rng() % (round + 1));
+        // Remove the round before the last three (one batch), as the Store removes victims,
+        // while the other threads read and write.
+        if (round >= 3) {
+          const int old = round - 3;
+          std::vector<DiskKey> gone;
+          for (size_t i = 0; i < 4; ++i) gone.push_back(TestKey(Kind::kKV, t * 1000 + old * 4 + i));
+          gone.push_back(TestKey(Kind::kMamba, t * 1000 + old));
+          for (const Status& s : e->tier().Remove(gone)) failures += !s.ok();
+        }
+        // Read back one of the rounds still on disk into the other slots.
+        const int kept = std::min(round + 1, 3);
+        const int back = round + 1 - kept + static_cast<int>(rng() % kept);
         std::vector<DiskRead> r;
         for (size_t i = 0; i < 4; ++i) {
           r.push_back({TestKey(Kind::kKV, t * 1000 + back * 4 + i), KvSlot(kv0 + 4 + i)});
@@ -325,7 +344,7 @@ TEST_F(DiskMoverTest, ConcurrentWritersAndReadersSeeOnlyTheirBytes) {
           const Status& s = rop.result->records[i].status;
           if (s.ok()) {
             if (!PayloadMatchesKey(r[i].key, Payload(r[i].slot, r[i].key.kind))) ++wrong;
-          } else if (!s.IsNotFound()) {  // evicted by another thread's writes is fine
+          } else {
             ++failures;
           }
         }
