@@ -123,7 +123,7 @@ std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(const std::vector<DiskWrit
       if (RemoteWantsDiskVictimLocked({v.hash, v.kind}, LocationsOf(*e, v.kind))) {
         to_remote->push_back(removed.back());
       }
-      ++evictions_[static_cast<int>(Tier::kDisk)][static_cast<int>(v.kind)];
+      ++disk_evictions_[static_cast<int>(v.kind)];
       disk_removing_.insert({v.hash, v.kind});
       ForgetDiskLocked({v.hash, v.kind});
       ++taken;
@@ -131,7 +131,7 @@ std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(const std::vector<DiskWrit
     return taken;
   };
   if (eviction_policy_ != EvictionPolicy::kHybrid) {
-    for (const EvictionStage& stage : EvictionOrder()) {
+    for (const EvictionStage& stage : EvictionOrder(eviction_policy_)) {
       if (removed.size() >= jobs.size()) break;
       take(stage, jobs.size() - removed.size() + 4);
     }
@@ -150,7 +150,7 @@ std::vector<DiskKey> StoreImpl::TakeDiskVictimsLocked(const std::vector<DiskWrit
     take({Kind::kMamba, VictimClass::kAny}, static_cast<size_t>(states / unit));
   }
   uint64_t missing = need[static_cast<int>(Kind::kKV)] + need[static_cast<int>(Kind::kWindowKV)];
-  for (const EvictionStage& stage : EvictionOrder()) {
+  for (const EvictionStage& stage : EvictionOrder(eviction_policy_)) {
     if (missing == 0) break;
     if (!layout_.Stores(stage.kind)) continue;
     const uint64_t unit = RecordSlotBytes(layout_, stage.kind);
@@ -191,7 +191,7 @@ void StoreImpl::FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int 
       }
     }
     if (!retry.empty()) removals = TakeDiskVictimsLocked(retry, &to_remote);
-    space_cv_.notify_all();
+    host_space_->NotifyLocked();
   }
   if (!retry.empty()) {
     OperationStarted();

@@ -76,7 +76,7 @@ Status StoreImpl::PlanFillsLocked(const PrefixMatch& match, std::span<const Fill
     if (of_kind.empty()) continue;
     std::vector<HostSlotId> slots;
     profile::ScopedStage allocating(profile::Stage::kLoadHostAllocate);
-    if (Status s = AllocateHostLocked(kind, of_kind.size(), lock, &slots); !s.ok()) {
+    if (Status s = host_space_->AllocateLocked(kind, of_kind.size(), lock, &slots); !s.ok()) {
       return rollback(s);
     }
     for (size_t j = 0; j < of_kind.size(); ++j) {

@@ -70,11 +70,17 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
 
   s->policy_ = TierWritePolicy::Make(options.write_policy, options.selective_min_hits);
   CACHEPAWL_RETURN_IF_ERROR(s->OpenTiers());
+  HostSpace::Options hs;
+  hs.policy = options.eviction_policy;
+  hs.free_target_bytes = options.host_free_target();
+  hs.space_wait = std::chrono::milliseconds(options.host_space_wait_ms);
+  hs.pinning_wait = std::chrono::milliseconds(options.host_pinning_wait_ms);
+  HostSpace::Victims* victims = s.get();  // (a private base: converted here)
+  s->host_space_ =
+      std::make_unique<HostSpace>(s->host_.get(), s->index_.get(), &s->mu_, victims, hs);
   s->worker_ = std::make_unique<TaskQueue>();
   CACHEPAWL_RETURN_IF_ERROR(s->OpenRemote());
   if (s->disk_) s->disk_submitter_ = std::make_unique<TaskQueue>();
-  s->host_free_target_ = options.host_free_target();
-  if (s->host_free_target_ > 0) s->evictor_ = std::make_unique<TaskQueue>();
   return std::unique_ptr<Store>(std::move(s));
 }
 
@@ -173,7 +179,7 @@ Status StoreImpl::Close() {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return Status::OK();
     closed_ = true;
-    space_cv_.notify_all();
+    if (host_space_) host_space_->StopLocked();
   }
   // Drain: every operation in flight fires its fence (the worker keeps running meanwhile).
   {
@@ -185,7 +191,7 @@ Status StoreImpl::Close() {
   // The evictor first: its pass (closed_ is set) stops at its next batch; it may hand writes to
   // the disk submitter.
   CloseRemote();
-  evictor_.reset();
+  if (host_space_) host_space_->StopEvictor();
   disk_submitter_.reset();
   worker_.reset();
   Status s;
@@ -315,7 +321,7 @@ Status StoreImpl::Unlock(PrefixLock& lock) {
   // What the lock kept from pruning while the tiers dropped the entries below it (a pure SSM
   // chain whose states went, or pages whose KV went before Lock) is useless now.
   PruneLocked(lock.hashes.back());
-  space_cv_.notify_all();
+  host_space_->NotifyLocked();
   return Status::OK();
 }
 
@@ -471,7 +477,11 @@ StoreStats StoreImpl::Stats() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     st.remote = RemoteStatsLocked();
-    st.evictions = evictions_;
+    for (Kind k : kAllKinds) {
+      const int i = static_cast<int>(k);
+      st.evictions[static_cast<int>(Tier::kHost)][i] = host_space_->evictions(k);
+      st.evictions[static_cast<int>(Tier::kDisk)][i] = disk_evictions_[i];
+    }
     st.loaded_entries = loaded_entries_;
     for (int t = 0; t < kNumLocalTiers; ++t) {
       for (int k = 0; k < kNumKinds; ++k) {
@@ -487,8 +497,8 @@ StoreStats StoreImpl::Stats() const {
     st.loads = loads_;
     st.prefetches = prefetches_;
     st.failed_operations = failed_ops_;
-    st.no_space_errors = no_space_;
-    st.evicted_ahead = evicted_ahead_;
+    st.no_space_errors = no_space_ + host_space_->no_space();
+    st.evicted_ahead = host_space_->evicted_ahead();
     st.disk_admission_refused = disk_admission_refused_;
     st.evict_write_failures = evict_write_failures_;
     st.disk_records_recovered = disk_records_recovered_;

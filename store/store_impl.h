@@ -5,7 +5,9 @@
 //   store_save.cc           Save: device -> host (host slots allocated as runs)
 //   store_load.cc           Load and StartPrefetch: disk -> host -> device
 //   store_fill_plan.cc      what a Load or a StartPrefetch reads into host memory (one planner)
-//   store_host_space.cc     host slots: allocation as runs, eviction, write-on-evict hand-off
+//   host_space.h            HostSpace: host slots allocated as runs, eviction in the policy's
+//                           order, waiting for room, evicting ahead (a class of its own)
+//   store_host_victims.cc   the store's side of host eviction: what becomes of each victim
 //   store_disk_cascade.cc   host -> disk writes (write-through, selective, write-on-evict),
 //                           asynchronous, with disk eviction and one retry when the disk is full
 //   store_recovery.cc       the index rebuilt from the disk catalog at open
@@ -17,7 +19,7 @@
 // decisions, index mutations and the in-flight sets. No thread waits on I/O or on a transfer
 // while holding it: disk writes are submitted (and checksummed) on the disk submitter thread,
 // write-on-evict is a disk write after which the entry leaves host memory, and an allocation that
-// must wait for space waits on space_cv_, which releases mu_. Lookup takes no store lock (the
+// must wait for space waits in HostSpace, which releases mu_. Lookup takes no store lock (the
 // index is thread-safe).
 //
 // Completion. The device and disk movers fire their fences on their own threads; the store
@@ -56,6 +58,8 @@
 #include "index/prefix_index.h"
 #include "store/deferred_stream_waiter.h"
 #include "store/entry_key.h"
+#include "store/eviction_order.h"
+#include "store/host_space.h"
 #include "store/latency_histogram.h"
 #include "store/store.h"
 #include "store/store_faults.h"
@@ -78,7 +82,7 @@ namespace cachepawl {
 StatusOr<size_t> RebuildIndexFromDisk(DiskTier& disk, PrefixIndex& index,
                                       const ModelLayout& layout);
 
-class StoreImpl final : public Store {
+class StoreImpl final : public Store, private HostSpace::Victims {
  public:
   ~StoreImpl() override { (void)Close(); }
 
@@ -171,43 +175,20 @@ class StoreImpl final : public Store {
   void OperationStarted();
   void OperationFinished();
 
-  // ---- store_host_space.cc ----
-  // Allocates `count` host slots of `kind` as runs (HostArena::AllocateRun), evicting unlocked
-  // entries when the arena is full. Victims without a disk copy that the policy writes on
-  // eviction are handed to the disk cascade and leave host memory once written; meanwhile, and
-  // while transfers pin what is left, the call waits on space_cv_ (releasing mu_ through
-  // `lock`) for at most StoreOptions::host_space_wait_ms: backpressure, not failure. On error, the
-  // slots allocated so far are freed: NoSpace when everything left is locked by the serving engine
-  // or the wait ran out. Requires mu_ (held through `lock`; released while waiting).
-  // `*released` (when given) is set when mu_ was released meanwhile (the caller's view of the
-  // index may be stale). Afterwards, starts the evict-ahead thread when the tier is below its
-  // free target.
-  Status AllocateHostLocked(Kind kind, size_t count, std::unique_lock<std::mutex>& lock,
-                            std::vector<HostSlotId>* slots, bool* released = nullptr);
-  Status AllocateHostOnDemandLocked(Kind kind, size_t count, std::unique_lock<std::mutex>& lock,
-                                    std::vector<HostSlotId>* slots, bool* released);
-  // Evict ahead (StoreOptions::host_free_target_bytes): posts EvictAhead to evictor_ when the
-  // tier has fewer free bytes than the target and no pass is pending. Requires mu_.
-  void MaybeEvictAheadLocked();
-  // Runs on evictor_: evicts in batches of at most kEvictAheadBatch victims, releasing mu_
-  // between batches, until the target is free, nothing can go at once, or the store closes.
-  void EvictAhead();
-  // One step of the eviction order: victims of `kind` among `cls`.
-  struct EvictionStage {
-    Kind kind;
-    VictimClass cls;
-  };
-  // The order tiers are freed in (StoreOptions::eviction_policy): LRU, states, windowed KV,
-  // KV; hybrid, not-needed windowed KV and KV, states by score, needed windowed KV and KV.
-  std::span<const EvictionStage> EvictionOrder() const;
-  // Evicts in EvictionOrder(), enough victims to cover `missing_bytes` (at least one, at most
-  // `max_victims`), stopping at the first stage that freed something.
-  // Returns slots freed at once; *writes counts write-on-evict hand-offs. Requires mu_.
-  size_t EvictForBytesLocked(uint64_t missing_bytes, size_t max_victims, size_t* writes);
-  // Evicts victims of one stage from host memory: those that can go at once are freed; those
-  // the policy writes first are handed to the disk cascade. Returns how many slots were freed
-  // at once; *writes_started counts the hand-offs. Requires mu_.
-  size_t EvictFromHostLocked(const EvictionStage& stage, size_t wanted, size_t* writes_started);
+  // ---- store_host_victims.cc: the store's side of host eviction (HostSpace::Victims) ----
+  // A host victim: kSkip while a Save still publishes it; kWriteToDisk when the disk policy
+  // writes it on eviction (admitted, no disk copy, no removal pending, not a window no state
+  // needs, its earlier write did not fail); kKeepForWrite while its remote write-on-evict is
+  // queued or under way; kDrop otherwise.
+  HostSpace::Verdict DecideLocked(const EntryKey& key, const EntryInfo& e,
+                                  size_t* writes_started) override;
+  size_t StartEvictWritesLocked(const std::vector<EntryKey>& keys) override {
+    return StartDiskWritesLocked(keys, /*evict_after=*/true);
+  }
+  uint64_t EvictWritesInFlightLocked() const override { return evict_writes_in_flight_; }
+  void DropLocked(const EntryKey& key) override { DropHostCopyLocked(key); }
+  // Write-on-evict writes (disk or remote) or loads holding host pins are in flight.
+  bool SpaceMayComeLocked() const override;
   // Hybrid eviction's disk admission of a write-on-evict victim (always true for LRU): no KV
   // that no cached state can use, no state scored below the index's StateScoreFloor().
   // Counts refusals. Requires mu_.
@@ -396,8 +377,9 @@ class StoreImpl final : public Store {
   StoreFaultInjection faults_;  // tests only (store/store_faults.h); set by Open
   std::unique_ptr<TaskQueue> worker_;
   std::unique_ptr<TaskQueue> disk_submitter_;  // only with a disk tier
-  std::unique_ptr<TaskQueue> evictor_;         // only with a free target
-  uint64_t host_free_target_ = 0;              // StoreOptions::host_free_target()
+  // Host slots and host eviction (after OpenTiers: it uses host_ and index_); its state is
+  // guarded by mu_.
+  std::unique_ptr<HostSpace> host_space_;
 
   mutable std::mutex mu_;
   bool closed_ = false;       // guarded by mu_
@@ -412,22 +394,20 @@ class StoreImpl final : public Store {
   std::unordered_set<EntryKey, EntryKeyHasher> disk_removing_;  // guarded by mu_
   uint64_t evict_writes_in_flight_ = 0;  // write-on-evict jobs not finished; guarded by mu_
   // Write-on-evict victims whose disk write failed: the next eviction drops them unwritten.
-  std::unordered_set<EntryKey, EntryKeyHasher> evict_unwritten_;                  // guarded by mu_
-  std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> evictions_{};       // guarded by mu_
+  std::unordered_set<EntryKey, EntryKeyHasher> evict_unwritten_;  // guarded by mu_
+  std::array<uint64_t, kNumKinds> disk_evictions_{};  // per kind (host: host_space_); mu_
   std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> loaded_entries_{};  // guarded by mu_
   uint64_t saves_ = 0, refreshed_ = 0;                                            // guarded by mu_
-  std::array<uint64_t, kNumKinds> saved_entries_{};                      // per kind; guarded by mu_
+  std::array<uint64_t, kNumKinds> saved_entries_{};  // per kind; guarded by mu_
+  // no_space_: disk writes that found no room after their retry (host: host_space_).
   uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0, no_space_ = 0;  // guarded by mu_
   uint64_t checksum_failures_ = 0, io_errors_ = 0;                       // guarded by mu_
   uint64_t evict_write_failures_ = 0;    // write-on-evict writes that failed; guarded by mu_
   uint64_t loads_pinning_host_ = 0;      // loads holding host pins; guarded by mu_
-  bool evict_ahead_pending_ = false;     // an EvictAhead pass is posted or running; guarded by mu_
-  uint64_t evicted_ahead_ = 0;           // victims the evict-ahead thread freed; guarded by mu_
   uint64_t disk_admission_refused_ = 0;  // AdmitToDiskLocked said no; guarded by mu_
   // Set while opening, before any other thread sees the store; constant after.
   uint64_t disk_records_recovered_ = 0, disk_unreachable_at_open_ = 0;
   EvictionPolicy eviction_policy_ = EvictionPolicy::kHybrid;  // set by Open
-  std::condition_variable space_cv_;  // signalled (under mu_) when host entries may be evictable
 
   // The remote tier (null without StoreOptions::remote). The reader runs remote fetches; the
   // writer thread drains remote_queue_.

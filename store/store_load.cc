@@ -147,7 +147,7 @@ void StoreImpl::FailLoad(PendingLoad& load, const Status& why) {
     }
     ++failed_ops_;
     --loads_pinning_host_;
-    space_cv_.notify_all();
+    host_space_->NotifyLocked();
   }
   if (load.deferred) load.deferred->Resolve({});  // nothing reaches the GPU: release stream waits
   load.outer->Complete(why);
@@ -255,7 +255,7 @@ void StoreImpl::SubmitHostToDevice(const std::shared_ptr<DeviceMover>& mover,
             }
             if (!s.ok()) ++failed_ops_;
             --loads_pinning_host_;
-            space_cv_.notify_all();
+            host_space_->NotifyLocked();
           }
           OperationFinished();
         });

@@ -180,7 +180,7 @@ Status StoreImpl::FetchRemoteFills(std::span<const PageHash> hashes,
     (void)host_->Free(f.slot);
     PruneLocked(f.key.hash);
   }
-  space_cv_.notify_all();
+  host_space_->NotifyLocked();
   return first_error;
 }
 

@@ -196,7 +196,7 @@ void StoreImpl::RemoteWriterLoop() {
     backoff = !transient             ? std::chrono::milliseconds(0)
               : backoff.count() == 0 ? kRemoteFirstBackoff
                                      : std::min(backoff * 2, kRemoteMaxBackoff);
-    space_cv_.notify_all();
+    host_space_->NotifyLocked();
   }
 }
 

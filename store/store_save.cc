@@ -188,7 +188,7 @@ Status StoreImpl::PrepareSaveChunk(std::span<const SaveWant> part, std::span<con
   for (Kind kind : {Kind::kKV, Kind::kWindowKV, Kind::kMamba}) {
     const size_t n = static_cast<size_t>(std::count_if(
         part.begin(), part.end(), [&](const SaveWant& w) { return w.key.kind == kind; }));
-    if (n > 0 && st.ok()) st = AllocateHostLocked(kind, n, lock, &slots, &released);
+    if (n > 0 && st.ok()) st = host_space_->AllocateLocked(kind, n, lock, &slots, &released);
   }
   profile::Add(profile::Stage::kSaveHostAllocate, allocate_start);
   const uint64_t index_start = profile::Now();
@@ -229,7 +229,7 @@ bool StoreImpl::SaveProgress::ReleaseLocked(const Status& s, StoreImpl* store) {
   if (--remaining != 0) return false;
   // The whole Save is done: its published entries become evictable.
   for (const EntryKey& key : held) store->filling_.erase(key);
-  store->space_cv_.notify_all();
+  store->host_space_->NotifyLocked();
   return true;
 }
 
@@ -303,7 +303,7 @@ void StoreImpl::FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotI
   if (!s.ok()) ++failed_ops_;
   if (!to_disk.empty()) StartDiskWritesLocked(to_disk, /*evict_after=*/false);
   if (!to_remote.empty()) StartRemoteWritesLocked(to_remote);
-  space_cv_.notify_all();
+  host_space_->NotifyLocked();
 }
 
 }  // namespace cachepawl
