@@ -2,7 +2,7 @@
 #
 #   P/lib/libcachepawl.so.X.Y.Z, .so.X, .so      the store (cmake/CachepawlSharedLibrary.cmake)
 #   P/include/cachepawl/store/store.h ...         the public C++ headers, folders kept
-#   P/include/cachepawl/cachepawl.h               the C API's header, once store/cachepawl.h exists
+#   P/include/cachepawl/cachepawl.h               the C API's header, once capi/cachepawl.h exists
 #   P/lib/cmake/Cachepawl/                        find_package(Cachepawl) -> Cachepawl::cachepawl
 #   P/lib/pkgconfig/cachepawl.pc                  pkg-config --cflags --libs cachepawl
 #   P/bin/cachepawl                               the command line (when tools are built)

@@ -14,17 +14,17 @@
 # ${PROJECT_BINARY_DIR}/include/cachepawl serves add_subdirectory() users the same way as an
 # install does.
 
-# The public C++ headers, the whole C++ API: store/store.h and every header directly in
-# store/vocab/ (store/vocab/internal/ is the vocabulary's own plumbing and is not installed).
+# The public C++ headers, the whole C++ API: store/store.h and every header directly in vocab/
+# and layouts/ (their internal/ folders are their own plumbing and are not installed).
 # tests/install/check_install.sh compiles each one alone against the installed tree and fails
 # when any installed header includes one that is not installed. Nothing here may include
 # RocksDB, liburing, spdlog, fmt, xxHash, OpenSSL, nlohmann or CUDA headers.
 file(GLOB CACHEPAWL_VOCAB_HEADERS CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}"
-  "${PROJECT_SOURCE_DIR}/store/vocab/*.h")
+  "${PROJECT_SOURCE_DIR}/vocab/*.h" "${PROJECT_SOURCE_DIR}/layouts/*.h")
 list(SORT CACHEPAWL_VOCAB_HEADERS)
 set(CACHEPAWL_PUBLIC_HEADERS store/store.h ${CACHEPAWL_VOCAB_HEADERS})
 # The C API's header, once it exists, installed as <cachepawl/cachepawl.h>.
-set(CACHEPAWL_C_HEADER "${PROJECT_SOURCE_DIR}/store/cachepawl.h")
+set(CACHEPAWL_C_HEADER "${PROJECT_SOURCE_DIR}/capi/cachepawl.h")
 
 # Build-tree copies (re-copied when a header changes: configure_file re-runs CMake).
 set(CACHEPAWL_BUILD_INCLUDE_DIR "${PROJECT_BINARY_DIR}/include")
@@ -41,8 +41,8 @@ endif()
 # library: nothing to link), each before the ones it depends on: CMake then has no reason to
 # repeat one after its dependents, which whole-archive would turn into duplicate definitions.
 set(_cachepawl_parts)
-foreach(part cachepawl_store cachepawl_transfer cachepawl_tiers cachepawl_index cachepawl_cuda
-    cachepawl_vocab)
+foreach(part cachepawl_capi cachepawl_store cachepawl_transfer cachepawl_tiers cachepawl_redis
+    cachepawl_index cachepawl_cuda cachepawl_layouts cachepawl_vocab)
   get_target_property(_type ${part} TYPE)
   if(_type STREQUAL "STATIC_LIBRARY")
     list(APPEND _cachepawl_parts ${part})

@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*
 struct CUevent_st;   // cudaEvent_t is CUevent_st*

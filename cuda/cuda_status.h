@@ -10,7 +10,7 @@
 
 #include <string_view>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl::cuda {
 

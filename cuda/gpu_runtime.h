@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl::cuda {
 

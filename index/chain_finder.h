@@ -27,7 +27,7 @@
 #include "index/entry_allocator.h"
 #include "index/page_table.h"
 #include "index/prefix_index_internal.h"
-#include "store/vocab/page_hash.h"
+#include "vocab/page_hash.h"
 
 namespace cachepawl::prefix_index_internal {
 

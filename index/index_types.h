@@ -10,9 +10,9 @@
 #include <optional>
 #include <vector>
 
-#include "store/vocab/page_hash.h"
-#include "store/vocab/status.h"
-#include "store/vocab/types.h"
+#include "vocab/page_hash.h"
+#include "vocab/status.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 
@@ -81,7 +81,7 @@ struct IndexOptions {
 // Where one KV page, one page of windowed KV or one Mamba state is held: a bit per tier and that
 // tier's slot (host slot id, disk extent id or device page index; any 64-bit value).
 struct TierLocations {
-  uint8_t mask = 0;                        // bit (1 << tier) set when the tier holds it
+  uint8_t mask = 0;                             // bit (1 << tier) set when the tier holds it
   std::array<uint64_t, kNumLocalTiers> slot{};  // meaningful only where `mask` has the tier's bit
 
   bool empty() const { return mask == 0; }

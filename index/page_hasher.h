@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "store/vocab/page_hash.h"
-#include "store/vocab/status.h"
+#include "vocab/page_hash.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

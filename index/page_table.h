@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "index/huge_page_allocator.h"
-#include "store/vocab/page_hash.h"
+#include "vocab/page_hash.h"
 
 namespace cachepawl::index_internal {
 

@@ -101,9 +101,9 @@
 #include <vector>
 
 #include "index/index_types.h"
-#include "store/vocab/page_hash.h"
-#include "store/vocab/status.h"
-#include "store/vocab/types.h"
+#include "vocab/page_hash.h"
+#include "vocab/status.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 

@@ -26,9 +26,9 @@
 #include "index/index_allocator.h"
 #include "index/page_table.h"
 #include "index/victim_queue.h"
-#include "store/vocab/page_hash.h"
-#include "store/vocab/status.h"
-#include "store/vocab/types.h"
+#include "vocab/page_hash.h"
+#include "vocab/status.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 namespace prefix_index_internal {

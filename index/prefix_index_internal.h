@@ -63,9 +63,9 @@
 #include "index/prefix_index_entries.h"
 #include "index/rw_lock.h"
 #include "index/victim_queue.h"
-#include "store/vocab/page_hash.h"
-#include "store/vocab/status.h"
-#include "store/vocab/types.h"
+#include "vocab/page_hash.h"
+#include "vocab/status.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 namespace prefix_index_internal {
@@ -467,21 +467,21 @@ struct Core {
   ChunkedArray<ColdEntry, 16> cold;   // guarded by mu
   ChunkedArray<WindowEntry, 16> win;  // guarded by mu; only when windowed()
   // Hybrid eviction of KV: per entry, the entries with a state among it and its descendants.
-  ChunkedArray<uint32_t, 16> subtree_states;       // guarded by mu; only when hybrid_kv()
-  EntryAllocator entry_ids;                        // guarded by mu
-  uint64_t entries_reserved = 0;                   // guarded by mu: hot, cold hold this many
-  ChunkedArray<State, 10> states;                  // guarded by mu (last_use: atomic)
-  IndexAllocator state_ids;                        // guarded by mu
-  ChunkedArray<State, 10> windows;                 // guarded by mu (last_use: atomic)
-  IndexAllocator window_ids;                       // guarded by mu
-  PageTable table;                                 // guarded by mu
-  std::unordered_map<uint64_t, uint64_t> spilled;  // guarded by mu: SpillKey -> slot
-  VictimQueue queues[kNumQueues][kNumLocalTiers];       // guarded by mu
-  uint64_t located[kNumKinds][kNumLocalTiers] = {};     // guarded by mu
-  uint64_t evictable[kNumKinds][kNumLocalTiers] = {};   // guarded by mu
-  uint64_t locked_entries = 0;                     // guarded by mu
-  uint64_t live_states = 0;                        // guarded by mu
-  uint64_t live_windows = 0;                       // guarded by mu
+  ChunkedArray<uint32_t, 16> subtree_states;           // guarded by mu; only when hybrid_kv()
+  EntryAllocator entry_ids;                            // guarded by mu
+  uint64_t entries_reserved = 0;                       // guarded by mu: hot, cold hold this many
+  ChunkedArray<State, 10> states;                      // guarded by mu (last_use: atomic)
+  IndexAllocator state_ids;                            // guarded by mu
+  ChunkedArray<State, 10> windows;                     // guarded by mu (last_use: atomic)
+  IndexAllocator window_ids;                           // guarded by mu
+  PageTable table;                                     // guarded by mu
+  std::unordered_map<uint64_t, uint64_t> spilled;      // guarded by mu: SpillKey -> slot
+  VictimQueue queues[kNumQueues][kNumLocalTiers];      // guarded by mu
+  uint64_t located[kNumKinds][kNumLocalTiers] = {};    // guarded by mu
+  uint64_t evictable[kNumKinds][kNumLocalTiers] = {};  // guarded by mu
+  uint64_t locked_entries = 0;                         // guarded by mu
+  uint64_t live_states = 0;                            // guarded by mu
+  uint64_t live_windows = 0;                           // guarded by mu
   // Hybrid eviction of states: the GreedyDual inflation, the largest score of a state picked
   // as a victim so far. Written under mu exclusively; read by Match under the shared lock.
   double inflation = 0;        // guarded by mu

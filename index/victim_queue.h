@@ -16,7 +16,7 @@
 #include <cstring>
 #include <vector>
 
-#include "store/vocab/page_hash.h"
+#include "vocab/page_hash.h"
 
 namespace cachepawl::index_internal {
 

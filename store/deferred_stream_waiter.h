@@ -16,7 +16,7 @@
 #include <mutex>
 #include <string>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "index/index_types.h"
-#include "store/vocab/page_hash.h"
-#include "store/vocab/types.h"
+#include "vocab/page_hash.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 

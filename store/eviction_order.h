@@ -6,8 +6,8 @@
 #include <span>
 
 #include "index/index_types.h"
-#include "store/vocab/store_options.h"
-#include "store/vocab/types.h"
+#include "vocab/store_options.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 

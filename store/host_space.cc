@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "store/vocab/internal/stage_profile.h"
+#include "vocab/internal/stage_profile.h"
 
 namespace cachepawl {
 

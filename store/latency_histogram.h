@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "store/vocab/store_stats.h"
+#include "vocab/store_stats.h"
 
 namespace cachepawl {
 

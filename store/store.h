@@ -31,15 +31,15 @@
 #include <string_view>
 #include <vector>
 
-#include "store/vocab/fence.h"
-#include "store/vocab/page_hash.h"
-#include "store/vocab/status.h"
-#include "store/vocab/store_options.h"
-#include "store/vocab/store_stats.h"
+#include "vocab/fence.h"
+#include "vocab/page_hash.h"
+#include "vocab/status.h"
+#include "vocab/store_options.h"
+#include "vocab/store_stats.h"
 
 namespace cachepawl {
 
-struct DevicePoolDescription;  // store/vocab/device_pool.h
+struct DevicePoolDescription;  // vocab/device_pool.h
 
 // The answer to a Lookup. Valid until the entries it names are evicted: Lock() it, or Load()
 // it at once (Load re-checks and fails with NotFound when something has gone meanwhile).
@@ -134,19 +134,18 @@ class Store {
   // stream wait on the GPU. When some pages come from disk, the host->device copies are enqueued
   // only after the disk reads, and StreamWait blocks the calling thread until then (a GPU wait must
   // not be queued ahead of the copies it waits for), at most StoreOptions::stream_wait_ms (then
-  // TimedOut, nothing enqueued; Fence::Wait still works): an engine whose threads must never wait on the
-  // disk calls StartPrefetch at admission and Loads once the prefetch fence is Ready() (everything
-  // is then in host memory). Pure SSM layouts: `device_pages` must be empty and `device_state_slot`
-  // given; the same rule names the depth, (first_page + 0) pages, with first_page 0 standing for
-  // match.reusable_pages. So Load(match, {}, slot) loads the state at the match's depth, and a
-  // first_page naming another depth is refused (InvalidArgument naming both depths), as is a
-  // match without a reusable state.
-  // Errors: InvalidArgument (the argument and value at fault); NotFound when something of the
-  // match is no longer cached (a miss: recompute); Busy when another Load or Prefetch is reading
-  // one of these pages from disk right now (retry once that one's fence fired); NoSpace when the
-  // host tier cannot hold the disk hits (everything else locked, or still in flight after
-  // StoreOptions::host_space_wait_ms). Waits (for host room, for host pinning) are bounded by
-  // StoreOptions::host_space_wait_ms and host_pinning_wait_ms.
+  // TimedOut, nothing enqueued; Fence::Wait still works): an engine whose threads must never wait
+  // on the disk calls StartPrefetch at admission and Loads once the prefetch fence is Ready()
+  // (everything is then in host memory). Pure SSM layouts: `device_pages` must be empty and
+  // `device_state_slot` given; the same rule names the depth, (first_page + 0) pages, with
+  // first_page 0 standing for match.reusable_pages. So Load(match, {}, slot) loads the state at the
+  // match's depth, and a first_page naming another depth is refused (InvalidArgument naming both
+  // depths), as is a match without a reusable state. Errors: InvalidArgument (the argument and
+  // value at fault); NotFound when something of the match is no longer cached (a miss: recompute);
+  // Busy when another Load or Prefetch is reading one of these pages from disk right now (retry
+  // once that one's fence fired); NoSpace when the host tier cannot hold the disk hits (everything
+  // else locked, or still in flight after StoreOptions::host_space_wait_ms). Waits (for host room,
+  // for host pinning) are bounded by StoreOptions::host_space_wait_ms and host_pinning_wait_ms.
   virtual StatusOr<Fence> Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
                                std::optional<uint64_t> device_state_slot,
                                const LoadOptions& opts = {}) = 0;
@@ -171,7 +170,7 @@ class Store {
   virtual StatusOr<Fence> Save(const SaveRequest& request) = 0;
 
   // The engine's own device pool (its paged KV tensors and Mamba state tensors), described by
-  // base pointers and strides (store/vocab/device_pool.h). Call before Load or Save when the store
+  // base pointers and strides (vocab/device_pool.h). Call before Load or Save when the store
   // was opened without a store-owned pool. InvalidArgument when the description does not fit
   // the layout; FailedPrecondition when a pool is already registered (UnregisterDevicePool
   // first to replace it).

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cuda/gpu_runtime.h"
+#include "layouts/layout_presets.h"
 #include "store/store_option_rules.h"
 #include "tiers/machine_probe.h"
 

@@ -65,14 +65,14 @@
 #include "store/store_faults.h"
 #include "store/task_queue.h"
 #include "store/tier_write_policy.h"
-#include "store/vocab/device_pool.h"
-#include "store/vocab/internal/stage_profile.h"
 #include "tiers/device_pool_arena.h"
 #include "tiers/disk_record_copy.h"
 #include "tiers/host_arena.h"
 #include "tiers/remote_tier.h"
 #include "transfer/device_mover.h"
 #include "transfer/disk_mover.h"
+#include "vocab/device_pool.h"
+#include "vocab/internal/stage_profile.h"
 
 namespace cachepawl {
 
@@ -163,7 +163,7 @@ class StoreImpl final : public Store, private HostSpace::Victims {
   // FailedPrecondition when the store is closed or has no device pool. Requires mu_.
   StatusOr<std::shared_ptr<DeviceMover>> UsableMoverLocked() const;
   // Post `fn(status)` to the completion worker when `fence` fires. With a profile (see
-  // store/vocab/internal/stage_profile.h; submitted_at != 0): `copy` gets submitted_at -> fired,
+  // vocab/internal/stage_profile.h; submitted_at != 0): `copy` gets submitted_at -> fired,
   // `hop` fired -> fn runs, `finish` fn's own time.
   struct WhenDoneProfile {
     profile::Stage copy, hop, finish;

@@ -2,24 +2,11 @@
 
 #include <string>
 
-#include "store/cachepawl.h"
-#include "store/vocab/store_options.h"
 #include "transfer/io_uring_ring.h"
+#include "vocab/store_options.h"
 
 namespace cachepawl {
 namespace {
-
-// The policy errors name the C ABI's constants, which carry the same numbers.
-static_assert(CACHEPAWL_WRITE_THROUGH == static_cast<int>(WritePolicy::kWriteThrough));
-static_assert(CACHEPAWL_WRITE_THROUGH_SELECTIVE ==
-              static_cast<int>(WritePolicy::kWriteThroughSelective));
-static_assert(CACHEPAWL_WRITE_BACK == static_cast<int>(WritePolicy::kWriteBack));
-static_assert(CACHEPAWL_EVICTION_LRU == static_cast<int>(EvictionPolicy::kLru));
-static_assert(CACHEPAWL_EVICTION_HYBRID == static_cast<int>(EvictionPolicy::kHybrid));
-static_assert(CACHEPAWL_REMOTE_WRITE_NONE == static_cast<int>(RemoteWritePolicy::kNone));
-static_assert(CACHEPAWL_REMOTE_WRITE_THROUGH == static_cast<int>(RemoteWritePolicy::kWriteThrough));
-static_assert(CACHEPAWL_REMOTE_WRITE_SELECTIVE == static_cast<int>(RemoteWritePolicy::kSelective));
-static_assert(CACHEPAWL_REMOTE_WRITE_ON_EVICT == static_cast<int>(RemoteWritePolicy::kOnEvict));
 
 constexpr uint64_t kMinStagingBytes = 1ull << 20;
 constexpr int64_t kStreamPriorityLimit = 1000;

@@ -1,6 +1,6 @@
 // The rules of single StoreOptions fields, each written once. StoreOptions::Validate
 // (store/store_options_validate.cc) applies them to a whole StoreOptions; each C ABI setter
-// (store/cachepawl_c_options.cc) applies its field's rule to the value it is given, at once.
+// (capi/cachepawl_c_options.cc) applies its field's rule to the value it is given, at once.
 // Both therefore report the same text: InvalidArgument "StoreOptions.<field>: <value> (<why>)".
 //
 // Rules that weigh several fields (host_free_target_bytes against host_bytes, disk_dir needed
@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

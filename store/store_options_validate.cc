@@ -3,8 +3,8 @@
 #include <string>
 
 #include "store/store_option_rules.h"
-#include "store/vocab/store_options.h"
 #include "tiers/remote_tier.h"
+#include "vocab/store_options.h"
 
 namespace cachepawl {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "store/store_impl.h"
-#include "store/vocab/internal/fence_access.h"
+#include "vocab/internal/fence_access.h"
 
 namespace cachepawl {
 

@@ -23,7 +23,7 @@
 #include <unordered_map>
 
 #include "store/entry_key.h"
-#include "store/vocab/store_options.h"
+#include "vocab/store_options.h"
 
 namespace cachepawl {
 

@@ -24,10 +24,10 @@
 
 #include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
-#include "store/vocab/device_pool.h"
-#include "store/vocab/model_layout.h"
-#include "store/vocab/status.h"
-#include "store/vocab/types.h"
+#include "vocab/device_pool.h"
+#include "vocab/model_layout.h"
+#include "vocab/status.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 

@@ -1,7 +1,7 @@
 #include <string>
 
 #include "cuda/gpu_runtime.h"
-#include "store/vocab/device_pool.h"
+#include "vocab/device_pool.h"
 
 namespace cachepawl {
 

@@ -25,10 +25,10 @@
 #include <utility>
 #include <vector>
 
-#include "store/vocab/page_hash.h"
-#include "store/vocab/status.h"
 #include "tiers/disk_extent_allocator.h"
 #include "tiers/disk_record.h"
+#include "vocab/page_hash.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

@@ -1,6 +1,6 @@
 // The rule that says which catalog records (tiers/disk_catalog.h) may name a record on disk:
 // one rule for the disk tier, which drops the records that break it when it opens
-// (DiskTier::Recover), and for `cachepawl dump`, which reports them (tools/dump_store.h).
+// (DiskTier::Recover), and for `cachepawl dump`, which reports them (tools/dump/dump_store.h).
 //
 // A record breaks it when its layout fingerprint is not the catalog's, its extent names a data
 // file the catalog does not have, is not 4 KiB-aligned (offset and length) or shorter than a
@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "store/vocab/model_layout.h"
 #include "tiers/disk_catalog.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl {
 

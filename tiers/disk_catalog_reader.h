@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "store/vocab/status.h"
 #include "tiers/disk_catalog.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "store/vocab/status.h"
 #include "tiers/disk_catalog.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

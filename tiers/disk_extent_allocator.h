@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

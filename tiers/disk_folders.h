@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

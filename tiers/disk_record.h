@@ -33,9 +33,9 @@
 #include <string>
 #include <string_view>
 
-#include "store/vocab/page_hash.h"
-#include "store/vocab/status.h"
-#include "store/vocab/types.h"
+#include "vocab/page_hash.h"
+#include "vocab/status.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 

@@ -13,8 +13,8 @@
 #include <memory>
 #include <span>
 
-#include "store/vocab/status.h"
 #include "tiers/disk_tier.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

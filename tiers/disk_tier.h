@@ -49,14 +49,14 @@
 #include <utility>
 #include <vector>
 
-#include "store/vocab/model_layout.h"
-#include "store/vocab/page_hash.h"
-#include "store/vocab/status.h"
 #include "tiers/disk_catalog.h"
 #include "tiers/disk_data_files.h"
 #include "tiers/disk_extent_allocator.h"
 #include "tiers/disk_folders.h"
 #include "tiers/disk_record.h"
+#include "vocab/model_layout.h"
+#include "vocab/page_hash.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

@@ -39,10 +39,10 @@
 
 #include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
-#include "store/vocab/model_layout.h"
-#include "store/vocab/status.h"
-#include "store/vocab/types.h"
 #include "tiers/host_memory.h"
+#include "vocab/model_layout.h"
+#include "vocab/status.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 

@@ -15,8 +15,8 @@
 #include <span>
 #include <vector>
 
-#include "store/vocab/model_layout.h"
-#include "store/vocab/types.h"
+#include "vocab/model_layout.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 

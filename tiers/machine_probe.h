@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

@@ -1,6 +1,6 @@
 // PreadAll: reads one whole byte range of a file with pread(2), resuming after short reads and
 // EINTR. The one such loop of the library: the disk tier's record copies (CopyDiskRecord) and
-// `cachepawl dump` (tools/dump_store.h) read records and free space through it.
+// `cachepawl dump` (tools/dump/dump_store.h) read records and free space through it.
 //
 // Errors begin with `context` (e.g. "disk record kv:...@16"): the errno's, as
 // Status::FromErrno("<context>: pread") gives it (IOError, or NoSpace for ENOSPC), or IOError
@@ -15,7 +15,7 @@
 #include <span>
 #include <string_view>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

@@ -1,6 +1,6 @@
 // RemoteTier: records in a Redis Cluster that several stores (engine replicas) share: the tier
 // below disk (device -> host -> disk -> remote). It moves bytes between host slots and Redis
-// through RedisCluster (tiers/redis_cluster.h) and never trusts what comes back.
+// through RedisCluster (redis/redis_cluster.h) and never trusts what comes back.
 //
 // A remote record is the disk record (tiers/disk_record.h): a 4 KiB header block with the full
 // key, kind, depth, parent, layout fingerprint, lengths and the XXH3 checksum over header and
@@ -44,11 +44,11 @@
 #include <string_view>
 #include <vector>
 
-#include "store/vocab/model_layout.h"
-#include "store/vocab/status.h"
-#include "store/vocab/store_options.h"
+#include "redis/redis_cluster.h"
 #include "tiers/disk_record.h"
-#include "tiers/redis_cluster.h"
+#include "vocab/model_layout.h"
+#include "vocab/status.h"
+#include "vocab/store_options.h"
 
 namespace cachepawl {
 

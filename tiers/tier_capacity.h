@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "store/vocab/model_layout.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl {
 

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl::tools {
 

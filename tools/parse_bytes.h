@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl::tools {
 

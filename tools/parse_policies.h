@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "store/vocab/store_options.h"
+#include "vocab/store_options.h"
 
 namespace cachepawl::tools {
 

@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "store/vocab/status.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

@@ -38,7 +38,7 @@
 #include "cuda/cuda_resources.h"
 #include "cuda/cuda_status.h"
 #include "cuda/transfer_kernels.h"
-#include "store/vocab/internal/stage_profile.h"
+#include "vocab/internal/stage_profile.h"
 
 namespace cachepawl::internal {
 

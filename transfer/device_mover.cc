@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "cuda/gpu_runtime.h"
-#include "store/vocab/internal/fence_access.h"
-#include "store/vocab/internal/stage_profile.h"
 #include "transfer/transfer_backend.h"
 #include "transfer/transfer_plan.h"
+#include "vocab/internal/fence_access.h"
+#include "vocab/internal/stage_profile.h"
 
 namespace cachepawl {
 

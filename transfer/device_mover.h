@@ -24,7 +24,7 @@
 // worker thread per direction; the device pool is host memory (DevicePoolDescription::device
 // == -1). Every behaviour but the CUDA calls is the same, so CI tests it.
 //
-// Fences (store/vocab/fence.h): Submit returns one per operation; it always fires. Success means
+// Fences (vocab/fence.h): Submit returns one per operation; it always fires. Success means
 // every byte of every unit landed. Errors (a unit that names a tier pair other than
 // Device<->Host, a device slot out of range, a host slot that is not allocated or holds the other
 // kind, a destination named twice, a CUDA error) complete it with a non-OK status; a failed
@@ -60,12 +60,12 @@
 #include <thread>
 
 #include "cuda/gpu_runtime.h"
-#include "store/vocab/device_pool.h"
-#include "store/vocab/fence.h"
-#include "store/vocab/model_layout.h"
-#include "store/vocab/status.h"
 #include "tiers/host_arena.h"
 #include "transfer/transfer_unit.h"
+#include "vocab/device_pool.h"
+#include "vocab/fence.h"
+#include "vocab/model_layout.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

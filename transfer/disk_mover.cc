@@ -8,9 +8,9 @@
 #include <mutex>
 #include <optional>
 
-#include "store/vocab/internal/stage_profile.h"
 #include "tiers/disk_record.h"
 #include "transfer/io_uring_ring.h"
+#include "vocab/internal/stage_profile.h"
 
 namespace cachepawl {
 

@@ -55,14 +55,14 @@
 #include <span>
 #include <vector>
 
-#include "store/vocab/fence.h"
-#include "store/vocab/model_layout.h"
-#include "store/vocab/page_hash.h"
-#include "store/vocab/status.h"
 #include "tiers/disk_tier.h"
 #include "tiers/host_memory.h"
 #include "transfer/block_io.h"
 #include "transfer/transfer_unit.h"
+#include "vocab/fence.h"
+#include "vocab/model_layout.h"
+#include "vocab/page_hash.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 

@@ -7,8 +7,8 @@
 #include <functional>
 #include <memory>
 
-#include "store/vocab/status.h"
 #include "transfer/transfer_plan.h"
+#include "vocab/status.h"
 
 namespace cachepawl {
 struct DeviceMoverOptions;

@@ -13,11 +13,11 @@
 #include <functional>
 #include <vector>
 
-#include "store/vocab/device_pool.h"
-#include "store/vocab/fence.h"
-#include "store/vocab/model_layout.h"
-#include "store/vocab/status.h"
 #include "transfer/transfer_unit.h"
+#include "vocab/device_pool.h"
+#include "vocab/fence.h"
+#include "vocab/model_layout.h"
+#include "vocab/status.h"
 
 namespace cachepawl::internal {
 

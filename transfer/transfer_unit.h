@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "store/vocab/types.h"
+#include "vocab/types.h"
 
 namespace cachepawl {
 

@@ -1,4 +1,4 @@
-"""Loading libcachepawl.so and declaring the C ABI (store/cachepawl.h) to ctypes.
+"""Loading libcachepawl.so and declaring the C ABI (capi/cachepawl.h) to ctypes.
 
 Every function of the header gets its argtypes and restype here, so that no pointer or size is
 ever passed through ctypes' default ``int`` conversion. Handles are distinct pointer types (a
@@ -30,7 +30,7 @@ import weakref
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
-#: The C ABI this package binds (CACHEPAWL_ABI_VERSION of store/cachepawl.h).
+#: The C ABI this package binds (CACHEPAWL_ABI_VERSION of capi/cachepawl.h).
 ABI_VERSION = 1
 #: Environment variable naming the library file to load.
 LIBRARY_ENV = "CACHEPAWL_LIBRARY"
@@ -68,7 +68,7 @@ _P = ctypes.POINTER
 #: void (*cachepawl_fence_callback)(void* user_data, cachepawl_status status)
 FENCE_CALLBACK = ctypes.CFUNCTYPE(None, _vp, _status)
 
-# (name, restype, argtypes) for every function of store/cachepawl.h, in the header's order.
+# (name, restype, argtypes) for every function of capi/cachepawl.h, in the header's order.
 _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     # Library: versions, errors, strings.
     ("cachepawl_version", _str, ()),

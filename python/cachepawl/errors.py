@@ -1,4 +1,4 @@
-"""Exceptions: one class per cachepawl_status code of store/cachepawl.h.
+"""Exceptions: one class per cachepawl_status code of capi/cachepawl.h.
 
 Every failed C call raises the subclass of :class:`Error` for its code, carrying the library's
 message (which names the function, the argument or field, and the value at fault). Argument

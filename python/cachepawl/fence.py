@@ -1,4 +1,4 @@
-"""Fences (store/vocab/fence.h) and prefetches.
+"""Fences (vocab/fence.h) and prefetches.
 
 A :class:`Fence` is the completion of one load, save or prefetch. It always fires, with
 success or an error, whatever happens to the store (a closed store fires what was in flight,

@@ -1,4 +1,4 @@
-"""Model layouts (store/vocab/model_layout.h): the shapes and dtypes of a model's cache and the
+"""Model layouts (vocab/model_layout.h): the shapes and dtypes of a model's cache and the
 sizes that follow from them.
 
 A :class:`Layout` wraps an immutable ``cachepawl_layout`` handle: thread-safe, freed when the

@@ -1,4 +1,4 @@
-"""Store options (store/vocab/store_options.h) from keyword arguments.
+"""Store options (vocab/store_options.h) from keyword arguments.
 
 Each keyword maps to one cachepawl_options_set_* call, which checks its value at once; the
 combination is checked by ``validate_options`` and ``Store(...)``. A keyword left at None keeps
@@ -20,7 +20,7 @@ lib = _lib.lib
 
 PathLike = Union[str, bytes, "os.PathLike[str]"]
 
-#: write_policy values (store/vocab/store_options.h WritePolicy).
+#: write_policy values (vocab/store_options.h WritePolicy).
 WRITE_POLICIES = {
     "through": 0,  # every entry goes to disk once, right after it reaches host memory
     "selective": 1,  # once it has been hit selective_min_hits times
@@ -36,14 +36,14 @@ _POLICY_ALIASES = {
 }
 
 
-#: eviction_policy values (store/vocab/store_options.h EvictionPolicy).
+#: eviction_policy values (vocab/store_options.h EvictionPolicy).
 EVICTION_POLICIES = {
     "lru": 0,  # per kind, least recently used first (kept for comparison)
     "hybrid": 1,  # prefix units and state value per byte (the library's default)
 }
 
 
-#: remote_write_policy values (store/vocab/store_options.h RemoteWritePolicy).
+#: remote_write_policy values (vocab/store_options.h RemoteWritePolicy).
 REMOTE_WRITE_POLICIES = {
     "none": 0,  # read only: this store uses what other stores wrote, writes nothing
     "write_through": 1,  # every saved entry, once, after it reaches host memory (the default)

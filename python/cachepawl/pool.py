@@ -1,4 +1,4 @@
-"""Device pool descriptions (store/vocab/device_pool.h) from raw addresses.
+"""Device pool descriptions (vocab/device_pool.h) from raw addresses.
 
 An engine that keeps its own KV and state tensors describes them to the store once, before any
 load or save: per attention layer the K and V base addresses and page strides (or one

@@ -85,7 +85,7 @@ def _ctype_of(c_type: str) -> object:
 
 
 def test_every_prototype_declared() -> None:
-    """Every function of store/cachepawl.h is bound with the ctypes types its C declaration
+    """Every function of capi/cachepawl.h is bound with the ctypes types its C declaration
     maps to (no pointer or size through ctypes' int default), and nothing else is bound."""
     import re
 
@@ -93,7 +93,7 @@ def test_every_prototype_declared() -> None:
 
     header = Path(__file__).resolve().parents[2] / "store" / "cachepawl.h"
     if not header.exists():
-        pytest.skip("store/cachepawl.h is not next to this package")
+        pytest.skip("capi/cachepawl.h is not next to this package")
     text = re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S)
     table = {name: (restype, list(argtypes)) for name, restype, argtypes in _lib._PROTOTYPES}
     seen = set()

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store/cachepawl.h"
+#include "capi/cachepawl.h"
 
 extern int g_passed;
 extern int g_failed;

@@ -1,4 +1,4 @@
-/* The C ABI test (store/cachepawl.h), compiled as C99 with warnings as errors: calls every
+/* The C ABI test (capi/cachepawl.h), compiled as C99 with warnings as errors: calls every
  * function of the header, from here and from cachepawl_c_test_store.c / _pools.c, checking
  * every status and that error messages name the argument at fault. Prints "N passed, N failed"
  * and exits non-zero on any failure. This file: the harness, the library calls, layouts and
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store/cachepawl.h"
+#include "capi/cachepawl.h"
 #include "tests/capi/c_test_util.h"
 
 int g_passed = 0;

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store/cachepawl.h"
+#include "capi/cachepawl.h"
 #include "tests/capi/c_test_util.h"
 
 /* LFM2 with 4-token pages: layers 0 and 2 short convolutions (conv [64, 3] bf16 = 384 bytes,

@@ -1,4 +1,4 @@
-/* The C ABI test, part 4: engine-owned device pools in the three forms of store/vocab/device_pool.h
+/* The C ABI test, part 4: engine-owned device pools in the three forms of vocab/device_pool.h
  * (K/V separate with padded strides, K/V interleaved, block-contiguous; SSM conv/state bases
  * and strides) round-tripped through save and load; closing a store with operations in flight
  * and the handles that outlive it; several threads on one store, each with its own error. */
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "store/cachepawl.h"
+#include "capi/cachepawl.h"
 #include "tests/capi/c_test_util.h"
 
 #define NP 8 /* KV pages of an engine pool */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/cachepawl.h"
+#include "capi/cachepawl.h"
 #include "tests/capi/c_test_util.h"
 
 #define SLOTS 4

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/cachepawl.h"
+#include "capi/cachepawl.h"
 #include "tests/capi/c_test_util.h"
 
 /* Layer 0 full attention, layer 1 SSM, layer 2 a 10-token window (3 pages of 4 tokens): K of

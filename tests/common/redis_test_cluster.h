@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "store/vocab/status.h"
+#include "redis/redis_cluster.h"
 #include "tests/common/test_util.h"
-#include "tiers/redis_cluster.h"
+#include "vocab/status.h"
 
 namespace cachepawl::testing {
 

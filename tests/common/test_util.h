@@ -7,7 +7,7 @@
 #include <span>
 #include <string>
 
-#include "store/vocab/model_layout.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl::testing {
 

@@ -1,4 +1,4 @@
-// Fuzz target: the C ABI's argument checks (store/cachepawl.h).
+// Fuzz target: the C ABI's argument checks (capi/cachepawl.h).
 //
 // Input: a program. Each step takes an operation byte and that operation's arguments from the
 // input and makes one C ABI call with them: NULL or live handles (two stores at most, in CPU
@@ -34,10 +34,10 @@
 #include <utility>
 #include <vector>
 
-#include "store/cachepawl.h"
-#include "store/cachepawl_c_internal.h"
-#include "store/vocab/model_layout.h"
+#include "capi/cachepawl.h"
+#include "capi/cachepawl_c_internal.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl::fuzz {
 namespace {

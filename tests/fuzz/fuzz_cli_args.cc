@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "index/page_hasher.h"
-#include "store/vocab/layout_from_hf.h"
-#include "store/vocab/types.h"
+#include "layouts/layout_from_hf.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tools/cli_values.h"
 #include "tools/parse_bytes.h"
+#include "vocab/types.h"
 
 namespace cachepawl::fuzz {
 namespace {

@@ -1,4 +1,4 @@
-// Fuzz target: Hugging Face config.json files (store/vocab/layout_from_hf.h, LayoutFromHfConfig),
+// Fuzz target: Hugging Face config.json files (layouts/layout_from_hf.h, LayoutFromHfConfig),
 // what `cachepawl layout --hf-config`, the C ABI and the Python package hand in from a model
 // folder.
 //
@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "store/vocab/layout_from_hf.h"
+#include "layouts/layout_from_hf.h"
 #include "tests/fuzz/fuzz_layout_checks.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -11,8 +11,8 @@
 
 #include <string>
 
-#include "store/vocab/model_layout.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl::fuzz {
 

@@ -1,4 +1,4 @@
-// Fuzz target: layout files (store/vocab/layout_json.cc, ParseLayoutJson), what a user's JSON file
+// Fuzz target: layout files (vocab/layout_json.cc, ParseLayoutJson), what a user's JSON file
 // or the C ABI's layout text hands in.
 //
 // Input: the JSON text. Properties: no crash, no exception out of the parser, no overflow in the
@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "store/vocab/model_layout.h"
 #include "tests/fuzz/fuzz_layout_checks.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "vocab/model_layout.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cachepawl;  // NOLINT(google-build-using-namespace)

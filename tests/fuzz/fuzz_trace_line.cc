@@ -1,5 +1,5 @@
-// Fuzz target: request traces (tools/replay_trace.h), the JSONL lines `cachepawl replay TRACE`
-// reads.
+// Fuzz target: request traces (tools/replay/replay_trace.h), the JSONL lines `cachepawl replay
+// TRACE` reads.
 //
 // Input: one options byte, then the text: first as one line (ParseTraceLine), then as a whole
 // trace (ParseTrace, with or without skip_bad_lines and a request limit). Properties: no crash,
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "tests/fuzz/fuzz_util.h"
-#include "tools/replay_trace.h"
+#include "tools/replay/replay_trace.h"
 
 namespace cachepawl::fuzz {
 namespace {

@@ -17,10 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "store/vocab/model_layout.h"
+#include "layouts/layout_presets.h"
 #include "tiers/disk_catalog.h"
 #include "tiers/disk_record.h"
 #include "tiers/host_memory.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl::fuzz {
 namespace {

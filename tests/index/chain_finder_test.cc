@@ -24,9 +24,9 @@
 #include "index/entry_allocator.h"
 #include "index/page_table.h"
 #include "index/prefix_index_internal.h"
-#include "store/vocab/page_hash.h"
 #include "tests/common/test_util.h"
 #include "tests/index/index_test_util.h"
+#include "vocab/page_hash.h"
 
 namespace cachepawl::prefix_index_internal {
 namespace {

@@ -6,7 +6,7 @@
 #   2. the exports: every dynamic symbol the library defines is in namespace cachepawl or named
 #      cachepawl_* (no CUDA runtime, spdlog, fmt, RocksDB... leaking);
 #   3. the installed headers are exactly the API: store/store.h, every header directly in
-#      store/vocab/ and the C header cachepawl.h, nothing else; each one compiles alone with
+#      vocab/ and the C header cachepawl.h, nothing else; each one compiles alone with
 #      only the prefix's include folders on the path, warning-free, and reaches no RocksDB,
 #      liburing, xxHash, spdlog, fmt, OpenSSL, nlohmann, hiredis or CUDA header;
 #   4. tests/install/consumer.cc built with find_package(Cachepawl) and with pkg-config, linked
@@ -74,12 +74,12 @@ step "exports: $(wc -l <"$tmp/exports.txt") symbols, all cachepawl:: or cachepaw
 # ---- 3. The installed headers are exactly the API; each compiles alone, only the prefix on the
 # include path. ----
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
-expected=$( (echo cachepawl/store/store.h; [[ -f $src/store/cachepawl.h ]] && echo cachepawl/cachepawl.h
-  cd "$src" && find store/vocab -maxdepth 1 -name '*.h' | sed 's#^#cachepawl/#') | sort)
+expected=$( (echo cachepawl/store/store.h; [[ -f $src/capi/cachepawl.h ]] && echo cachepawl/cachepawl.h
+  cd "$src" && find vocab layouts -maxdepth 1 -name '*.h' | sed 's#^#cachepawl/#') | sort)
 installed=$(cd "$inc" && find . -type f | sed 's#^\./##' | sort)
 if [[ $installed != "$expected" ]]; then
   diff <(echo "$expected") <(echo "$installed") >&2 || true
-  fail "the installed headers are not store/store.h + store/vocab/*.h + cachepawl.h (diff above)"
+  fail "the installed headers are not store/store.h + vocab/*.h + layouts/*.h + cachepawl.h (diff above)"
 fi
 forbidden='/(rocksdb|liburing|spdlog|fmt|nlohmann|openssl|cub|thrust|hiredis)/|/(liburing|xxhash|cuda[a-z_]*)\.h|/cuda[^/]*/'
 while IFS= read -r header; do
@@ -93,7 +93,7 @@ while IFS= read -r header; do
     fail "<$rel> reaches a dependency's header"
   fi
 done < <(find "$inc" -name '*.h' | sort)
-step "headers: exactly store/store.h + store/vocab/*.h + cachepawl.h; each compiles alone against $inc, no dependency headers reachable"
+step "headers: exactly store/store.h + vocab/*.h + cachepawl.h; each compiles alone against $inc, no dependency headers reachable"
 
 # A consumer must link nothing but libcachepawl (and the C/C++ runtimes).
 check_needed() {

@@ -9,9 +9,9 @@
 // compares again. Any error or mismatch is printed and the exit status is 1.
 //
 //   consumer DIR        (DIR: an empty folder the store may use)
+#include <cachepawl/layouts/layout_from_hf.h>
 #include <cachepawl/store/store.h>
-#include <cachepawl/store/vocab/device_pool.h>  // unused here; an engine with its own pool needs it
-#include <cachepawl/store/vocab/layout_from_hf.h>
+#include <cachepawl/vocab/device_pool.h>  // unused here; an engine with its own pool needs it
 
 #include <cstdio>
 #include <numeric>

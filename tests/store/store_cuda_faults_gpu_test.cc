@@ -17,10 +17,10 @@
 #include "cuda/gpu_runtime.h"
 #include "store/store.h"
 #include "store/store_faults.h"
-#include "store/vocab/device_pool.h"
 #include "tests/common/test_util.h"
 #include "tests/store/store_test_checks.h"
 #include "tests/store/store_test_util.h"
+#include "vocab/device_pool.h"
 
 #if CACHEPAWL_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "store/store.h"
-#include "store/vocab/device_pool.h"
 #include "tests/store/store_test_util.h"
+#include "vocab/device_pool.h"
 
 namespace cachepawl {
 namespace {

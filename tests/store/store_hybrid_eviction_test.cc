@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "store/store.h"
-#include "store/vocab/model_layout.h"
 #include "tests/common/test_util.h"
 #include "tests/store/store_test_checks.h"
 #include "tests/store/store_test_util.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl {
 namespace {

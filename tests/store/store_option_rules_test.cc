@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "store/cachepawl.h"
-#include "store/vocab/store_options.h"
+#include "capi/cachepawl.h"
+#include "vocab/store_options.h"
 
 namespace cachepawl {
 namespace {
@@ -117,7 +117,7 @@ std::vector<RuleCase> Cases() {
       {"cachepawl_options_set_remote_max_queued_writes", "StoreOptions.remote.max_queued_writes: 0",
        true, [](StoreOptions& o) { o.remote.max_queued_writes = 0; },
        [](cachepawl_options* h) { return cachepawl_options_set_remote_max_queued_writes(h, 0); }},
-      // The remote tier's own rules (tiers/remote_tier.h, tiers/redis_cluster.h): Validate names
+      // The remote tier's own rules (tiers/remote_tier.h, redis/redis_cluster.h): Validate names
       // them in the tier's words, after "StoreOptions: ".
       {"cachepawl_options_set_remote_auth", "user: 'tenant' (given without a password", false,
        [](StoreOptions& o) { o.remote.user = "tenant"; },

@@ -18,10 +18,11 @@
 
 #include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
+#include "layouts/layout_presets.h"
 #include "store/store.h"
-#include "store/vocab/device_pool.h"
 #include "tests/common/test_util.h"
 #include "tests/store/store_test_util.h"
+#include "vocab/device_pool.h"
 
 #if CACHEPAWL_HAVE_CUDA
 #include <cuda_runtime_api.h>

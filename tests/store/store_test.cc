@@ -12,10 +12,10 @@
 #include <optional>
 #include <thread>
 
-#include "store/vocab/device_pool.h"
 #include "tests/common/test_util.h"
 #include "tests/store/store_test_checks.h"
 #include "tests/store/store_test_util.h"
+#include "vocab/device_pool.h"
 
 namespace cachepawl {
 namespace {

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "store/store.h"
-#include "store/vocab/model_layout.h"
-#include "store/vocab/page_hash.h"
-#include "store/vocab/store_options.h"
 #include "tests/common/test_util.h"
+#include "vocab/model_layout.h"
+#include "vocab/page_hash.h"
+#include "vocab/store_options.h"
 
 namespace cachepawl {
 

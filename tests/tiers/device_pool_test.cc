@@ -1,6 +1,6 @@
 // DevicePoolDescription::Validate on host-memory pools (device -1): builders, sizes, strides,
 // overlap, alignment, and the errors that name the field.
-#include "store/vocab/device_pool.h"
+#include "vocab/device_pool.h"
 
 #include <gtest/gtest.h>
 

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "store/vocab/model_layout.h"
-#include "store/vocab/page_hash.h"
 #include "tests/common/test_util.h"
 #include "tiers/disk_catalog.h"
 #include "tiers/disk_record.h"
 #include "tiers/host_memory.h"
+#include "vocab/model_layout.h"
+#include "vocab/page_hash.h"
 
 namespace cachepawl::testing {
 

@@ -10,11 +10,12 @@
 #include <optional>
 #include <set>
 
+#include "layouts/layout_presets.h"
 #include "store/store.h"
 #include "tests/common/test_util.h"
 #include "tests/tools/run_cli.h"
 #include "tiers/machine_probe.h"
-#include "tools/bench_store.h"
+#include "tools/bench/bench_store.h"
 
 namespace cachepawl::tools {
 namespace {

@@ -16,8 +16,8 @@
 #include "tests/tools/run_cli.h"
 #include "tiers/disk_catalog.h"
 #include "tools/command.h"
-#include "tools/replay_runner.h"
-#include "tools/replay_workloads.h"
+#include "tools/replay/replay_runner.h"
+#include "tools/replay/replay_workloads.h"
 
 namespace cachepawl::tools {
 namespace {

@@ -5,10 +5,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "store/vocab/model_layout.h"
+#include "layouts/layout_presets.h"
 #include "tests/common/test_util.h"
 #include "tests/tools/run_cli.h"
 #include "tiers/tier_capacity.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl::tools {
 namespace {

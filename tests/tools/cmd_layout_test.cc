@@ -8,10 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "store/vocab/layout_from_hf.h"
-#include "store/vocab/model_layout.h"
+#include "layouts/layout_from_hf.h"
+#include "layouts/layout_presets.h"
 #include "tests/common/test_util.h"
 #include "tools/command.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/replay_ceiling.h"
+#include "tools/replay/replay_ceiling.h"
 
 #include <gtest/gtest.h>
 

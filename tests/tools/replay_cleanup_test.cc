@@ -1,5 +1,6 @@
 // A replay without --dir keeps its store in a temporary folder: it is removed however the process
-// ends, a signal's default action or SIGKILL included (tools/replay_setup.h, ReplayStoreDir).
+// ends, a signal's default action or SIGKILL included (tools/replay/replay_setup.h,
+// ReplayStoreDir).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "store/vocab/model_layout.h"
 #include "tests/common/test_util.h"
 #include "tests/tools/replay_test_layouts.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl::tools {
 namespace {

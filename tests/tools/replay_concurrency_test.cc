@@ -13,9 +13,9 @@
 #include "tests/common/test_util.h"
 #include "tests/tools/replay_fake_store.h"
 #include "tests/tools/replay_test_layouts.h"
-#include "tools/replay_engine.h"
-#include "tools/replay_runner.h"
-#include "tools/replay_workloads.h"
+#include "tools/replay/replay_engine.h"
+#include "tools/replay/replay_runner.h"
+#include "tools/replay/replay_workloads.h"
 
 namespace cachepawl::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/replay_content.h"
+#include "tools/replay/replay_content.h"
 
 #include <gtest/gtest.h>
 

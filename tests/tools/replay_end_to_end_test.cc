@@ -15,9 +15,9 @@
 #include "tests/tools/replay_test_layouts.h"
 #include "tests/tools/run_cli.h"
 #include "tools/command.h"
-#include "tools/replay_ceiling.h"
-#include "tools/replay_runner.h"
-#include "tools/replay_workloads.h"
+#include "tools/replay/replay_ceiling.h"
+#include "tools/replay/replay_runner.h"
+#include "tools/replay/replay_workloads.h"
 
 namespace cachepawl::tools {
 namespace {

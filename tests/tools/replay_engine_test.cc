@@ -1,7 +1,7 @@
 // The replay engine's own logic over an in-memory Store (replay_fake_store.h): its hit
 // accounting must meet the exactly computed ceiling, and its verifier must catch what a store
 // gets wrong.
-#include "tools/replay_engine.h"
+#include "tools/replay/replay_engine.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 
 #include "tests/tools/replay_fake_store.h"
 #include "tests/tools/replay_test_layouts.h"
-#include "tools/replay_ceiling.h"
-#include "tools/replay_workloads.h"
+#include "tools/replay/replay_ceiling.h"
+#include "tools/replay/replay_workloads.h"
 
 namespace cachepawl::tools {
 namespace {

@@ -1,6 +1,6 @@
 // RunReplay's driving logic (passes, pacing, crash mode) over the in-memory store. The real
 // store's crash behaviour is tested in replay_end_to_end_test.cc.
-#include "tools/replay_runner.h"
+#include "tools/replay/replay_runner.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "tests/tools/replay_fake_store.h"
 #include "tests/tools/replay_test_layouts.h"
-#include "tools/replay_workloads.h"
+#include "tools/replay/replay_workloads.h"
 
 namespace cachepawl::tools {
 namespace {

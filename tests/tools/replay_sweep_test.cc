@@ -1,7 +1,7 @@
 // `cachepawl replay --sweep`'s arithmetic: its fractions, the working set of a hand-made trace,
 // the tier sizes at a fraction, and the least the replay needs. The command line runs in
 // replay_end_to_end_test.cc.
-#include "tools/replay_sweep.h"
+#include "tools/replay/replay_sweep.h"
 
 #include <gtest/gtest.h>
 

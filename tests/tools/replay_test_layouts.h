@@ -5,10 +5,10 @@
 #include <string>
 
 #include "store/store.h"
-#include "store/vocab/model_layout.h"
-#include "store/vocab/store_options.h"
 #include "tests/common/test_util.h"
-#include "tools/replay_engine.h"
+#include "tools/replay/replay_engine.h"
+#include "vocab/model_layout.h"
+#include "vocab/store_options.h"
 
 namespace cachepawl::tools::test_layouts {
 

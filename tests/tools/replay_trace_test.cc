@@ -1,4 +1,4 @@
-#include "tools/replay_trace.h"
+#include "tools/replay/replay_trace.h"
 
 #include <gtest/gtest.h>
 

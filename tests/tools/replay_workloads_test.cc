@@ -1,4 +1,4 @@
-#include "tools/replay_workloads.h"
+#include "tools/replay/replay_workloads.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "tools/replay_ceiling.h"
+#include "tools/replay/replay_ceiling.h"
 
 namespace cachepawl::tools {
 namespace {

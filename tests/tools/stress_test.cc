@@ -1,6 +1,6 @@
-// The stress driver (tools/stress.h) against the real store: 16 threads over tiny tiers, every
-// operation run and every loaded byte verified; the other kinds of layout; the watchdog.
-#include "tools/stress.h"
+// The stress driver (tools/stress/stress.h) against the real store: 16 threads over tiny tiers,
+// every operation run and every loaded byte verified; the other kinds of layout; the watchdog.
+#include "tools/stress/stress.h"
 
 #include <gtest/gtest.h>
 

@@ -12,6 +12,7 @@
 
 #include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
+#include "layouts/layout_presets.h"
 #include "tests/transfer/transfer_test_util.h"
 #include "tiers/device_pool_arena.h"
 #include "transfer/device_mover.h"

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "cuda/gpu_runtime.h"
+#include "layouts/layout_presets.h"
 #include "tests/transfer/transfer_test_util.h"
 #include "transfer/device_mover.h"
 

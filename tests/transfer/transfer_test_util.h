@@ -14,11 +14,11 @@
 
 #include "cuda/cuda_resources.h"
 #include "cuda/gpu_runtime.h"
-#include "store/vocab/device_pool.h"
-#include "store/vocab/model_layout.h"
 #include "tests/common/test_util.h"
 #include "tiers/host_arena.h"
 #include "transfer/device_mover.h"
+#include "vocab/device_pool.h"
+#include "vocab/model_layout.h"
 
 namespace cachepawl::testing {
 

@@ -1,0 +1,101 @@
+// The built-in presets against the configs of their models: with the SGLang convention (the
+// presets' conv width d_conv - 1) and the preset's model name, LayoutFromHfConfig of a config
+// with the upstream model's numbers (docs/MODELS.md cites each) gives exactly LayoutPreset(name),
+// fingerprint included.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "layouts/layout_from_hf.h"
+#include "layouts/layout_presets.h"
+#include "tests/layouts/layout_from_hf_test_util.h"
+
+namespace cachepawl::hf_test {
+namespace {
+
+// meta-llama/Llama-3.1-8B's config.json (the keys the layout reads).
+constexpr char kPresetLlama31_8B[] = R"json({"model_type": "llama", "hidden_size": 4096,
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "head_dim": 128, "rope_theta": 500000.0, "vocab_size": 128256})json";
+
+// state-spaces/mamba2-2.7b is a mamba_ssm checkpoint (d_model 2560, n_layer 64, Mamba2 module
+// defaults); this is its transformers Mamba2Config equivalent.
+constexpr char kPresetMamba2_2_7B[] = R"json({"model_type": "mamba2", "hidden_size": 2560,
+  "num_heads": 80, "head_dim": 64, "state_size": 128, "n_groups": 1, "conv_kernel": 4,
+  "expand": 2, "num_hidden_layers": 64, "vocab_size": 50288})json";
+
+// ai21labs/Jamba-v0.1 (attn_layer_period / attn_layer_offset).
+constexpr char kPresetJambaV01[] = R"json({"model_type": "jamba", "attn_layer_offset": 4,
+  "attn_layer_period": 8, "expert_layer_offset": 1, "expert_layer_period": 2,
+  "hidden_size": 4096, "mamba_d_conv": 4, "mamba_d_state": 16, "mamba_expand": 2,
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "sliding_window": null, "vocab_size": 65536})json";
+
+// Zyphra/Zamba2-2.7B (hybrid_layer_ids; layers_block_type left to Zamba2Config's default, which
+// is this model's).
+constexpr char kPresetZamba2_2_7B[] = R"json({"model_type": "zamba2", "hidden_size": 2560,
+  "hybrid_layer_ids": [6, 12, 18, 24, 30, 36, 42, 47, 51], "mamba_d_conv": 4,
+  "mamba_d_state": 64, "mamba_expand": 2, "mamba_headdim": 64, "mamba_ngroups": 1,
+  "n_mamba_heads": 80, "num_attention_heads": 32, "num_hidden_layers": 54,
+  "num_key_value_heads": 32, "attention_head_dim": 160})json";
+
+// nvidia/Nemotron-H-8B-Base-8K (hybrid_override_pattern).
+constexpr char kPresetNemotronH8B[] = R"json({"model_type": "nemotron_h",
+  "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+  "attention_head_dim": 128, "conv_kernel": 4, "hidden_size": 4096, "mamba_head_dim": 64,
+  "mamba_num_heads": 128, "n_groups": 8, "num_attention_heads": 32, "num_hidden_layers": 52,
+  "num_key_value_heads": 8, "ssm_state_size": 128, "time_step_limit": [0.0, Infinity]})json";
+
+// Qwen/Qwen3-Next-80B-A3B-Instruct (full_attention_interval).
+constexpr char kPresetQwen3Next80B[] = R"json({"model_type": "qwen3_next",
+  "full_attention_interval": 4, "head_dim": 256, "hidden_size": 2048,
+  "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+  "linear_num_value_heads": 32, "linear_value_head_dim": 128, "num_attention_heads": 16,
+  "num_hidden_layers": 48, "num_key_value_heads": 2})json";
+
+// tiiuae/Falcon-H1-0.5B-Base.
+constexpr char kPresetFalconH1_0_5B[] = R"json({"model_type": "falcon_h1", "head_dim": 64,
+  "hidden_size": 1024, "mamba_d_conv": 4, "mamba_d_head": 64, "mamba_d_ssm": 1536,
+  "mamba_d_state": 128, "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 24,
+  "num_attention_heads": 8, "num_hidden_layers": 36, "num_key_value_heads": 2})json";
+
+// google/recurrentgemma-2b.
+constexpr char kPresetRecurrentGemma2B[] = R"json({"model_type": "recurrent_gemma",
+  "attention_window_size": 2048, "block_types": ["recurrent", "recurrent", "attention"],
+  "conv1d_width": 4, "head_dim": 256, "hidden_size": 2560, "lru_width": 2560,
+  "num_attention_heads": 10, "num_hidden_layers": 26, "num_key_value_heads": 1})json";
+
+struct PresetCase {
+  const char* preset;
+  const char* config;
+};
+
+TEST(LayoutFromHfPresetsTest, EveryPresetWithAConfigIsWhatItsConfigGives) {
+  const PresetCase cases[] = {
+      {"llama-3.1-8b", kPresetLlama31_8B},      {"mamba2-2.7b", kPresetMamba2_2_7B},
+      {"jamba-v0.1", kPresetJambaV01},          {"zamba2-2.7b", kPresetZamba2_2_7B},
+      {"nemotron-h-8b", kPresetNemotronH8B},    {"qwen3-next-80b-a3b", kPresetQwen3Next80B},
+      {"falcon-h1-0.5b", kPresetFalconH1_0_5B}, {"recurrentgemma-2b", kPresetRecurrentGemma2B},
+  };
+  for (const PresetCase& c : cases) {
+    SCOPED_TRACE(c.preset);
+    auto preset = LayoutPreset(c.preset);
+    ASSERT_TRUE(preset.ok()) << preset.status().ToString();
+    const ModelLayout got = Convert(c.config, Options(StateConvention::kSglang, preset->model));
+    ExpectLayout(got, *preset);
+    EXPECT_EQ(got.FingerprintHex(), preset->FingerprintHex());
+  }
+}
+
+TEST(LayoutFromHfPresetsTest, TheTransformersConventionDiffersOnlyInTheConvWidth) {
+  for (const auto& [preset_name, config] :
+       {std::pair{"jamba-v0.1", kPresetJambaV01}, std::pair{"zamba2-2.7b", kPresetZamba2_2_7B}}) {
+    SCOPED_TRACE(preset_name);
+    ModelLayout want = *LayoutPreset(preset_name);
+    for (SsmLayerSpec& s : want.ssm_layers) s.conv_shape[1] += 1;  // d_conv, not d_conv - 1
+    ExpectLayout(Convert(config, Options(StateConvention::kTransformers, want.model)), want);
+  }
+}
+
+}  // namespace
+}  // namespace cachepawl::hf_test
