@@ -198,7 +198,7 @@ void StoreImpl::FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int 
     disk_submitter_->Post([this, retry = std::move(retry), removals = std::move(removals),
                            to_remote = std::move(to_remote)]() mutable {
       // Remote write-on-evict: the victims whose only copy is this one are read first.
-      if (!to_remote.empty()) CopyDiskVictimsToRemote(to_remote);
+      if (!to_remote.empty()) remote_writer_->CopyDiskVictims(disk_->tier(), to_remote);
       // One catalog batch. A record being read goes at once and its extent when the read
       // ends; one being written cannot be a victim (the index names only committed records).
       // A removal that fails (the catalog) leaves the record on disk unnamed by the index

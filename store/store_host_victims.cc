@@ -30,7 +30,7 @@ HostSpace::Verdict StoreImpl::DecideLocked(const EntryKey& key, const EntryInfo&
 
 bool StoreImpl::SpaceMayComeLocked() const {
   return evict_writes_in_flight_ > 0 || !disk_writing_.empty() || loads_pinning_host_ > 0 ||
-         !remote_evicting_.empty();
+         (remote_writer_ && remote_writer_->EvictingLocked());
 }
 
 void StoreImpl::DropHostCopyLocked(const EntryKey& key) {
@@ -38,7 +38,7 @@ void StoreImpl::DropHostCopyLocked(const EntryKey& key) {
   if (!cleared.ok()) return;
   (void)host_->Free(*cleared);
   evict_unwritten_.erase(key);
-  remote_unwritten_.erase(key);
+  if (remote_writer_) remote_writer_->ForgetHostCopyLocked(key);
   PruneLocked(key.hash);
 }
 
@@ -61,7 +61,7 @@ void StoreImpl::PruneLocked(const PageHash& hash) {
     for (Kind k : kAllKinds) {
       policy_->Forget({*cur, k});
       if (remote_policy_) remote_policy_->Forget({*cur, k});
-      remote_written_.erase({*cur, k});
+      if (remote_writer_) remote_writer_->ForgetEntryLocked({*cur, k});
     }
     cur = e->parent;
   }

@@ -12,7 +12,9 @@
 //                           asynchronous, with disk eviction and one retry when the disk is full
 //   store_recovery.cc       the index rebuilt from the disk catalog at open
 //   store_remote.cc         the remote tier: Lookup past the local match, remote reads into
-//                           host memory for Load and StartPrefetch, the remote writer thread
+//                           host memory for Load and StartPrefetch
+//   remote_writer.h         RemoteWriter: the remote writes by policy and on eviction, its
+//                           thread, queue and counters (a class of its own)
 //   tier_write_policy.h     when an entry goes to disk or the remote tier (testable alone)
 //
 // Locking. One mutex (mu_) serializes the store's bookkeeping: host slot allocation, eviction
@@ -61,6 +63,7 @@
 #include "store/eviction_order.h"
 #include "store/host_space.h"
 #include "store/latency_histogram.h"
+#include "store/remote_writer.h"
 #include "store/store.h"
 #include "store/store_faults.h"
 #include "store/task_queue.h"
@@ -223,7 +226,7 @@ class StoreImpl final : public Store, private HostSpace::Victims {
   // keys for removal from the disk tier outside mu_; they stay in disk_removing_ until then.
   // Requires mu_.
   // Victims the remote tier's write-on-evict wants (their only copy is the disk's) go to
-  // `*to_remote` too, reserved in remote_evicting_: the submitter copies each before removing it.
+  // `*to_remote` too, reserved by the remote writer: the submitter copies each before removing it.
   std::vector<DiskKey> TakeDiskVictimsLocked(const std::vector<DiskWriteJob>& jobs,
                                              std::vector<DiskKey>* to_remote);
 
@@ -272,26 +275,18 @@ class StoreImpl final : public Store, private HostSpace::Victims {
   // remote.deadline_ms (a dead cluster cannot hold Close longer than about twice that), the
   // rest are dropped, counted.
   void CloseRemote();
-  // Queues remote writes of host-resident entries (the writer pins each while it reads it).
-  // Beyond max_queued_writes they are dropped, counted. Requires mu_.
-  void StartRemoteWritesLocked(const std::vector<EntryKey>& keys);
-  // Remote write-on-evict (RemoteWritePolicy::kOnEvict) of a host victim with no disk copy:
-  // true when it must stay in host memory for now (its write was queued, counted in
-  // *writes_started, or is under way); false when it may be dropped (a copy is elsewhere, its
-  // write failed, the queue is full, or the policy is another). Requires mu_.
+  // The remote writes by policy (store/remote_writer.h does them; these do nothing without a
+  // writer). Require mu_.
+  void StartRemoteWritesLocked(const std::vector<EntryKey>& keys) {
+    if (remote_writer_) remote_writer_->StartWritesLocked(keys);
+  }
   bool RemoteWriteOnEvictLocked(const EntryKey& key, const TierLocations& loc, bool useless,
-                                size_t* writes_started);
-  // Remote write-on-evict of a disk victim (the disk is the last local tier): true when its
-  // record should be copied before its removal (no host copy, not written, the queue and the
-  // copy budget have room); then it is reserved in remote_evicting_. Requires mu_.
-  bool RemoteWantsDiskVictimLocked(const EntryKey& key, const TierLocations& loc);
-  // Reads the reserved disk victims' records (outside mu_, on the disk submitter thread,
-  // before they are removed) and queues them for the writer; what cannot be read is counted
-  // and released.
-  void CopyDiskVictimsToRemote(const std::vector<DiskKey>& keys);
-  // The writer thread: batches of queued entries still in host memory, pinned, Put outside mu_;
-  // transient failures retried kRemoteWriteAttempts times, the writer backing off meanwhile.
-  void RemoteWriterLoop();
+                                size_t* writes_started) {
+    return remote_writer_ && remote_writer_->WriteOnEvictLocked(key, loc, useless, writes_started);
+  }
+  bool RemoteWantsDiskVictimLocked(const EntryKey& key, const TierLocations& loc) {
+    return remote_writer_ && remote_writer_->WantsDiskVictimLocked(key, loc);
+  }
   // Lookup: extends a local match with what the remote tier holds past it (one existence batch
   // within lookup_deadline_ms; an unreachable cluster is a miss). Takes no store lock.
   void ExtendMatchFromRemote(PrefixMatch& m);
@@ -409,30 +404,14 @@ class StoreImpl final : public Store, private HostSpace::Victims {
   uint64_t disk_records_recovered_ = 0, disk_unreachable_at_open_ = 0;
   EvictionPolicy eviction_policy_ = EvictionPolicy::kHybrid;  // set by Open
 
-  // The remote tier (null without StoreOptions::remote). The reader runs remote fetches; the
-  // writer thread drains remote_queue_.
+  // The remote tier (null without StoreOptions::remote). The readers run remote fetches; the
+  // writer (null when this store writes nothing) its writes; its state is guarded by mu_.
   std::unique_ptr<RemoteTier> remote_;
   std::unique_ptr<TaskQueue> remote_reader_;
   std::unique_ptr<TierWritePolicy> remote_policy_;  // null when this store writes nothing
-  std::thread remote_writer_;
-  struct QueuedRemoteWrite {
-    EntryKey key;
-    int attempt = 0;
-    bool evict_after = false;  // write-on-evict: the host copy waits for it
-    // Write-on-evict from the disk: the record's verified bytes (the disk copy is gone).
-    std::shared_ptr<const DiskRecordCopy> record;
-  };
-  std::deque<QueuedRemoteWrite> remote_queue_;  // guarded by mu_
-  std::condition_variable remote_cv_;           // with mu_: the queue or remote_stop_ changed
-  // Entries this store wrote to the remote tier (clean for write-on-evict; not written again),
-  // write-on-evict entries whose write is queued or under way, and those whose write failed
-  // (the next eviction drops them). All guarded by mu_; forgotten with the entry.
-  std::unordered_set<EntryKey, EntryKeyHasher> remote_written_, remote_evicting_, remote_unwritten_;
-  uint64_t remote_copy_bytes_ = 0;  // bytes of queued disk copies (bounded); guarded by mu_
-  bool remote_stop_ = false;        // guarded by mu_
-  SteadyClock::time_point remote_drain_until_;  // set with remote_stop_; guarded by mu_
-  // The remote counters the store keeps itself: writes_*, disk_copies, disk_copy_failures,
-  // loaded and load_failures (RemoteStatsLocked fills in the rest). Guarded by mu_.
+  std::unique_ptr<RemoteWriter> remote_writer_;
+  // The remote read counters: loaded and load_failures (RemoteStatsLocked adds the writer's
+  // and the tier's). Guarded by mu_.
   RemoteStats remote_counters_;
   std::atomic<uint64_t> remote_lookup_pages_{0};  // Lookup adds to it under a shared lock
 

@@ -15,19 +15,19 @@ Status StoreImpl::OpenRemote() {
   remote_reader_ = std::make_unique<TaskQueue>(options_.remote.reader_threads);
   remote_policy_ =
       TierWritePolicy::Make(options_.remote.write_policy, options_.remote.selective_min_hits);
-  if (remote_policy_ != nullptr) remote_writer_ = std::thread([this] { RemoteWriterLoop(); });
+  if (remote_policy_ != nullptr) {
+    RemoteWriter::Options wo;
+    wo.max_queued_writes = options_.remote.max_queued_writes;
+    wo.on_evict = remote_policy_->OnEvict();
+    remote_writer_ = std::make_unique<RemoteWriter>(
+        remote_.get(), index_.get(), host_.get(), &layout_, &mu_,
+        [this] { host_space_->NotifyLocked(); }, wo);
+  }
   return Status::OK();
 }
 
 void StoreImpl::CloseRemote() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    remote_stop_ = true;
-    remote_drain_until_ =
-        SteadyClock::now() + std::chrono::milliseconds(options_.remote.deadline_ms);
-  }
-  remote_cv_.notify_all();
-  if (remote_writer_.joinable()) remote_writer_.join();
+  if (remote_writer_) remote_writer_->Stop(std::chrono::milliseconds(options_.remote.deadline_ms));
   remote_reader_.reset();
 }
 
@@ -188,7 +188,7 @@ RemoteStats StoreImpl::RemoteStatsLocked() const {
   if (!remote_) return RemoteStats{};
   RemoteStats r = remote_counters_;
   r.enabled = true;
-  r.queued_now = remote_queue_.size();
+  if (remote_writer_) remote_writer_->AddStatsLocked(&r);
   r.lookup_pages = remote_lookup_pages_.load(std::memory_order_relaxed);
   const RemoteTierStats t = remote_->stats();
   r.put_bytes = t.put_bytes;
