@@ -15,10 +15,7 @@ HostSpace::Verdict StoreImpl::DecideLocked(const EntryKey& key, const EntryInfo&
   // use it until a new state comes with its own window.
   const bool useless_window =
       key.kind == Kind::kWindowKV && layout_.has_ssm() && e.window_anchors == 0;
-  // A disk victim whose removal is pending cannot be written (StartDiskWritesLocked): it is
-  // dropped as an unwritten one is.
-  if (disk_ && !loc.Has(Tier::kDisk) && policy_->OnEvict() && !evict_unwritten_.count(key) &&
-      !disk_removing_.count(key) && !useless_window && AdmitToDiskLocked(e, key.kind)) {
+  if (cascade_ && cascade_->WritesOnEvictLocked(key, e, loc, useless_window)) {
     return HostSpace::Verdict::kWriteToDisk;
   }
   // Remote write-on-evict: the entry stays until the remote tier has it (or gave up on it).
@@ -29,15 +26,15 @@ HostSpace::Verdict StoreImpl::DecideLocked(const EntryKey& key, const EntryInfo&
 }
 
 bool StoreImpl::SpaceMayComeLocked() const {
-  return evict_writes_in_flight_ > 0 || !disk_writing_.empty() || loads_pinning_host_ > 0 ||
-         (remote_writer_ && remote_writer_->EvictingLocked());
+  return (cascade_ && (cascade_->EvictWritesInFlightLocked() > 0 || cascade_->WritingLocked())) ||
+         loads_pinning_host_ > 0 || (remote_writer_ && remote_writer_->EvictingLocked());
 }
 
 void StoreImpl::DropHostCopyLocked(const EntryKey& key) {
   auto cleared = index_->ClearLocation(key.hash, key.kind, Tier::kHost);
   if (!cleared.ok()) return;
   (void)host_->Free(*cleared);
-  evict_unwritten_.erase(key);
+  if (cascade_) cascade_->ForgetHostCopyLocked(key);
   if (remote_writer_) remote_writer_->ForgetHostCopyLocked(key);
   PruneLocked(key.hash);
 }
@@ -59,7 +56,7 @@ void StoreImpl::PruneLocked(const PageHash& hash) {
     }
     if (!index_->Remove(*cur).ok()) return;
     for (Kind k : kAllKinds) {
-      policy_->Forget({*cur, k});
+      if (cascade_) cascade_->ForgetLocked({*cur, k});
       if (remote_policy_) remote_policy_->Forget({*cur, k});
       if (remote_writer_) remote_writer_->ForgetEntryLocked({*cur, k});
     }

@@ -69,7 +69,6 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
   if (!index.ok()) return index.status();
   s->index_ = std::move(index).value();
 
-  s->policy_ = TierWritePolicy::Make(options.write_policy, options.selective_min_hits);
   CACHEPAWL_RETURN_IF_ERROR(s->OpenTiers());
   HostSpace::Options hs;
   hs.policy = options.eviction_policy;
@@ -81,7 +80,15 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
       std::make_unique<HostSpace>(s->host_.get(), s->index_.get(), &s->mu_, victims, hs);
   s->worker_ = std::make_unique<TaskQueue>();
   CACHEPAWL_RETURN_IF_ERROR(s->OpenRemote());
-  if (s->disk_) s->disk_submitter_ = std::make_unique<TaskQueue>();
+  if (s->disk_) {
+    DiskCascade::Options co;
+    co.write_policy = options.write_policy;
+    co.selective_min_hits = options.selective_min_hits;
+    co.eviction_policy = options.eviction_policy;
+    DiskCascade::Hooks* hooks = s.get();  // (a private base: converted here)
+    s->cascade_ = std::make_unique<DiskCascade>(s->disk_.get(), s->index_.get(), &s->layout_,
+                                                &s->mu_, hooks, co);
+  }
   return std::unique_ptr<Store>(std::move(s));
 }
 
@@ -193,7 +200,7 @@ Status StoreImpl::Close() {
   // the disk submitter.
   CloseRemote();
   if (host_space_) host_space_->StopEvictor();
-  disk_submitter_.reset();
+  if (cascade_) cascade_->StopSubmitter();
   worker_.reset();
   Status s;
   if (disk_) s = disk_->Close();
@@ -481,7 +488,6 @@ StoreStats StoreImpl::Stats() const {
     for (Kind k : kAllKinds) {
       const int i = static_cast<int>(k);
       st.evictions[static_cast<int>(Tier::kHost)][i] = host_space_->evictions(k);
-      st.evictions[static_cast<int>(Tier::kDisk)][i] = disk_evictions_[i];
     }
     st.loaded_entries = loaded_entries_;
     for (int t = 0; t < kNumLocalTiers; ++t) {
@@ -498,14 +504,13 @@ StoreStats StoreImpl::Stats() const {
     st.loads = loads_;
     st.prefetches = prefetches_;
     st.failed_operations = failed_ops_;
-    st.no_space_errors = no_space_ + host_space_->no_space();
+    st.no_space_errors = host_space_->no_space();
     st.evicted_ahead = host_space_->evicted_ahead();
-    st.disk_admission_refused = disk_admission_refused_;
-    st.evict_write_failures = evict_write_failures_;
     st.disk_records_recovered = disk_records_recovered_;
     st.disk_unreachable_at_open = disk_unreachable_at_open_;
     st.checksum_failures = checksum_failures_;
     st.io_errors = io_errors_;
+    if (cascade_) cascade_->AddStatsLocked(&st);
     if (closed_) return st;
     IndexStats is = index_->Stats();
     st.index_entries = is.entries;

@@ -8,8 +8,9 @@
 //   host_space.h            HostSpace: host slots allocated as runs, eviction in the policy's
 //                           order, waiting for room, evicting ahead (a class of its own)
 //   store_host_victims.cc   the store's side of host eviction: what becomes of each victim
-//   store_disk_cascade.cc   host -> disk writes (write-through, selective, write-on-evict),
-//                           asynchronous, with disk eviction and one retry when the disk is full
+//   disk_cascade.h          DiskCascade: host -> disk writes by policy (write-through,
+//                           selective, write-on-evict), asynchronous, with disk eviction and one
+//                           retry when the disk is full (a class of its own)
 //   store_recovery.cc       the index rebuilt from the disk catalog at open
 //   store_remote.cc         the remote tier: Lookup past the local match, remote reads into
 //                           host memory for Load and StartPrefetch
@@ -37,10 +38,10 @@
 //
 // The disk tier (tiers/disk_tier.h) is the truth of which records are on disk; the index's Disk
 // locations are derived from it by one rule: a Disk location is set only from a write the tier
-// committed (FinishDiskWrites), and cleared (ForgetDiskLocked) before the tier removes the record
-// (TakeDiskVictimsLocked; the removal follows outside mu_, and until it has, the key is in
-// disk_removing_ so that no write of it starts and finds the old record), or when a read found
-// the record gone (DiskRecordResult::gone: dropped by a failed verification, or not there).
+// committed (DiskCascade), and cleared (ForgetDiskLocked) before the tier removes the record
+// (the cascade's victims: the removal follows outside mu_, and until it has, no write of the key
+// starts and finds the old record), or when a read found the record gone
+// (DiskRecordResult::gone: dropped by a failed verification, or not there).
 #pragma once
 
 #include <array>
@@ -59,6 +60,7 @@
 #include "index/page_hasher.h"
 #include "index/prefix_index.h"
 #include "store/deferred_stream_waiter.h"
+#include "store/disk_cascade.h"
 #include "store/entry_key.h"
 #include "store/eviction_order.h"
 #include "store/host_space.h"
@@ -85,7 +87,7 @@ namespace cachepawl {
 StatusOr<size_t> RebuildIndexFromDisk(DiskTier& disk, PrefixIndex& index,
                                       const ModelLayout& layout);
 
-class StoreImpl final : public Store, private HostSpace::Victims {
+class StoreImpl final : public Store, private HostSpace::Victims, private DiskCascade::Hooks {
  public:
   ~StoreImpl() override { (void)Close(); }
 
@@ -142,13 +144,6 @@ class StoreImpl final : public Store, private HostSpace::Victims {
     HostSlotId slot = 0;
     uint64_t device_slot = 0;
   };
-  // One host -> disk write in flight.
-  struct DiskWriteJob {
-    EntryKey key;
-    HostSlotId slot = 0;
-    bool evict_after = false;  // write-on-evict: leave host memory once written
-  };
-
   StoreImpl() = default;
 
   // ---- store_impl.cc ----
@@ -172,11 +167,11 @@ class StoreImpl final : public Store, private HostSpace::Victims {
     profile::Stage copy, hop, finish;
     uint64_t submitted_at = 0;
   };
-  void WhenDone(const Fence& fence, std::function<void(const Status&)> fn);
+  void WhenDone(const Fence& fence, std::function<void(const Status&)> fn) override;
   void WhenDone(const Fence& fence, const WhenDoneProfile& prof,
                 std::function<void(const Status&)> fn);
-  void OperationStarted();
-  void OperationFinished();
+  void OperationStarted() override;
+  void OperationFinished() override;
 
   // ---- store_host_victims.cc: the store's side of host eviction (HostSpace::Victims) ----
   // A host victim: kSkip while a Save still publishes it; kWriteToDisk when the disk policy
@@ -186,49 +181,27 @@ class StoreImpl final : public Store, private HostSpace::Victims {
   HostSpace::Verdict DecideLocked(const EntryKey& key, const EntryInfo& e,
                                   size_t* writes_started) override;
   size_t StartEvictWritesLocked(const std::vector<EntryKey>& keys) override {
-    return StartDiskWritesLocked(keys, /*evict_after=*/true);
+    return cascade_ ? cascade_->StartWritesLocked(keys, /*evict_after=*/true) : 0;
   }
-  uint64_t EvictWritesInFlightLocked() const override { return evict_writes_in_flight_; }
+  uint64_t EvictWritesInFlightLocked() const override {
+    return cascade_ ? cascade_->EvictWritesInFlightLocked() : 0;
+  }
   void DropLocked(const EntryKey& key) override { DropHostCopyLocked(key); }
   // Write-on-evict writes (disk or remote) or loads holding host pins are in flight.
   bool SpaceMayComeLocked() const override;
-  // Hybrid eviction's disk admission of a write-on-evict victim (always true for LRU): no KV
-  // that no cached state can use, no state scored below the index's StateScoreFloor().
-  // Counts refusals. Requires mu_.
-  bool AdmitToDiskLocked(const EntryInfo& e, Kind kind);
   // Frees the host copy of `key` (its location, its slot) and prunes what no tier holds.
   void DropHostCopyLocked(const EntryKey& key);
   // Forgets `key`'s Disk location (after the disk tier dropped or evicted the record).
-  void ForgetDiskLocked(const EntryKey& key);
+  void ForgetDiskLocked(const EntryKey& key) override;
   // Removes index entries that no tier holds any more, from `hash` up toward the root.
   void PruneLocked(const PageHash& hash);
 
-  // ---- store_disk_cascade.cc ----
-  // Starts disk writes of host-resident entries: pins their host slots until the writes finish
-  // and hands the batch to the disk submitter thread (never submits under mu_). Entries already
-  // on disk or being written are skipped. Returns how many writes were started. Requires mu_.
-  // A state's windowed KV (layouts with sliding-window layers) goes with it: the windowed KV of
-  // its page and the WindowPages() - 1 before it that has a host copy and no disk copy; under
-  // hybrid eviction so does the KV of its prefix that has a host copy and no disk copy.
-  size_t StartDiskWritesLocked(const std::vector<EntryKey>& keys, bool evict_after);
-  // `keys` followed by the windowed-KV keys of the windows of the states among them (those the
-  // index holds anywhere) and, hybrid eviction, their prefixes' KV keys held by host and not
-  // disk. Requires mu_.
-  std::vector<EntryKey> WithPrefixLocked(const std::vector<EntryKey>& keys) const;
-  // Runs on the disk submitter thread: submits the writes, and hands their completion to the
-  // completion worker.
-  void SubmitDiskWrites(std::vector<DiskWriteJob> jobs, std::vector<DiskWrite> writes, int attempt);
-  // Completion worker: publishes disk locations, unpins, evicts write-on-evict entries, and
-  // retries once what failed for lack of disk space after evicting disk records by the index.
-  void FinishDiskWrites(std::vector<DiskWriteJob> jobs, DiskOp op, int attempt);
-  // Picks disk victims through the index (so locked prefixes stay) to make room for `jobs`
-  // (LRU: as many records; hybrid: their bytes, see the .cc) and forgets them; returns their
-  // keys for removal from the disk tier outside mu_; they stay in disk_removing_ until then.
-  // Requires mu_.
-  // Victims the remote tier's write-on-evict wants (their only copy is the disk's) go to
-  // `*to_remote` too, reserved by the remote writer: the submitter copies each before removing it.
-  std::vector<DiskKey> TakeDiskVictimsLocked(const std::vector<DiskWriteJob>& jobs,
-                                             std::vector<DiskKey>* to_remote);
+  // ---- DiskCascade::Hooks (the cascade's side of the store) ----
+  void CopyDiskVictimsToRemote(const std::vector<DiskKey>& keys) override {
+    remote_writer_->CopyDiskVictims(disk_->tier(), keys);
+  }
+  void SpaceChangedLocked() override { host_space_->NotifyLocked(); }
+  bool ClosedLocked() const override { return closed_; }
 
   // ---- store_save.cc ----
   struct SaveWant {
@@ -284,7 +257,7 @@ class StoreImpl final : public Store, private HostSpace::Victims {
                                 size_t* writes_started) {
     return remote_writer_ && remote_writer_->WriteOnEvictLocked(key, loc, useless, writes_started);
   }
-  bool RemoteWantsDiskVictimLocked(const EntryKey& key, const TierLocations& loc) {
+  bool RemoteWantsDiskVictimLocked(const EntryKey& key, const TierLocations& loc) override {
     return remote_writer_ && remote_writer_->WantsDiskVictimLocked(key, loc);
   }
   // Lookup: extends a local match with what the remote tier holds past it (one existence batch
@@ -371,7 +344,8 @@ class StoreImpl final : public Store, private HostSpace::Victims {
   std::shared_ptr<DeviceMover> mover_;
   StoreFaultInjection faults_;  // tests only (store/store_faults.h); set by Open
   std::unique_ptr<TaskQueue> worker_;
-  std::unique_ptr<TaskQueue> disk_submitter_;  // only with a disk tier
+  // Host -> disk (only with a disk tier; after the host space); its state is guarded by mu_.
+  std::unique_ptr<DiskCascade> cascade_;
   // Host slots and host eviction (after OpenTiers: it uses host_ and index_); its state is
   // guarded by mu_.
   std::unique_ptr<HostSpace> host_space_;
@@ -380,26 +354,14 @@ class StoreImpl final : public Store, private HostSpace::Victims {
   bool closed_ = false;       // guarded by mu_
   bool mover_ready_ = false;  // guarded by mu_
   bool registering_ = false;  // Register/UnregisterDevicePool at work; guarded by mu_
-  std::unique_ptr<TierWritePolicy> policy_;                    // guarded by mu_
-  std::unordered_set<EntryKey, EntryKeyHasher> filling_;       // guarded by mu_
-  std::unordered_set<EntryKey, EntryKeyHasher> disk_writing_;  // guarded by mu_
-  // Disk victims the index forgot whose removal from the disk tier has not run yet (it runs
-  // outside mu_). No write of them starts meanwhile: the tier still holds the old record, the
-  // write would find it and publish a Disk location that the pending removal then voids.
-  std::unordered_set<EntryKey, EntryKeyHasher> disk_removing_;  // guarded by mu_
-  uint64_t evict_writes_in_flight_ = 0;  // write-on-evict jobs not finished; guarded by mu_
-  // Write-on-evict victims whose disk write failed: the next eviction drops them unwritten.
-  std::unordered_set<EntryKey, EntryKeyHasher> evict_unwritten_;  // guarded by mu_
-  std::array<uint64_t, kNumKinds> disk_evictions_{};  // per kind (host: host_space_); mu_
+  std::unordered_set<EntryKey, EntryKeyHasher> filling_;                          // guarded by mu_
   std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> loaded_entries_{};  // guarded by mu_
   uint64_t saves_ = 0, refreshed_ = 0;                                            // guarded by mu_
-  std::array<uint64_t, kNumKinds> saved_entries_{};  // per kind; guarded by mu_
-  // no_space_: disk writes that found no room after their retry (host: host_space_).
-  uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0, no_space_ = 0;  // guarded by mu_
-  uint64_t checksum_failures_ = 0, io_errors_ = 0;                       // guarded by mu_
-  uint64_t evict_write_failures_ = 0;    // write-on-evict writes that failed; guarded by mu_
-  uint64_t loads_pinning_host_ = 0;      // loads holding host pins; guarded by mu_
-  uint64_t disk_admission_refused_ = 0;  // AdmitToDiskLocked said no; guarded by mu_
+  std::array<uint64_t, kNumKinds> saved_entries_{};       // per kind; guarded by mu_
+  uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0;  // guarded by mu_
+  // Loads' checksum failures and I/O errors (the cascade counts its writes'); guarded by mu_.
+  uint64_t checksum_failures_ = 0, io_errors_ = 0;
+  uint64_t loads_pinning_host_ = 0;  // loads holding host pins; guarded by mu_
   // Set while opening, before any other thread sees the store; constant after.
   uint64_t disk_records_recovered_ = 0, disk_unreachable_at_open_ = 0;
   EvictionPolicy eviction_policy_ = EvictionPolicy::kHybrid;  // set by Open

@@ -10,7 +10,7 @@
 namespace cachepawl {
 
 void StoreImpl::CountHitLocked(const EntryKey& key) {
-  if (disk_ && policy_->OnHit(key)) StartDiskWritesLocked({key}, /*evict_after=*/false);
+  if (cascade_) cascade_->HitLocked(key);
   if (remote_policy_ && remote_policy_->OnHit(key)) StartRemoteWritesLocked({key});
 }
 

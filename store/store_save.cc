@@ -297,11 +297,11 @@ void StoreImpl::FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotI
     // operations cannot evict it, until the whole Save is done (SaveProgress::ReleaseLocked).
     progress->held.push_back(key);
     ++saved_entries_[static_cast<int>(key.kind)];
-    if (disk_ && policy_->OnSaved()) to_disk.push_back(key);
+    if (cascade_) to_disk.push_back(key);
     if (remote_policy_ && remote_policy_->OnSaved()) to_remote.push_back(key);
   }
   if (!s.ok()) ++failed_ops_;
-  if (!to_disk.empty()) StartDiskWritesLocked(to_disk, /*evict_after=*/false);
+  if (cascade_) cascade_->SavedLocked(to_disk);
   if (!to_remote.empty()) StartRemoteWritesLocked(to_remote);
   host_space_->NotifyLocked();
 }
