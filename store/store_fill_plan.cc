@@ -22,7 +22,6 @@ Status StoreImpl::PlanFillsLocked(const PrefixMatch& match, std::span<const Fill
   };
   for (const FillWant& w : wants) {
     const EntryKey& key = w.key;
-    const int kind = static_cast<int>(key.kind);
     auto e = index_->Lookup(key.hash);
     const TierLocations* loc = e ? &LocationsOf(*e, key.kind) : nullptr;
     const bool local = loc != nullptr && !loc->empty();
@@ -32,7 +31,7 @@ Status StoreImpl::PlanFillsLocked(const PrefixMatch& match, std::span<const Fill
         return rollback(s);
       }
       plan->sources.push_back({key, *loc->Slot(Tier::kHost), w.device_slot});
-      ++loaded_entries_[static_cast<int>(Tier::kHost)][kind];
+      counters_.CountLoadedLocked(Tier::kHost, key.kind);
       CountHitLocked(key);
       continue;
     }
@@ -59,7 +58,7 @@ Status StoreImpl::PlanFillsLocked(const PrefixMatch& match, std::span<const Fill
     f.remote = from_remote;
     plan->fills.push_back(f);
     if (load) {
-      if (from_disk) ++loaded_entries_[static_cast<int>(Tier::kDisk)][kind];
+      if (from_disk) counters_.CountLoadedLocked(Tier::kDisk, key.kind);
       CountHitLocked(key);
     }
   }

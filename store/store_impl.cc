@@ -129,8 +129,8 @@ Status StoreImpl::OpenTiers() {
     auto orphans = RebuildIndexFromDisk(disk_->tier(), *index_, layout_);
     if (!orphans.ok()) return orphans.status().WithContext("disk tier: rebuilding the index");
     const DiskTierStats opened = disk_->tier().stats();
-    disk_records_recovered_ = opened.records_kv + opened.records_mamba + opened.records_window;
-    disk_unreachable_at_open_ = *orphans;
+    counters_.SetOpenedWith(opened.records_kv + opened.records_mamba + opened.records_window,
+                            *orphans);
   }
 
   if (options_.device_pool_bytes > 0) {
@@ -255,7 +255,7 @@ StatusOr<PrefixMatch> StoreImpl::Lookup(std::string_view ns, std::span<const uin
   const auto start = SteadyClock::now();
   auto hashes = hasher_->HashTokens(ns, tokens);
   auto m = LookupHashes(hashes);
-  lookup_latency_.Record(SteadyClock::now() - start);
+  counters_.lookup_latency().Record(SteadyClock::now() - start);
   return m;
 }
 
@@ -286,10 +286,7 @@ StatusOr<PrefixMatch> StoreImpl::LookupHashes(std::span<const PageHash> hashes) 
   m.window_tiers.reserve(r.window.size());
   for (const TierLocations& loc : r.window) m.window_tiers.push_back(*loc.Fastest());
   ExtendMatchFromRemote(m);
-  lookups_.fetch_add(1, std::memory_order_relaxed);
-  lookup_pages_.fetch_add(hashes.size(), std::memory_order_relaxed);
-  hit_pages_.fetch_add(m.reusable_pages, std::memory_order_relaxed);
-  kv_only_pages_.fetch_add(m.kv_only_pages - m.reusable_pages, std::memory_order_relaxed);
+  counters_.CountLookup(hashes.size(), m.reusable_pages, m.kv_only_pages - m.reusable_pages);
   return m;
 }
 
@@ -475,41 +472,16 @@ Status StoreImpl::ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte
 
 StoreStats StoreImpl::Stats() const {
   StoreStats st;
-  st.lookups = lookups_.load();
-  st.lookup_pages = lookup_pages_.load();
-  st.hit_pages = hit_pages_.load();
-  st.kv_only_hit_pages = kv_only_pages_.load();
-  st.lookup_latency = lookup_latency_.Summary();
-  st.load_latency = load_latency_.Summary();
-  st.save_latency = save_latency_.Summary();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    counters_.FillLocked(layout_, &st);
     st.remote = RemoteStatsLocked();
     for (Kind k : kAllKinds) {
       const int i = static_cast<int>(k);
       st.evictions[static_cast<int>(Tier::kHost)][i] = host_space_->evictions(k);
     }
-    st.loaded_entries = loaded_entries_;
-    for (int t = 0; t < kNumLocalTiers; ++t) {
-      for (int k = 0; k < kNumKinds; ++k) {
-        const uint64_t bytes = layout_.RecordBytes(static_cast<Kind>(k));
-        st.loaded_bytes[t][k] = loaded_entries_[t][k] * bytes;
-      }
-    }
-    st.saves = saves_;
-    st.saved_pages = saved_entries_[static_cast<int>(Kind::kKV)];
-    st.saved_states = saved_entries_[static_cast<int>(Kind::kMamba)];
-    st.saved_window_pages = saved_entries_[static_cast<int>(Kind::kWindowKV)];
-    st.refreshed_pages = refreshed_;
-    st.loads = loads_;
-    st.prefetches = prefetches_;
-    st.failed_operations = failed_ops_;
     st.no_space_errors = host_space_->no_space();
     st.evicted_ahead = host_space_->evicted_ahead();
-    st.disk_records_recovered = disk_records_recovered_;
-    st.disk_unreachable_at_open = disk_unreachable_at_open_;
-    st.checksum_failures = checksum_failures_;
-    st.io_errors = io_errors_;
     if (cascade_) cascade_->AddStatsLocked(&st);
     if (closed_) return st;
     IndexStats is = index_->Stats();

@@ -64,9 +64,9 @@
 #include "store/entry_key.h"
 #include "store/eviction_order.h"
 #include "store/host_space.h"
-#include "store/latency_histogram.h"
 #include "store/remote_writer.h"
 #include "store/store.h"
+#include "store/store_counters.h"
 #include "store/store_faults.h"
 #include "store/task_queue.h"
 #include "store/tier_write_policy.h"
@@ -354,16 +354,11 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   bool closed_ = false;       // guarded by mu_
   bool mover_ready_ = false;  // guarded by mu_
   bool registering_ = false;  // Register/UnregisterDevicePool at work; guarded by mu_
-  std::unordered_set<EntryKey, EntryKeyHasher> filling_;                          // guarded by mu_
-  std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> loaded_entries_{};  // guarded by mu_
-  uint64_t saves_ = 0, refreshed_ = 0;                                            // guarded by mu_
-  std::array<uint64_t, kNumKinds> saved_entries_{};       // per kind; guarded by mu_
-  uint64_t loads_ = 0, prefetches_ = 0, failed_ops_ = 0;  // guarded by mu_
-  // Loads' checksum failures and I/O errors (the cascade counts its writes'); guarded by mu_.
-  uint64_t checksum_failures_ = 0, io_errors_ = 0;
-  uint64_t loads_pinning_host_ = 0;  // loads holding host pins; guarded by mu_
-  // Set while opening, before any other thread sees the store; constant after.
-  uint64_t disk_records_recovered_ = 0, disk_unreachable_at_open_ = 0;
+  std::unordered_set<EntryKey, EntryKeyHasher> filling_;  // guarded by mu_
+  uint64_t loads_pinning_host_ = 0;                       // loads holding host pins; guarded by mu_
+  // What the store counts of its own calls (store/store_counters.h: its event counters are
+  // guarded by mu_, its lookup counters and latencies need no lock).
+  StoreCounters counters_;
   EvictionPolicy eviction_policy_ = EvictionPolicy::kHybrid;  // set by Open
 
   // The remote tier (null without StoreOptions::remote). The readers run remote fetches; the
@@ -372,17 +367,10 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   std::unique_ptr<TaskQueue> remote_reader_;
   std::unique_ptr<TierWritePolicy> remote_policy_;  // null when this store writes nothing
   std::unique_ptr<RemoteWriter> remote_writer_;
-  // The remote read counters: loaded and load_failures (RemoteStatsLocked adds the writer's
-  // and the tier's). Guarded by mu_.
-  RemoteStats remote_counters_;
-  std::atomic<uint64_t> remote_lookup_pages_{0};  // Lookup adds to it under a shared lock
 
   mutable std::mutex drain_mu_;
   std::condition_variable drain_cv_;
   uint64_t in_flight_ = 0;  // guarded by drain_mu_
-
-  std::atomic<uint64_t> lookups_{0}, lookup_pages_{0}, hit_pages_{0}, kv_only_pages_{0};
-  LatencyHistogram lookup_latency_, load_latency_, save_latency_;
 };
 
 }  // namespace cachepawl

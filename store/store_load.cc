@@ -89,7 +89,7 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
     std::unique_lock<std::mutex> lock(mu_);
     CACHEPAWL_ASSIGN_OR_RETURN(mover, UsableMoverLocked());
     CACHEPAWL_RETURN_IF_ERROR(PlanFillsLocked(match, wants, FillMode::kLoad, lock, &plan));
-    ++loads_;
+    counters_.CountLoadLocked();
     ++loads_pinning_host_;
   }
   std::vector<HostSource> sources = std::move(plan.sources);
@@ -145,13 +145,13 @@ void StoreImpl::FailLoad(PendingLoad& load, const Status& why) {
     for (const HostSource& src : load.sources) {
       (void)index_->Unpin(src.key.hash, src.key.kind, Tier::kHost);
     }
-    ++failed_ops_;
+    counters_.CountFailedOperationLocked();
     --loads_pinning_host_;
     host_space_->NotifyLocked();
   }
   if (load.deferred) load.deferred->Resolve({});  // nothing reaches the GPU: release stream waits
   load.outer->Complete(why);
-  load_latency_.Record(SteadyClock::now() - load.start);
+  counters_.load_latency().Record(SteadyClock::now() - load.start);
   OperationFinished();
 }
 
@@ -193,8 +193,7 @@ void StoreImpl::FinishDiskFills(const std::vector<HostFill>& fills, const Status
     }
     if (!s.ok()) {
       failed->push_back(i);
-      if (s.IsCorruption()) ++checksum_failures_;
-      if (s.IsIOError()) ++io_errors_;
+      counters_.CountReadErrorLocked(s);
       (void)host_->Free(f.slot);
       // The disk tier holds no such record any more (it failed verification and was
       // dropped, or was not there): the index forgets it too.
@@ -242,7 +241,7 @@ void StoreImpl::SubmitHostToDevice(const std::shared_ptr<DeviceMover>& mover,
   inner.OnComplete(
       [this, worker, sources = std::move(sources), outer, start, prof](const Status& s) mutable {
         profile::Add(prof.copy, prof.submitted_at);
-        load_latency_.Record(SteadyClock::now() - start);
+        counters_.load_latency().Record(SteadyClock::now() - start);
         outer->Complete(s);
         const uint64_t fired = profile::Now();
         worker->Post([this, sources = std::move(sources), s, prof, fired] {
@@ -253,7 +252,7 @@ void StoreImpl::SubmitHostToDevice(const std::shared_ptr<DeviceMover>& mover,
             for (const HostSource& src : sources) {
               (void)index_->Unpin(src.key.hash, src.key.kind, Tier::kHost);
             }
-            if (!s.ok()) ++failed_ops_;
+            if (!s.ok()) counters_.CountFailedOperationLocked();
             --loads_pinning_host_;
             host_space_->NotifyLocked();
           }
@@ -302,7 +301,7 @@ StatusOr<std::shared_ptr<Store::Prefetch>> StoreImpl::StartPrefetch(const Prefix
       CACHEPAWL_RETURN_IF_ERROR(PlanFillsLocked(match, wants, FillMode::kPrefetch, lock, &plan));
       fills = std::move(plan.fills);
     }
-    ++prefetches_;
+    counters_.CountPrefetchLocked();
   }
   auto outer = std::make_shared<FenceCompleter>();
   auto handle = std::make_shared<PrefetchImpl>(outer->fence());

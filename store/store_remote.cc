@@ -105,7 +105,7 @@ void StoreImpl::ExtendMatchFromRemote(PrefixMatch& m) {
     }
   }
   if (reusable == m.reusable_pages && kv_end <= m.kv_only_pages) return;
-  remote_lookup_pages_.fetch_add(reusable - m.reusable_pages, std::memory_order_relaxed);
+  counters_.CountRemoteLookupPages(reusable - m.reusable_pages);
   if (full_kv) {
     for (size_t p = m.kv_only_pages; p < kv_end; ++p) m.page_tiers.push_back(Tier::kRemote);
     m.kv_only_pages = kv_end;
@@ -170,11 +170,11 @@ Status StoreImpl::FetchRemoteFills(std::span<const PageHash> hashes,
       if (s.ok()) s = index_->PinForTransfer(f.key.hash, f.key.kind, Tier::kHost);
     }
     if (s.ok()) {
-      ++remote_counters_.loaded;
+      counters_.CountRemoteLoadLocked(true);
       continue;
     }
-    ++remote_counters_.load_failures;
-    if (s.IsCorruption()) ++checksum_failures_;
+    counters_.CountRemoteLoadLocked(false);
+    if (s.IsCorruption()) counters_.CountReadErrorLocked(s);
     if (first_error.ok()) first_error = s.WithContext(EntryName(f.key.kind, f.page));
     failed->push_back(i);
     (void)host_->Free(f.slot);
@@ -186,10 +186,10 @@ Status StoreImpl::FetchRemoteFills(std::span<const PageHash> hashes,
 
 RemoteStats StoreImpl::RemoteStatsLocked() const {
   if (!remote_) return RemoteStats{};
-  RemoteStats r = remote_counters_;
+  RemoteStats r;
   r.enabled = true;
+  counters_.AddRemoteLocked(&r);
   if (remote_writer_) remote_writer_->AddStatsLocked(&r);
-  r.lookup_pages = remote_lookup_pages_.load(std::memory_order_relaxed);
   const RemoteTierStats t = remote_->stats();
   r.put_bytes = t.put_bytes;
   r.get_bytes = t.get_bytes;

@@ -103,18 +103,18 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
     // per kind in that order).
     for (size_t j = 0; full_kv && j < count; ++j) {
       const SaveWant w{{hashes[first + j], Kind::kKV}, req.device_pages[j]};
-      CachedLocked(w.key) ? (void)++refreshed_ : fresh.push_back(w);
+      CachedLocked(w.key) ? counters_.CountRefreshedLocked() : fresh.push_back(w);
     }
     for (size_t j = 0; j < count; ++j) {
       if (!keeps_window(first + j)) continue;
       const SaveWant w{{hashes[first + j], Kind::kWindowKV}, req.device_pages[j]};
-      CachedLocked(w.key) ? (void)++refreshed_ : fresh.push_back(w);
+      CachedLocked(w.key) ? counters_.CountRefreshedLocked() : fresh.push_back(w);
     }
     if (req.device_state_slot) {
       const SaveWant w{{hashes[state_pages - 1], Kind::kMamba}, *req.device_state_slot};
-      CachedLocked(w.key) ? (void)++refreshed_ : fresh.push_back(w);
+      CachedLocked(w.key) ? counters_.CountRefreshedLocked() : fresh.push_back(w);
     }
-    ++saves_;
+    counters_.CountSaveLocked();
     profile::Add(profile::Stage::kSaveIndex, index_start);
   }
   // Refresh recency of what was already cached.
@@ -122,7 +122,7 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   (void)index_->Match(hashes.first(chain));
   profile::Add(profile::Stage::kSaveIndex, refresh_start);
   if (fresh.empty()) {
-    save_latency_.Record(SteadyClock::now() - start);
+    counters_.save_latency().Record(SteadyClock::now() - start);
     return Fence::Completed(Status::OK());
   }
 
@@ -211,7 +211,7 @@ Status StoreImpl::PrepareSaveChunk(std::span<const SaveWant> part, std::span<con
   for (size_t i = 0; i < part.size(); ++i) {
     if (recheck && CachedLocked(part[i].key)) {
       (void)host_->Free(slots[i]);  // another Save cached it meanwhile
-      ++refreshed_;
+      counters_.CountRefreshedLocked();
       continue;
     }
     filling_.insert(part[i].key);
@@ -234,7 +234,7 @@ bool StoreImpl::SaveProgress::ReleaseLocked(const Status& s, StoreImpl* store) {
 }
 
 void StoreImpl::SaveProgress::Fire(StoreImpl* store) {
-  store->save_latency_.Record(SteadyClock::now() - start);
+  store->counters_.save_latency().Record(SteadyClock::now() - start);
   outer.Complete(first_error);  // (no share is left: nothing writes it any more)
   store->OperationFinished();
 }
@@ -296,11 +296,11 @@ void StoreImpl::FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotI
     // Published (a Lookup finds it), but it stays in filling_, so that this Save's later
     // operations cannot evict it, until the whole Save is done (SaveProgress::ReleaseLocked).
     progress->held.push_back(key);
-    ++saved_entries_[static_cast<int>(key.kind)];
+    counters_.CountSavedLocked(key.kind);
     if (cascade_) to_disk.push_back(key);
     if (remote_policy_ && remote_policy_->OnSaved()) to_remote.push_back(key);
   }
-  if (!s.ok()) ++failed_ops_;
+  if (!s.ok()) counters_.CountFailedOperationLocked();
   if (cascade_) cascade_->SavedLocked(to_disk);
   if (!to_remote.empty()) StartRemoteWritesLocked(to_remote);
   host_space_->NotifyLocked();
