@@ -12,8 +12,9 @@
 //                           selective, write-on-evict), asynchronous, with disk eviction and one
 //                           retry when the disk is full (a class of its own)
 //   store_recovery.cc       the index rebuilt from the disk catalog at open
-//   store_remote.cc         the remote tier: Lookup past the local match, remote reads into
-//                           host memory for Load and StartPrefetch
+//   remote_reader.h         RemoteReader: Lookup's look past the local match, the reads of
+//                           remote records and the threads they run on (a class of its own)
+//   store_remote.cc         the store's side of remote reads: publishing what arrived
 //   remote_writer.h         RemoteWriter: the remote writes by policy and on eviction, its
 //                           thread, queue and counters (a class of its own)
 //   tier_write_policy.h     when an entry goes to disk or the remote tier (testable alone)
@@ -64,6 +65,7 @@
 #include "store/entry_key.h"
 #include "store/eviction_order.h"
 #include "store/host_space.h"
+#include "store/remote_reader.h"
 #include "store/remote_writer.h"
 #include "store/store.h"
 #include "store/store_counters.h"
@@ -364,7 +366,7 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   // The remote tier (null without StoreOptions::remote). The readers run remote fetches; the
   // writer (null when this store writes nothing) its writes; its state is guarded by mu_.
   std::unique_ptr<RemoteTier> remote_;
-  std::unique_ptr<TaskQueue> remote_reader_;
+  std::unique_ptr<RemoteReader> remote_reader_;
   std::unique_ptr<TierWritePolicy> remote_policy_;  // null when this store writes nothing
   std::unique_ptr<RemoteWriter> remote_writer_;
 

@@ -12,7 +12,11 @@ Status StoreImpl::OpenRemote() {
   auto remote = RemoteTier::Open(ToRemoteTierOptions(options_.remote), layout_);
   if (!remote.ok()) return remote.status().WithContext("StoreOptions.remote");
   remote_ = std::move(remote).value();
-  remote_reader_ = std::make_unique<TaskQueue>(options_.remote.reader_threads);
+  RemoteReader::Options ro;
+  ro.threads = options_.remote.reader_threads;
+  ro.lookup_deadline = std::chrono::milliseconds(options_.remote.lookup_deadline_ms);
+  ro.track_interval_pages = options_.track_interval_pages;
+  remote_reader_ = std::make_unique<RemoteReader>(remote_.get(), &layout_, ro);
   remote_policy_ =
       TierWritePolicy::Make(options_.remote.write_policy, options_.remote.selective_min_hits);
   if (remote_policy_ != nullptr) {
@@ -28,7 +32,7 @@ Status StoreImpl::OpenRemote() {
 
 void StoreImpl::CloseRemote() {
   if (remote_writer_) remote_writer_->Stop(std::chrono::milliseconds(options_.remote.deadline_ms));
-  remote_reader_.reset();
+  if (remote_reader_) remote_reader_->Stop();
 }
 
 // ------------------------------------------------------------------------------------------
@@ -36,95 +40,12 @@ void StoreImpl::CloseRemote() {
 // ------------------------------------------------------------------------------------------
 
 void StoreImpl::ExtendMatchFromRemote(PrefixMatch& m) {
-  const size_t n = m.hashes.size();
-  if (!remote_ || n == 0 || m.reusable_pages == n) return;
-  const uint64_t page_tokens = layout_.page_size_tokens;
-  const bool full_kv = layout_.Stores(Kind::kKV);
-  const size_t window = layout_.Stores(Kind::kWindowKV) ? layout_.WindowPages() : 0;
-  const bool ssm = layout_.has_ssm();
-  const size_t local_kv = full_kv ? m.kv_only_pages : m.reusable_pages;
-
-  // Local tiers of the windowed KV and states the match may use past its local depth.
-  auto local_fastest = [&](size_t page, Kind kind) -> std::optional<Tier> {
-    auto e = index_->Lookup(m.hashes[page]);
-    if (!e) return std::nullopt;
-    return LocationsOf(*e, kind).Fastest();
-  };
-  // One existence batch: KV pages past the local match, windowed KV and states not held here.
-  std::vector<DiskKey> keys;
-  struct Asked {
-    size_t page;
-    Kind kind;
-  };
-  std::vector<Asked> asked;
-  std::vector<std::optional<Tier>> window_tier(n), state_tier(n);
-  auto ask = [&](size_t page, Kind kind) {
-    keys.push_back(DiskKey{kind, m.hashes[page], (page + 1) * page_tokens});
-    asked.push_back({page, kind});
-  };
-  if (full_kv) {
-    for (size_t p = local_kv; p < n; ++p) ask(p, Kind::kKV);
-  }
-  const size_t window_from = m.reusable_pages - std::min(m.reusable_pages, window);
-  for (size_t p = window > 0 ? window_from : n; p < n; ++p) {
-    window_tier[p] = local_fastest(p, Kind::kWindowKV);
-    if (!window_tier[p]) ask(p, Kind::kWindowKV);
-  }
-  for (size_t p = ssm ? m.reusable_pages : n; p < n; ++p) {
-    state_tier[p] = local_fastest(p, Kind::kMamba);
-    if (!state_tier[p]) ask(p, Kind::kMamba);
-  }
-  if (keys.empty()) return;
-  const std::vector<bool> there =
-      remote_->Exists(keys, std::chrono::milliseconds(options_.remote.lookup_deadline_ms));
-  std::vector<bool> kv_remote(n, false);
-  for (size_t i = 0; i < asked.size(); ++i) {
-    if (!there[i]) continue;
-    const auto [page, kind] = asked[i];
-    if (kind == Kind::kKV) kv_remote[page] = true;
-    if (kind == Kind::kWindowKV) window_tier[page] = Tier::kRemote;
-    if (kind == Kind::kMamba) state_tier[page] = Tier::kRemote;
-  }
-  size_t kv_end = local_kv;
-  if (full_kv) {
-    while (kv_end < n && kv_remote[kv_end]) ++kv_end;
-  } else {
-    kv_end = n;  // pages without KV: the chain is all they need
-  }
-  // The deepest depth past the local one with a state (SSM layouts) and its window.
-  size_t reusable = m.reusable_pages;
-  for (size_t d = kv_end; d > m.reusable_pages; --d) {
-    if (ssm && !state_tier[d - 1]) continue;
-    bool window_ok = true;
-    for (size_t p = d - std::min(d, window); p < d && window_ok; ++p) {
-      window_ok = window_tier[p].has_value();
-    }
-    if (window_ok) {
-      reusable = d;
-      break;
-    }
-  }
-  if (reusable == m.reusable_pages && kv_end <= m.kv_only_pages) return;
-  counters_.CountRemoteLookupPages(reusable - m.reusable_pages);
-  if (full_kv) {
-    for (size_t p = m.kv_only_pages; p < kv_end; ++p) m.page_tiers.push_back(Tier::kRemote);
-    m.kv_only_pages = kv_end;
-  } else {
-    m.kv_only_pages = std::max(m.kv_only_pages, reusable);
-  }
-  const size_t track = std::max<uint32_t>(1, options_.track_interval_pages);
-  m.checkpoint_hint_pages = m.kv_only_pages / track * track;
-  if (reusable > m.reusable_pages) {
-    m.reusable_pages = reusable;
-    m.state_tier = ssm ? state_tier[reusable - 1] : std::nullopt;
-    if (window > 0) {
-      m.window_first_page = reusable - std::min(reusable, window);
-      m.window_tiers.clear();
-      for (size_t p = m.window_first_page; p < reusable; ++p) {
-        m.window_tiers.push_back(*window_tier[p]);
-      }
-    }
-  }
+  if (!remote_reader_) return;
+  const size_t added = remote_reader_->ExtendMatch(m, [this](const PageHash& hash, Kind kind) {
+    auto e = index_->Lookup(hash);
+    return e ? LocationsOf(*e, kind).Fastest() : std::nullopt;
+  });
+  counters_.CountRemoteLookupPages(added);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -156,7 +77,7 @@ Status StoreImpl::FetchRemoteFills(std::span<const PageHash> hashes,
     gets.push_back({DiskKey{f.key.kind, f.key.hash, f.depth_tokens},
                     std::span<std::byte>(host_->SlotData(f.slot), host_->slot_bytes(f.key.kind))});
   }
-  const std::vector<Status> results = remote_->Get(gets);
+  const std::vector<Status> results = remote_reader_->Get(gets);
   Status first_error;
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < fills.size(); ++i) {
