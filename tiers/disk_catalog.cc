@@ -332,6 +332,7 @@ Status DiskCatalog::Write(Batch* batch, bool sync, const char* what) {
     if (!db_) return Status::IOError(context + ": the catalog is closed");
     rocksdb::WriteOptions wo;
     wo.sync = sync;
+    std::lock_guard<std::mutex> write_lock(db_->write_mu);  // one writer at a time
     s = db_->db->Write(wo, &batch->rocks);
     if (!s.ok()) (void)db_->db->GetIntProperty("rocksdb.cur-size-all-mem-tables", &memtables);
   }

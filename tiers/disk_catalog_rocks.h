@@ -10,6 +10,7 @@
 #include <rocksdb/db.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -27,6 +28,12 @@ struct CatalogDb {
   CatalogDb(const CatalogDb&) = delete;
   CatalogDb& operator=(const CatalogDb&) = delete;
   std::unique_ptr<rocksdb::DB> db;
+  // One DB::Write at a time. RocksDB orders concurrent writers itself, through a write thread
+  // whose synchronization Debian's uninstrumented build hides from ThreadSanitizer (its group
+  // commit copies one writer's batch on another's thread). The catalog's writes are few and
+  // batched, so they are serialized here, where the order is visible. Only catalog writers wait
+  // on it: never a read, and never DiskTier's mutex (tiers/disk_tier.h).
+  std::mutex write_mu;
 };
 
 // How a file RocksDB cannot find is reported. The catalog itself (the store owns the folder):
