@@ -1,6 +1,7 @@
-// StoreImpl and the remote tier (see store_impl.h): Lookup's look past the local match, Lock of
-// a match that reaches into the remote tier, the fetch of remote records into host memory for
-// Load and StartPrefetch. The writes: store_remote_writes.cc.
+// StoreImpl and the remote tier (see store_impl.h): opening and closing its reader and writer,
+// Lookup's look past the local match (store/remote_reader.h does the asking), and publishing
+// the remote records a Load or StartPrefetch fetched into host memory. The writes:
+// store/remote_writer.h.
 #include <algorithm>
 
 #include "store/store_impl.h"

@@ -1,7 +1,7 @@
 // TierWritePolicy: when an entry cached in the host tier is also written to a slower tier: the
 // disk tier (StoreOptions::write_policy) or the remote tier (RemoteOptions::write_policy). The
 // Store asks it at three moments and does the writing itself (asynchronously: for disk through
-// store/store_disk_cascade.cc, for the remote tier through store/store_remote_writes.cc):
+// store/disk_cascade.h, for the remote tier through store/remote_writer.h):
 //
 //   OnSaved()     a Save's bytes reached host memory;
 //   OnHit(key)    a Load or Prefetch used the entry (counts hits per entry);

@@ -152,7 +152,7 @@ class DiskMover {
   // Reads records into host slots. Returns at once; per-record outcome in the result.
   DiskOp Load(std::span<const DiskRead> reads);
 
-  // Lookup, Remove, LruOrder, ForEachRecord, stats: see tiers/disk_tier.h.
+  // Lookup, Remove (a batch), ForEachRecord, stats: see tiers/disk_tier.h.
   DiskTier& tier() { return *tier_; }
   const DiskTier& tier() const { return *tier_; }
   DiskTierStats stats() const { return tier_->stats(); }
