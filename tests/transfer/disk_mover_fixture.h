@@ -89,6 +89,13 @@ class DiskMoverFixture : public ::testing::Test {
     DiskOp op = e.Load(std::span<const DiskRead>(&rd, 1));
     EXPECT_TRUE(op.fence.Wait(std::chrono::seconds(60)).code() != Status::Code::kTimedOut);
     const Status s = op.result->records[0].status;
+    // `gone` (the store forgets the index's Disk location by it) is set exactly when a read
+    // failed for the record's sake, and then the tier no longer holds the record.
+    const bool gone = op.result->records[0].gone;
+    EXPECT_EQ(gone, !s.ok() && !s.IsAborted() && !s.IsInvalidArgument()) << s.ToString();
+    if (gone) {
+      EXPECT_FALSE(e.tier().Contains(rd.key)) << "gone, but the tier still holds it";
+    }
     if (s.ok()) {
       EXPECT_TRUE(PayloadMatchesKey(rd.key, Payload(slot, kind))) << "WRONG BYTES for " << n;
     } else {
