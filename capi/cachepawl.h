@@ -403,6 +403,31 @@ CACHEPAWL_API cachepawl_status cachepawl_options_validate(const cachepawl_option
  * layout), IO_ERROR, ... */
 CACHEPAWL_API cachepawl_status cachepawl_store_open(const cachepawl_options* options,
                                                     cachepawl_store** out);
+/* Opens a store as cachepawl_store_open does, as the owner of a store the node's other
+ * processes attach to (docs/EMBEDDING.md, "One store for an engine's processes"): the host tier
+ * in shared memory, a server on the Unix socket `socket_path` (at most 107 bytes), admitting
+ * the owner's Unix user and, when `socket_group` is non-NULL and non-empty, that group. This
+ * process uses the store as an open one; closing it ends the attached processes' sessions.
+ * Errors: those of cachepawl_store_open, INVALID_ARGUMENT (the socket path or group), BUSY (an
+ * owner already serves on that socket). */
+CACHEPAWL_API cachepawl_status cachepawl_store_serve(const cachepawl_options* options,
+                                                     const char* socket_path,
+                                                     const char* socket_group,
+                                                     cachepawl_store** out);
+/* Attaches to the owner serving on `socket_path`: the same calls, on the owner's index and
+ * tiers; this process's own copy engines move the bytes between its device pool and the
+ * owner's host tier (mapped here). `expected_layout` (may be NULL: any) makes the attach fail
+ * with INCOMPATIBLE when the owner serves another layout; cachepawl_store_layout says which it
+ * serves. `cuda_device` -1: CPU mode (device pools in host memory); `device_pool_bytes` > 0: a
+ * device pool of this process's own (cachepawl_store_allocate_slot), 0: register one.
+ * `call_timeout_ms` (0: 10000) bounds each call's wait for the owner and, while operations are
+ * pending, the owner's silence: an owner gone or silent fails every pending call and fence, and
+ * every later call, with UNAVAILABLE (attach again). Errors: UNAVAILABLE (no owner serves
+ * there), FAILED_PRECONDITION (refused: another Unix user), INCOMPATIBLE (another build's
+ * protocol, another layout), INVALID_ARGUMENT. */
+CACHEPAWL_API cachepawl_status cachepawl_store_attach(
+    const char* socket_path, const cachepawl_layout* expected_layout, int32_t cuda_device,
+    uint64_t device_pool_bytes, uint32_t call_timeout_ms, cachepawl_store** out);
 /* Drains in-flight operations (every fence fires), persists the catalog, releases memory.
  * Later calls that use the cache (lookup, lock, load, save, prefetch, pool and slot calls)
  * fail with FAILED_PRECONDITION; layout, gpu mode, hashing and stats still answer (the stats

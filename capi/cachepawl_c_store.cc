@@ -116,6 +116,45 @@ cachepawl_status cachepawl_store_open(const cachepawl_options* options, cachepaw
   });
 }
 
+cachepawl_status cachepawl_store_serve(const cachepawl_options* options, const char* socket_path,
+                                       const char* socket_group, cachepawl_store** out) {
+  ClearOut(out);
+  return Guard("cachepawl_store_serve", nullptr, [&] {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(options, "options"));
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(socket_path, "socket_path"));
+    CACHEPAWL_RETURN_IF_ERROR(ValidateOptions(*options));
+    ServeOptions serve;
+    serve.socket_path = socket_path;
+    if (socket_group != nullptr) serve.socket_group = socket_group;
+    auto state = std::make_shared<StoreState>();
+    CACHEPAWL_ASSIGN_OR_RETURN(state->store, Store::Serve(options->options, serve));
+    *out = new cachepawl_store{std::move(state)};
+    return Status::OK();
+  });
+}
+
+cachepawl_status cachepawl_store_attach(const char* socket_path,
+                                        const cachepawl_layout* expected_layout,
+                                        int32_t cuda_device, uint64_t device_pool_bytes,
+                                        uint32_t call_timeout_ms, cachepawl_store** out) {
+  ClearOut(out);
+  return Guard("cachepawl_store_attach", nullptr, [&] {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(socket_path, "socket_path"));
+    AttachOptions ao;
+    ao.socket_path = socket_path;
+    if (expected_layout != nullptr) ao.layout = expected_layout->layout;
+    ao.cuda_device = cuda_device;
+    ao.device_pool_bytes = device_pool_bytes;
+    if (call_timeout_ms != 0) ao.call_timeout_ms = ao.owner_timeout_ms = call_timeout_ms;
+    auto state = std::make_shared<StoreState>();
+    CACHEPAWL_ASSIGN_OR_RETURN(state->store, Store::Attach(ao));
+    *out = new cachepawl_store{std::move(state)};
+    return Status::OK();
+  });
+}
+
 cachepawl_status cachepawl_store_close(cachepawl_store* store) {
   return StoreCall("cachepawl_store_close", store, [&](Store& s) { return s.Close(); });
 }

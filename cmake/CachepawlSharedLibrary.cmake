@@ -41,7 +41,7 @@ endif()
 # library: nothing to link), each before the ones it depends on: CMake then has no reason to
 # repeat one after its dependents, which whole-archive would turn into duplicate definitions.
 set(_cachepawl_parts)
-foreach(part cachepawl_capi cachepawl_store cachepawl_transfer cachepawl_tiers cachepawl_redis
+foreach(part cachepawl_capi cachepawl_ipc cachepawl_store cachepawl_transfer cachepawl_tiers cachepawl_redis
     cachepawl_index cachepawl_cuda cachepawl_layouts cachepawl_vocab)
   get_target_property(_type ${part} TYPE)
   if(_type STREQUAL "STATIC_LIBRARY")

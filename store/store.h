@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "vocab/attach_options.h"
 #include "vocab/fence.h"
 #include "vocab/page_hash.h"
 #include "vocab/status.h"
@@ -98,6 +99,19 @@ class Store {
  public:
   // Opens (or creates) a store. Disk tier: reopens the catalog and serves its records again.
   static StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  // Opens a store as Open does, as the owner of a store other processes of the node attach to
+  // (docs/EMBEDDING.md, "One store for an engine's processes"): the host tier in shared memory,
+  // a server on serve.socket_path. This process uses the store as an Open one; Close ends the
+  // attached processes' sessions first. Errors: Open's, serve's fields (InvalidArgument), Busy
+  // when an owner already serves on the socket.
+  static StatusOr<std::unique_ptr<Store>> Serve(const StoreOptions& options,
+                                                const ServeOptions& serve);
+  // Attaches to the owner serving on options.socket_path: the same API, the owner's index and
+  // tiers, this process's copy engines (see the header of ipc/attached_store.h for what happens
+  // when the owner goes). Errors: Unavailable (no owner there, or it does not answer),
+  // FailedPrecondition (refused: another Unix user), Incompatible (refused: another build's
+  // protocol, or another layout than options' expected one), InvalidArgument (options).
+  static StatusOr<std::unique_ptr<Store>> Attach(const AttachOptions& options);
   virtual ~Store() = default;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;

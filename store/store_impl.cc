@@ -8,6 +8,7 @@
 
 #include "cuda/gpu_runtime.h"
 #include "layouts/layout_presets.h"
+#include "store/owned_device_pool.h"
 #include "store/store_option_rules.h"
 #include "tiers/machine_probe.h"
 
@@ -27,9 +28,10 @@ StatusOr<std::unique_ptr<Store>> OpenStoreWithFaults(const StoreOptions& options
 }
 
 StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
-                                                 StoreFaultInjection faults) {
+                                                 StoreFaultInjection faults, bool host_shared) {
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<StoreImpl> s(new StoreImpl());
+  s->host_shared_ = host_shared;
   s->options_ = options;
   s->faults_ = std::move(faults);
   if (options.layout) {
@@ -110,6 +112,7 @@ Status StoreImpl::OpenTiers() {
   ho.bytes = options_.host_bytes;
   ho.pin = cpu_only ? HostArenaOptions::Pin::kOff : HostArenaOptions::Pin::kAuto;
   ho.device = std::max(0, options_.cuda_device);
+  ho.shared = host_shared_;
   auto host = HostArena::Open(layout_, ho);
   if (!host.ok()) return host.status().WithContext("host tier");
   host_ = std::move(host).value();
@@ -389,81 +392,24 @@ Status StoreImpl::UnregisterDevicePool() {
   return Status::OK();
 }
 
-namespace {
-Status CheckKind(Kind kind, const ModelLayout& layout) {
-  if (!IsValidKind(static_cast<uint8_t>(kind))) {
-    return Status::InvalidArgument("kind: " + std::to_string(static_cast<int>(kind)) +
-                                   " (expected kv or mamba)");
-  }
-  if (kind == Kind::kMamba && !layout.has_ssm()) {
-    return Status::InvalidArgument("kind: mamba (layout '" + layout.model + "' has no SSM layers)");
-  }
-  if (kind == Kind::kKV && !layout.has_attention()) {
-    return Status::InvalidArgument("kind: kv (layout '" + layout.model +
-                                   "' has no attention layers)");
-  }
-  if (kind == Kind::kWindowKV) {
-    return Status::InvalidArgument(
-        "kind: window (a device pool has KV pages of every attention layer, windowed ones "
-        "included: use kind kv)");
-  }
-  return Status::OK();
-}
-}  // namespace
-
 StatusOr<uint64_t> StoreImpl::AllocateDeviceSlot(Kind kind) {
   CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
-  CACHEPAWL_RETURN_IF_ERROR(CheckKind(kind, layout_));
-  if (!device_arena_) {
-    return Status::FailedPrecondition("the store has no store-owned device pool");
-  }
-  return device_arena_->Allocate(kind);
+  return AllocateOwnedDeviceSlot(device_arena_.get(), layout_, kind);
 }
 
 Status StoreImpl::FreeDeviceSlot(Kind kind, uint64_t slot) {
   CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
-  CACHEPAWL_RETURN_IF_ERROR(CheckKind(kind, layout_));
-  if (!device_arena_) {
-    return Status::FailedPrecondition("the store has no store-owned device pool");
-  }
-  return device_arena_->Free(kind, slot);
-}
-
-Status StoreImpl::CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) const {
-  CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
-  CACHEPAWL_RETURN_IF_ERROR(CheckKind(kind, layout_));
-  if (!device_arena_) {
-    return Status::FailedPrecondition("the store has no store-owned device pool");
-  }
-  CACHEPAWL_RETURN_IF_ERROR(device_arena_->CheckSlot(kind, slot));
-  // A device slot of kind kv is a whole KV page (every attention layer).
-  const uint64_t want = kind == Kind::kKV ? layout_.KvPageBytes() : layout_.RecordBytes(kind);
-  if (bytes != want) {
-    return Status::InvalidArgument("record: " + std::to_string(bytes) + " bytes (a " +
-                                   std::string(KindName(kind)) + " device record has " +
-                                   std::to_string(want) + ")");
-  }
-  return Status::OK();
+  return FreeOwnedDeviceSlot(device_arena_.get(), layout_, kind, slot);
 }
 
 Status StoreImpl::WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const std::byte> record) {
-  CACHEPAWL_RETURN_IF_ERROR(CheckDeviceRecord(kind, slot, record.size()));
-  std::byte* dst = device_arena_->SlotRecord(kind, slot);
-  if (!device_arena_->on_gpu()) {
-    std::memcpy(dst, record.data(), record.size());
-    return Status::OK();
-  }
-  return cuda::CopyStaged(dst, record.data(), record.size(), /*to_device=*/true);
+  CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
+  return WriteOwnedDeviceRecord(device_arena_.get(), layout_, kind, slot, record);
 }
 
 Status StoreImpl::ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte> record) {
-  CACHEPAWL_RETURN_IF_ERROR(CheckDeviceRecord(kind, slot, record.size()));
-  const std::byte* src = device_arena_->SlotRecord(kind, slot);
-  if (!device_arena_->on_gpu()) {
-    std::memcpy(record.data(), src, record.size());
-    return Status::OK();
-  }
-  return cuda::CopyStaged(record.data(), src, record.size(), /*to_device=*/false);
+  CACHEPAWL_RETURN_IF_ERROR(CheckOpen());
+  return ReadOwnedDeviceRecord(device_arena_.get(), layout_, kind, slot, record);
 }
 
 // ------------------------------------------------------------------------------------------

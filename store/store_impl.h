@@ -93,8 +93,11 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
  public:
   ~StoreImpl() override { (void)Close(); }
 
+  // `host_shared`: the host arena in shared memory (HostArenaOptions::shared), for an owner
+  // store that attached processes map (ipc/).
   static StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options,
-                                               StoreFaultInjection faults = {});
+                                               StoreFaultInjection faults = {},
+                                               bool host_shared = false);
 
   const ModelLayout& layout() const override { return layout_; }
   // The device mover's mode once a pool is registered (or store-owned); before that, the mode a
@@ -127,6 +130,17 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   StoreStats Stats() const override;
   Status Close() override;
 
+  // ---- For an owner store (ipc/store_server.h): another process's transfers. ----
+  // Load and Save whose device <-> host copies go to `via` (null: the registered device pool's
+  // mover, as Load and Save do) instead of this process's mover.
+  StatusOr<Fence> LoadVia(std::shared_ptr<TransferQueue> via, const PrefixMatch& match,
+                          std::span<const uint64_t> device_pages,
+                          std::optional<uint64_t> device_state_slot, const LoadOptions& opts);
+  StatusOr<Fence> SaveVia(std::shared_ptr<TransferQueue> via, const SaveRequest& request);
+  // The host arena (its memfd with StoreOptions::host_shared). Valid until Close.
+  const HostArena& host_arena() const { return *host_; }
+  const StoreOptions& options() const { return options_; }
+
  private:
   using SteadyClock = std::chrono::steady_clock;
   class PrefetchImpl;
@@ -155,8 +169,6 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   // StoreOptions.max_prompt_tokens <max>, ...)" ("<count> pages of <p> tokens" for pages).
   // Lock-free: reads options_ and layout_ only.
   Status CheckPromptSize(std::string_view what, uint64_t count, bool in_pages) const;
-  // OK when `slot` of `kind` is allocated in the store-owned pool and `bytes` is its record size.
-  Status CheckDeviceRecord(Kind kind, uint64_t slot, size_t bytes) const;
   Status OpenTiers();
   Status CreateMover(const DevicePoolDescription& pool);
   // The device mover a Load or Save uses (a copy: it outlives UnregisterDevicePool):
@@ -311,7 +323,7 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   // ---- store_load.cc ----
   // A Load past its index stage: host sources pinned, fills' host slots allocated.
   struct PendingLoad {
-    std::shared_ptr<DeviceMover> mover;
+    std::shared_ptr<TransferQueue> mover;
     std::vector<HostSource> sources;
     std::vector<HostFill> fills;  // disk reads still to make
     std::shared_ptr<FenceCompleter> outer;
@@ -327,7 +339,7 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
                        const std::shared_ptr<const DiskBatchResult>& result,
                        std::vector<size_t>* failed);
   // `deferred`: set for loads that read from disk first (see DeferredStreamWaiter).
-  void SubmitHostToDevice(const std::shared_ptr<DeviceMover>& mover,
+  void SubmitHostToDevice(const std::shared_ptr<TransferQueue>& mover,
                           std::vector<HostSource> sources, std::shared_ptr<FenceCompleter> outer,
                           bool per_layer, SteadyClock::time_point start,
                           std::shared_ptr<DeferredStreamWaiter> deferred);
@@ -356,6 +368,7 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   bool closed_ = false;       // guarded by mu_
   bool mover_ready_ = false;  // guarded by mu_
   bool registering_ = false;  // Register/UnregisterDevicePool at work; guarded by mu_
+  bool host_shared_ = false;  // set by Open
   std::unordered_set<EntryKey, EntryKeyHasher> filling_;  // guarded by mu_
   uint64_t loads_pinning_host_ = 0;                       // loads holding host pins; guarded by mu_
   // What the store counts of its own calls (store/store_counters.h: its event counters are

@@ -17,6 +17,13 @@ void StoreImpl::CountHitLocked(const EntryKey& key) {
 StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
                                 std::optional<uint64_t> device_state_slot,
                                 const LoadOptions& opts) {
+  return LoadVia(nullptr, match, device_pages, device_state_slot, opts);
+}
+
+StatusOr<Fence> StoreImpl::LoadVia(std::shared_ptr<TransferQueue> via, const PrefixMatch& match,
+                                   std::span<const uint64_t> device_pages,
+                                   std::optional<uint64_t> device_state_slot,
+                                   const LoadOptions& opts) {
   const auto start = SteadyClock::now();
   size_t first = opts.first_page;
   const size_t count = device_pages.size();
@@ -84,10 +91,13 @@ StatusOr<Fence> StoreImpl::Load(const PrefixMatch& match, std::span<const uint64
         {{match.hashes[first + count - 1], Kind::kMamba}, first + count - 1, *device_state_slot});
   }
   FillPlan plan;
-  std::shared_ptr<DeviceMover> mover;
+  std::shared_ptr<TransferQueue> mover = std::move(via);
   {
     std::unique_lock<std::mutex> lock(mu_);
-    CACHEPAWL_ASSIGN_OR_RETURN(mover, UsableMoverLocked());
+    if (closed_) return Status::FailedPrecondition("store is closed");
+    if (!mover) {
+      CACHEPAWL_ASSIGN_OR_RETURN(mover, UsableMoverLocked());
+    }
     CACHEPAWL_RETURN_IF_ERROR(PlanFillsLocked(match, wants, FillMode::kLoad, lock, &plan));
     counters_.CountLoadLocked();
     ++loads_pinning_host_;
@@ -202,7 +212,7 @@ void StoreImpl::FinishDiskFills(const std::vector<HostFill>& fills, const Status
   }
 }
 
-void StoreImpl::SubmitHostToDevice(const std::shared_ptr<DeviceMover>& mover,
+void StoreImpl::SubmitHostToDevice(const std::shared_ptr<TransferQueue>& mover,
                                    std::vector<HostSource> sources,
                                    std::shared_ptr<FenceCompleter> outer, bool per_layer,
                                    SteadyClock::time_point start,

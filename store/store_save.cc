@@ -14,7 +14,9 @@ namespace {
 constexpr size_t kInlineFinishEntries = 256;
 }  // namespace
 
-StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
+StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) { return SaveVia(nullptr, req); }
+
+StatusOr<Fence> StoreImpl::SaveVia(std::shared_ptr<TransferQueue> via, const SaveRequest& req) {
   const auto start = SteadyClock::now();
   std::vector<PageHash> computed;
   std::span<const PageHash> hashes = req.hashes;
@@ -91,11 +93,14 @@ StatusOr<Fence> StoreImpl::Save(const SaveRequest& req) {
   // What no tier holds (nor a Save in flight fills) needs a host slot: `fresh`, the pages first,
   // then the state.
   std::vector<SaveWant> fresh;
-  std::shared_ptr<DeviceMover> mover;
+  std::shared_ptr<TransferQueue> mover = std::move(via);
   {
     const uint64_t index_start = profile::Now();
     std::unique_lock<std::mutex> lock(mu_);
-    CACHEPAWL_ASSIGN_OR_RETURN(mover, UsableMoverLocked());
+    if (closed_) return Status::FailedPrecondition("store is closed");
+    if (!mover) {
+      CACHEPAWL_ASSIGN_OR_RETURN(mover, UsableMoverLocked());
+    }
     if (chain == 0) return Fence::Completed(Status::OK());
     CACHEPAWL_RETURN_IF_ERROR(
         index_->InsertChain(std::nullopt, hashes.first(chain)).WithContext("SaveRequest"));

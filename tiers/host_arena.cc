@@ -1,6 +1,7 @@
 #include "tiers/host_arena.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -91,8 +92,17 @@ StatusOr<std::unique_ptr<HostArena>> HostArena::Open(const ModelLayout& layout,
 }
 
 Status HostArena::MapAndStart() {
-  void* p = mmap(nullptr, capacity_, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  if (options_.shared) {
+    shared_fd_ = memfd_create("cachepawl-host-arena", MFD_CLOEXEC);
+    if (shared_fd_ < 0) return Status::FromErrno("host arena: memfd_create", errno);
+    if (ftruncate(shared_fd_, static_cast<off_t>(capacity_)) != 0) {
+      return Status::FromErrno(
+          "host arena: ftruncate of the memfd to " + std::to_string(capacity_) + " bytes", errno);
+    }
+    flags = MAP_SHARED | MAP_NORESERVE;
+  }
+  void* p = mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, flags, shared_fd_, 0);
   if (p == MAP_FAILED) {
     return Status::FromErrno("host arena: mmap of " + std::to_string(capacity_) + " bytes", errno);
   }
@@ -117,6 +127,7 @@ HostArena::~HostArena() {
   if (pin_thread_.joinable()) pin_thread_.join();
   chunk_registrations_.clear();  // cudaHostUnregister, before the memory is unmapped
   if (base_ != nullptr) munmap(base_, capacity_);
+  if (shared_fd_ >= 0) close(shared_fd_);
 }
 
 void HostArena::PinLoop() {

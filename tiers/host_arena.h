@@ -1,7 +1,8 @@
 // HostArena: the host tier's memory. One pinned arena, sized in bytes, holding the slots of both
 // kinds (KV pages and Mamba states) under one budget, neither statically partitioned.
 //
-// Memory: one anonymous mmap, split into chunks of at most 1 GiB (the Regions() that io_uring
+// Memory: one mmap (anonymous; or, with options.shared, of a memfd that other processes map:
+// tiers/host_arena_view.h), split into chunks of at most 1 GiB (the Regions() that io_uring
 // registers as fixed buffers). Open() returns at once; a background thread first-touches each
 // chunk with several threads and then pins it with cudaHostRegister, chunk by chunk (one huge
 // registration stalls the driver). A chunk's slots become allocatable when the chunk is pinned;
@@ -62,6 +63,9 @@ struct HostArenaOptions {
   int device = 0;  // the GPU whose context pins the memory
   // Ask the kernel for transparent huge pages (faster touching and pinning).
   bool huge_pages = true;
+  // Back the arena by a memfd (shared_fd()), so that attached processes map the same bytes
+  // (an owner store: ipc/). Nothing is left on any file system when the last process goes.
+  bool shared = false;
 
   // OK, or InvalidArgument naming the field and value at fault.
   Status Validate() const;
@@ -83,7 +87,7 @@ struct HostArenaStats {
   uint64_t pin_failures = 0;
 };
 
-class HostArena final : public HostMemory {
+class HostArena final : public HostSlotMemory {
  public:
   // Maps the arena and starts pinning in the background; returns at once.
   // Errors: InvalidArgument (options, layout), IOError (mmap), Unavailable (Pin::kOn, no GPU).
@@ -106,7 +110,7 @@ class HostArena final : public HostMemory {
   // Returns the slot to the arena. InvalidArgument when `slot` is not allocated.
   Status Free(HostSlotId slot);
   // OK when `slot` is allocated and holds `kind`; InvalidArgument naming the slot otherwise.
-  Status CheckSlot(HostSlotId slot, Kind kind) const;
+  Status CheckSlot(HostSlotId slot, Kind kind) const override;
 
   // HostMemory.
   std::byte* SlotData(HostSlotId slot) override;
@@ -114,11 +118,14 @@ class HostArena final : public HostMemory {
   std::vector<std::span<std::byte>> Regions() const override;
   int RegionOf(HostSlotId slot) const override;
 
-  const ModelLayout& layout() const { return layout_; }
+  const ModelLayout& layout() const override { return layout_; }
   uint64_t slot_bytes(Kind kind) const { return slot_bytes_[static_cast<int>(kind)]; }
   // True when chunks are (or are being) registered with CUDA; false in CPU mode.
-  bool pinning() const { return pinning_; }
+  bool pinning() const override { return pinning_; }
   uint64_t capacity_bytes() const { return capacity_; }
+  uint64_t chunk_bytes() const { return chunk_bytes_; }
+  // The memfd behind the arena (options.shared), owned by the arena; -1 otherwise.
+  int shared_fd() const { return shared_fd_; }
   uint64_t pinned_bytes() const { return pinned_bytes_.load(std::memory_order_acquire); }
   // Blocks until every chunk is usable (or pinning failed). Returns the pinning status:
   // OK, an error of cudaHostRegister, or TimedOut.
@@ -149,6 +156,7 @@ class HostArena final : public HostMemory {
   uint64_t chunk_bytes_ = 0;
   size_t num_chunks_ = 0;
   std::byte* base_ = nullptr;
+  int shared_fd_ = -1;
   bool pinning_ = false;
 
   mutable std::mutex mu_;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "vocab/model_layout.h"
+#include "vocab/status.h"
 #include "vocab/types.h"
 
 namespace cachepawl {
@@ -54,6 +55,19 @@ class HostMemory {
   virtual std::vector<std::span<std::byte>> Regions() const = 0;
   // Index into Regions() of the region holding `slot`.
   virtual int RegionOf(HostSlotId slot) const = 0;
+};
+
+// Host memory whose slots a transfer may name (transfer/device_mover.h): the arena that
+// allocates them (HostArena), or another process's mapping of it (HostArenaView).
+class HostSlotMemory : public HostMemory {
+ public:
+  // OK when `slot` may hold a record of `kind` (InvalidArgument naming the slot otherwise): the
+  // arena checks that it is allocated as that kind; a view, that it lies within the mapping.
+  virtual Status CheckSlot(HostSlotId slot, Kind kind) const = 0;
+  // The layout whose records the slots hold.
+  virtual const ModelLayout& layout() const = 0;
+  // True when the memory is (or is being) registered with CUDA (a GPU may copy to and from it).
+  virtual bool pinning() const = 0;
 };
 
 }  // namespace cachepawl

@@ -56,12 +56,12 @@ Status DeviceMoverOptions::Validate() const {
 }
 
 DeviceMover::DeviceMover(const ModelLayout& layout, const DevicePoolDescription& pool,
-                         HostArena* host, const DeviceMoverOptions& options)
+                         HostSlotMemory* host, const DeviceMoverOptions& options)
     : layout_(layout), pool_(pool), host_(host), options_(options) {}
 
 StatusOr<std::unique_ptr<DeviceMover>> DeviceMover::Create(const ModelLayout& layout,
                                                            const DevicePoolDescription& pool,
-                                                           HostArena* host,
+                                                           HostSlotMemory* host,
                                                            const DeviceMoverOptions& options) {
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
   CACHEPAWL_RETURN_IF_ERROR(layout.Validate().WithContext("device mover layout"));

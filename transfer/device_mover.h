@@ -38,11 +38,11 @@
 // stream wait enqueued ahead of its producer can deadlock in a shared hardware queue. The waiting
 // stream is released on error too: check the fence's status before trusting the bytes.
 //
-// Ownership: the mover borrows the HostArena and the device pool memory; both must outlive it.
-// The caller must keep every host and device slot named by an operation allocated, and must not
-// read or write its destination bytes, until the operation's fence fires (the store's locks).
-// A stream that StreamWait()ed must be synchronized before the mover and the last copy of that
-// fence are destroyed.
+// Ownership: the mover borrows the host memory (a HostArena, or a HostArenaView) and the device
+// pool memory; both must outlive it. The caller must keep every host and device slot named by an
+// operation allocated, and must not read or write its destination bytes, until the operation's
+// fence fires (the store's locks). A stream that StreamWait()ed must be synchronized before the
+// mover and the last copy of that fence are destroyed.
 //
 // Thread safety: Submit(), stats() and every Fence method may be called concurrently from any
 // number of threads. Operations of one direction run in the order in which their Submit calls
@@ -61,6 +61,7 @@
 
 #include "cuda/gpu_runtime.h"
 #include "tiers/host_arena.h"
+#include "transfer/transfer_queue.h"
 #include "transfer/transfer_unit.h"
 #include "vocab/device_pool.h"
 #include "vocab/fence.h"
@@ -140,13 +141,13 @@ struct DeviceMoverStats {
   uint64_t copy_calls = 0;  // copy-engine calls (a 2-D run counts once)
 };
 
-class DeviceMover {
+class DeviceMover final : public TransferQueue {
  public:
   // Errors: InvalidArgument (options, layout, a pool description that fails Validate, a pool on
   // another GPU than the mode allows), Unavailable (kOn without a GPU), Internal (CUDA setup).
   static StatusOr<std::unique_ptr<DeviceMover>> Create(const ModelLayout& layout,
                                                        const DevicePoolDescription& pool,
-                                                       HostArena* host,
+                                                       HostSlotMemory* host,
                                                        const DeviceMoverOptions& options);
   ~DeviceMover();
   DeviceMover(const DeviceMover&) = delete;
@@ -156,15 +157,15 @@ class DeviceMover {
   // that fails validation returns a fence that has already fired with InvalidArgument naming
   // the unit (e.g. "units[4].src.slot: 9000 (the pool has 4096 pages)"). An empty operation
   // returns a fence that has fired with OK.
-  Fence Submit(Operation op);
+  Fence Submit(Operation op) override;
 
-  bool gpu_mode() const { return gpu_; }
+  bool gpu_mode() const override { return gpu_; }
   const ModelLayout& layout() const { return layout_; }
   DeviceMoverStats stats() const;
 
  private:
   struct DirectionQueue;
-  DeviceMover(const ModelLayout& layout, const DevicePoolDescription& pool, HostArena* host,
+  DeviceMover(const ModelLayout& layout, const DevicePoolDescription& pool, HostSlotMemory* host,
               const DeviceMoverOptions& options);
   Status Validate(const Operation& op) const;
   std::unique_ptr<internal::PlannedOperation> Plan(Operation op) const;
@@ -172,7 +173,7 @@ class DeviceMover {
 
   const ModelLayout layout_;
   const DevicePoolDescription pool_;
-  HostArena* const host_;
+  HostSlotMemory* const host_;
   const DeviceMoverOptions options_;
   bool gpu_ = false;
   std::unique_ptr<internal::RecordMap> maps_[kNumKinds];

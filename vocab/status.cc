@@ -64,4 +64,12 @@ Status Status::WithContext(std::string_view context) const {
   return Status(code_, msg);
 }
 
+Status Status::FromCode(int code, std::string_view msg) {
+  if (code == 0) return OK();
+  if (code < 0 || code > static_cast<int>(Code::kIncompatible)) {
+    return Internal("status code " + std::to_string(code) + " (unknown): " + std::string(msg));
+  }
+  return Status(static_cast<Code>(code), msg);
+}
+
 }  // namespace cachepawl

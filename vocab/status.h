@@ -39,6 +39,8 @@ class [[nodiscard]] Status {
   static Status IOError(std::string_view msg) { return {Code::kIOError, msg}; }
   // An IOError whose message ends with strerror(err) and the errno name.
   static Status FromErrno(std::string_view context, int err);
+  // A status of `code` (as another process of this build sent it); an unknown code is Internal.
+  static Status FromCode(int code, std::string_view msg);
   static Status NoSpace(std::string_view msg) { return {Code::kNoSpace, msg}; }
   static Status Busy(std::string_view msg) { return {Code::kBusy, msg}; }
   static Status Unavailable(std::string_view msg) { return {Code::kUnavailable, msg}; }

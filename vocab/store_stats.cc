@@ -96,6 +96,18 @@ void RemoteStats::Add(const RemoteStats& o) {
   queued_now = o.queued_now;  // a level, not a count: the later snapshot's
 }
 
+std::vector<std::pair<const char*, uint64_t>> ServeStats::Fields() const {
+  return {{"clients_now", clients_now},
+          {"attaches", attaches},
+          {"refused", refused},
+          {"clients_gone", clients_gone},
+          {"locks_released", locks_released},
+          {"copies_failed", copies_failed},
+          {"reclaim_max_us", reclaim_max_us},
+          {"bad_messages", bad_messages},
+          {"calls", calls}};
+}
+
 std::string StoreStats::ToJson() const {
   nlohmann::json j = {
       {"lookups", lookups},
@@ -140,6 +152,9 @@ std::string StoreStats::ToJson() const {
   nlohmann::json r = {{"enabled", remote.enabled}};
   for (const auto& [name, value] : remote.Fields()) r[name] = value;
   j["remote"] = std::move(r);
+  nlohmann::json sv = {{"enabled", serve.enabled}};
+  for (const auto& [name, value] : serve.Fields()) sv[name] = value;
+  j["serve"] = std::move(sv);
   return j.dump();
 }
 
@@ -202,6 +217,13 @@ std::string StoreStats::ToPrometheus() const {
       << "# TYPE cachepawl_remote untyped\n";
     for (const auto& [name, value] : remote.Fields()) {
       o << "cachepawl_remote{counter=\"" << name << "\"} " << value << "\n";
+    }
+  }
+  if (serve.enabled) {
+    o << "# HELP cachepawl_serve the shared store's attached processes (see ServeStats)\n"
+      << "# TYPE cachepawl_serve untyped\n";
+    for (const auto& [name, value] : serve.Fields()) {
+      o << "cachepawl_serve{counter=\"" << name << "\"} " << value << "\n";
     }
   }
   return o.str();

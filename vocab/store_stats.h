@@ -44,6 +44,23 @@ struct RemoteStats {
   void Add(const RemoteStats& other);
 };
 
+// A shared store (Store::Serve): its attached processes, and what the owner reclaimed from those
+// that went away (docs/EMBEDDING.md, "When a process dies").
+struct ServeStats {
+  bool enabled = false;         // this store is an owner (Store::Serve)
+  uint64_t clients_now = 0;     // attached now
+  uint64_t attaches = 0;        // accepted since open
+  uint64_t refused = 0;         // refused at attach (user, build, layout, too many)
+  uint64_t clients_gone = 0;    // connections that ended (a clean close or a death)
+  uint64_t locks_released = 0;  // locks of gone clients released by the owner
+  uint64_t copies_failed = 0;   // copies in flight when their client went (their slots freed)
+  uint64_t reclaim_max_us = 0;  // the longest from a connection's end to all of it reclaimed
+  uint64_t bad_messages = 0;    // calls refused, or clients dropped, for malformed messages
+  uint64_t calls = 0;           // calls answered
+
+  std::vector<std::pair<const char*, uint64_t>> Fields() const;
+};
+
 struct StoreStats {
   // Lookups.
   uint64_t lookups = 0;
@@ -96,6 +113,7 @@ struct StoreStats {
   uint64_t index_entries = 0;
   LatencySummary lookup_latency, load_latency, save_latency;
   RemoteStats remote;
+  ServeStats serve;
 
   std::string ToJson() const;        // one JSON object; keys as the field names above
   std::string ToPrometheus() const;  // text exposition format, prefix cachepawl_

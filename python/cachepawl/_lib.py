@@ -149,6 +149,8 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_options_validate", _status, (OptionsP,)),
     # Store.
     ("cachepawl_store_open", _status, (OptionsP, _P(StoreP))),
+    ("cachepawl_store_serve", _status, (OptionsP, _str, _str, _P(StoreP))),
+    ("cachepawl_store_attach", _status, (_str, LayoutP, _i32, _u64, _u32, _P(StoreP))),
     ("cachepawl_store_close", _status, (StoreP,)),
     ("cachepawl_store_free", None, (StoreP,)),
     ("cachepawl_store_layout", _status, (StoreP, _P(LayoutP))),

@@ -80,9 +80,11 @@ class Store(_lib.Owner):
     """
 
     def __init__(self, layout: Union[str, Layout, None] = None, **options: Any) -> None:
-        opts = Options(layout, **options)
-        h = _lib.StoreP()
-        check(lib.cachepawl_store_open(opts._h, ctypes.byref(h)))
+        h = options.pop("_handle", None)
+        if h is None:
+            opts = Options(layout, **options)
+            h = _lib.StoreP()
+            check(lib.cachepawl_store_open(opts._h, ctypes.byref(h)))
         self._own(h, lib.cachepawl_store_free)
         self._closed = False
         self._pool_owners: List[Any] = []  # memory of a registered pool, kept alive
@@ -96,6 +98,71 @@ class Store(_lib.Owner):
 
     def _handle(self) -> Any:
         return self._h
+
+    # --- one store for several processes ------------------------------------------------------
+
+    @classmethod
+    def serve(
+        cls,
+        socket_path: str,
+        layout: Union[str, Layout, None] = None,
+        *,
+        socket_group: str = "",
+        **options: Any,
+    ) -> "Store":
+        """Opens a store (the same keyword options as ``Store(...)``) as the owner of a store
+        the node's other processes attach to (:meth:`attach`): the host tier in shared memory,
+        a server on the Unix socket ``socket_path``, admitting this Unix user (and
+        ``socket_group``). Busy when an owner already serves there. docs/EMBEDDING.md, "One
+        store for an engine's processes"."""
+        opts = Options(layout, **options)
+        h = _lib.StoreP()
+        check(
+            lib.cachepawl_store_serve(
+                opts._h,
+                _convert.text("socket_path", socket_path),
+                _convert.text("socket_group", socket_group),
+                ctypes.byref(h),
+            )
+        )
+        return cls(_handle=h)
+
+    @classmethod
+    def attach(
+        cls,
+        socket_path: str,
+        *,
+        layout: Union[str, Layout, None] = None,
+        page_size_tokens: int = 16,
+        cuda_device: int = 0,
+        device_pool_bytes: int = 0,
+        call_timeout_ms: int = 0,
+    ) -> "Store":
+        """Attaches to the owner serving on ``socket_path``: the same methods, on the owner's
+        index and tiers; this process's copy engines move the bytes (its device pool, the
+        owner's host tier mapped here). ``layout`` (a preset name or a :class:`Layout`; None:
+        any) refuses an owner of another layout (Incompatible). ``cuda_device`` -1: CPU mode;
+        ``device_pool_bytes``: a pool of this process's own (0: ``register_tensors``).
+        ``call_timeout_ms`` (0: 10000) bounds each call and, while operations are pending, the
+        owner's silence: an owner that goes fails them, and every later call, with Unavailable
+        (attach again)."""
+        expected = None
+        if isinstance(layout, str):
+            expected = Layout.from_preset(layout, page_size_tokens)
+        elif layout is not None:
+            expected = layout
+        h = _lib.StoreP()
+        check(
+            lib.cachepawl_store_attach(
+                _convert.text("socket_path", socket_path),
+                expected._h if expected is not None else None,
+                _convert.i32("cuda_device", cuda_device),
+                _convert.u64("device_pool_bytes", device_pool_bytes),
+                _convert.u32("call_timeout_ms", call_timeout_ms),
+                ctypes.byref(h),
+            )
+        )
+        return cls(_handle=h)
 
     # --- lifetime ----------------------------------------------------------------------------
 

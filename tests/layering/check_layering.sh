@@ -2,7 +2,8 @@
 # The house drawn from the includes: every folder of the library may include only the folders
 # below it (and itself). Fails naming each file and include that points up or sideways.
 #
-#   capi      -> store layouts tiers redis vocab
+#   capi      -> ipc store layouts tiers redis vocab
+#   ipc       -> store index tiers transfer layouts cuda vocab
 #   store     -> index tiers transfer layouts cuda vocab
 #   transfer  -> tiers cuda vocab
 #   tiers     -> redis cuda vocab
@@ -22,7 +23,8 @@ declare -A allowed=(
   [tiers]="tiers redis cuda vocab"
   [transfer]="transfer tiers cuda vocab"
   [store]="store index tiers transfer layouts cuda vocab"
-  [capi]="capi store layouts tiers redis vocab"
+  [ipc]="ipc store index tiers transfer layouts cuda vocab"
+  [capi]="capi ipc store layouts tiers redis vocab"
 )
 bad=0
 checked=0

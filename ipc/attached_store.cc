@@ -1,0 +1,607 @@
+#include "ipc/attached_store.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "cuda/gpu_runtime.h"
+#include "layouts/layout_presets.h"
+#include "store/owned_device_pool.h"
+#include "vocab/internal/fence_access.h"
+
+namespace cachepawl {
+
+StatusOr<std::unique_ptr<Store>> Store::Attach(const AttachOptions& options) {
+  return ipc::AttachedStore::Attach(options);
+}
+
+namespace ipc {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+class AttachedStore::PrefetchImpl final : public Store::Prefetch {
+ public:
+  PrefetchImpl(std::shared_ptr<Channel> channel, uint64_t id, Fence fence)
+      : channel_(std::move(channel)), id_(id), fence_(std::move(fence)) {}
+  Fence fence() const override { return fence_; }
+  void Cancel() override {
+    if (fence_.Ready()) return;
+    Writer w;
+    w.U64(id_);
+    (void)channel_->Send(static_cast<uint16_t>(Msg::kCancelPrefetch), 0, w.bytes());
+  }
+
+ private:
+  const std::shared_ptr<Channel> channel_;
+  const uint64_t id_;
+  const Fence fence_;
+};
+
+StatusOr<std::unique_ptr<Store>> AttachedStore::Attach(const AttachOptions& options) {
+  CACHEPAWL_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<AttachedStore> s(new AttachedStore(options));
+  CACHEPAWL_RETURN_IF_ERROR(s->Connect().WithContext("attach to '" + options.socket_path + "'"));
+  return std::unique_ptr<Store>(std::move(s));
+}
+
+Status AttachedStore::Connect() {
+  std::string expected_json;
+  if (options_.layout || !options_.layout_name.empty()) {
+    StatusOr<ModelLayout> want =
+        options_.layout ? StatusOr<ModelLayout>(*options_.layout)
+                        : ResolveLayout(options_.layout_name, options_.page_size_tokens);
+    if (!want.ok()) return want.status().WithContext("AttachOptions.layout_name");
+    expected_json = LayoutToJson(*want);
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno("socket", errno);
+  channel_ = std::make_shared<Channel>(fd, options_.call_timeout_ms);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, options_.socket_path.data(), options_.socket_path.size());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int e = errno;
+    if (e == EACCES || e == EPERM) {
+      return Status::FailedPrecondition(
+          std::string("connect: ") + std::strerror(e) +
+          " (the owner admits its own Unix user, and the group ServeOptions.socket_group names)");
+    }
+    return Status::Unavailable(std::string("no owner serves there (connect: ") + std::strerror(e) +
+                               ")");
+  }
+  Hello hello;
+  hello.build = BuildId();
+  hello.layout_json = expected_json;
+  hello.pid = getpid();
+  CACHEPAWL_RETURN_IF_ERROR(channel_->Send(static_cast<uint16_t>(Msg::kHello), 0, Encode(hello)));
+  Frame frame;
+  Status s = channel_->Receive(&frame, static_cast<int>(options_.call_timeout_ms));
+  if (s.IsTimedOut()) {
+    return Status::Unavailable("the owner did not answer within AttachOptions.call_timeout_ms " +
+                               std::to_string(options_.call_timeout_ms) + " ms");
+  }
+  CACHEPAWL_RETURN_IF_ERROR(s);
+  struct FdCloser {
+    int fd;
+    ~FdCloser() {
+      if (fd >= 0) close(fd);
+    }
+  } arena_fd{frame.fd};
+  if (frame.type == static_cast<uint16_t>(Msg::kRefused)) {
+    Reader r(frame.payload);
+    Status why = r.StatusOf("Refused.status");
+    return r.status().ok() ? why : r.status();
+  }
+  if (frame.type != static_cast<uint16_t>(Msg::kHelloOk)) {
+    return Status::InvalidArgument(std::string("the owner answered Hello with ") +
+                                   MsgName(frame.type));
+  }
+  HelloOk ok;
+  CACHEPAWL_RETURN_IF_ERROR(Decode(frame.payload, &ok));
+  if (arena_fd.fd < 0) return Status::InvalidArgument("HelloOk came without the host arena");
+  auto layout = ParseLayoutJson(ok.layout_json);
+  if (!layout.ok()) return layout.status().WithContext("the owner's layout");
+  layout_ = *layout;
+  auto hasher = PageHasher::Create(layout_.page_size_tokens);
+  if (!hasher.ok()) return hasher.status();
+  hasher_ = std::make_unique<PageHasher>(std::move(hasher).value());
+  max_prompt_tokens_ = ok.max_prompt_tokens;
+  owner_pid_ = ok.owner_pid;
+  gpu_ = options_.cuda_device >= 0 && cuda::GpuAvailable();
+  auto view = HostArenaView::Open(layout_, arena_fd.fd, {ok.arena_bytes, ok.chunk_bytes}, gpu_,
+                                  std::max(0, options_.cuda_device));
+  if (!view.ok()) return view.status();
+  view_ = std::move(view).value();
+  if (options_.device_pool_bytes > 0) {
+    DevicePoolArenaOptions po;
+    po.budget_bytes = options_.device_pool_bytes;
+    po.device = std::max(0, options_.cuda_device);
+    po.use_gpu =
+        gpu_ ? DevicePoolArenaOptions::UseGpu::kAuto : DevicePoolArenaOptions::UseGpu::kOff;
+    auto arena = DevicePoolArena::Create(layout_, po);
+    if (!arena.ok()) return arena.status().WithContext("AttachOptions.device_pool_bytes");
+    device_arena_ = std::move(arena).value();
+    CACHEPAWL_RETURN_IF_ERROR(CreateMover(device_arena_->description()));
+  }
+  last_heard_ns_.store(NowNs());
+  reader_ = std::thread([this] { ReaderLoop(); });
+  return Status::OK();
+}
+
+Status AttachedStore::CreateMover(const DevicePoolDescription& pool) {
+  DeviceMoverOptions to;
+  to.mode = pool.device < 0 ? DeviceMoverOptions::Mode::kOff : DeviceMoverOptions::Mode::kAuto;
+  to.save_priority = options_.write_stream_priority;
+  to.load_priority = options_.load_stream_priority;
+  to.staging_bytes = options_.staging_bytes;
+  auto mover = DeviceMover::Create(layout_, pool, view_.get(), to);
+  if (!mover.ok()) return mover.status().WithContext("device pool");
+  std::lock_guard<std::mutex> lock(mu_);
+  mover_ = std::move(mover).value();
+  return Status::OK();
+}
+
+bool AttachedStore::gpu_mode() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mover_ ? mover_->gpu_mode() : gpu_;
+}
+
+Status AttachedStore::CheckUsable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return Status::FailedPrecondition("store is closed");
+  return dropped_;
+}
+
+void AttachedStore::Drop(const Status& why) const {
+  std::unordered_map<uint64_t, PendingFence> fences;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dropped_.ok()) dropped_ = why;
+    for (auto& [id, call] : calls_) {
+      call->done = true;
+      call->status = dropped_;
+    }
+    fences.swap(fences_);
+  }
+  cv_.notify_all();
+  channel_->Shutdown();
+  for (auto& [id, f] : fences) {
+    if (f.deferred) f.deferred->Resolve({});
+    f.user->Complete(why);
+  }
+}
+
+StatusOr<std::string> AttachedStore::Call(Msg type, std::string_view payload) const {
+  auto call = std::make_shared<PendingCall>();
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return Status::FailedPrecondition("store is closed");
+    CACHEPAWL_RETURN_IF_ERROR(dropped_);
+    id = next_id_++;
+    calls_[id] = call;
+  }
+  last_heard_ns_.store(std::max(last_heard_ns_.load(), NowNs()));
+  if (Status s = channel_->Send(static_cast<uint16_t>(type), id, payload); !s.ok()) {
+    Drop(Status::Unavailable("the owner (pid " + std::to_string(owner_pid_) + ") at '" +
+                             options_.socket_path + "' is gone: " + s.message()));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, std::chrono::milliseconds(options_.call_timeout_ms),
+                    [&] { return call->done; })) {
+    lock.unlock();
+    Drop(Status::Unavailable(std::string(MsgName(static_cast<uint16_t>(type))) +
+                             ": no answer from the owner (pid " + std::to_string(owner_pid_) +
+                             ") within AttachOptions.call_timeout_ms " +
+                             std::to_string(options_.call_timeout_ms) + " ms"));
+    lock.lock();
+  }
+  calls_.erase(id);
+  if (!call->status.ok()) return call->status;
+  return std::move(call->body);
+}
+
+void AttachedStore::ReaderLoop() {
+  Frame frame;
+  int64_t last_ping_ns = 0;
+  const int64_t timeout_ns = int64_t{options_.owner_timeout_ms} * 1000000;
+  for (;;) {
+    Status s = channel_->Receive(&frame, 100);
+    if (s.IsTimedOut()) {
+      bool pending = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!dropped_.ok()) return;
+        pending = !calls_.empty() || !fences_.empty();
+      }
+      const int64_t now = NowNs(), quiet = now - last_heard_ns_.load();
+      if (!pending) continue;
+      if (quiet > timeout_ns) {
+        Drop(Status::Unavailable("the owner (pid " + std::to_string(owner_pid_) +
+                                 ") was silent for AttachOptions.owner_timeout_ms " +
+                                 std::to_string(options_.owner_timeout_ms) +
+                                 " ms while operations were pending"));
+        return;
+      }
+      if (quiet > timeout_ns / 2 && now - last_ping_ns > timeout_ns / 4) {
+        last_ping_ns = now;
+        (void)channel_->Send(static_cast<uint16_t>(Msg::kPing), 0, {});
+      }
+      continue;
+    }
+    if (!s.ok()) {
+      Drop(Status::Unavailable("the owner (pid " + std::to_string(owner_pid_) + ") at '" +
+                               options_.socket_path + "' is gone: " + s.message()));
+      return;
+    }
+    last_heard_ns_.store(NowNs());
+    if (frame.fd >= 0) {
+      close(frame.fd);
+      frame.fd = -1;
+    }
+    switch (static_cast<Msg>(frame.type)) {
+      case Msg::kReply: {
+        std::string body;
+        Status st = DecodeReply(frame.payload, &body);
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = calls_.find(frame.id);
+        if (it != calls_.end()) {
+          it->second->status = st;
+          it->second->body = std::move(body);
+          it->second->done = true;
+          cv_.notify_all();
+        }
+        break;
+      }
+      case Msg::kCopy: {
+        CopyOrder order;
+        Status st = Decode(frame.payload, &order);
+        if (!st.ok()) {
+          Writer w;
+          w.StatusOf(st.WithContext("the client could not decode the Copy"));
+          (void)channel_->Send(static_cast<uint16_t>(Msg::kCopyDone), frame.id, w.bytes());
+          break;
+        }
+        RunCopy(frame.id, std::move(order));
+        break;
+      }
+      case Msg::kFenceDone: {
+        Reader r(frame.payload);
+        Status st = r.StatusOf("FenceDone.status");
+        if (Status bad = r.Finish(); !bad.ok()) st = bad.WithContext("FenceDone (undecodable)");
+        PendingFence f;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          auto it = fences_.find(frame.id);
+          if (it == fences_.end()) break;
+          f = std::move(it->second);
+          fences_.erase(it);
+        }
+        cv_.notify_all();
+        if (f.deferred) f.deferred->Resolve({});  // (no effect when a Copy resolved it)
+        f.user->Complete(st);
+        break;
+      }
+      default:
+        break;  // Pong, and anything a later owner may send
+    }
+  }
+}
+
+void AttachedStore::RunCopy(uint64_t op_id, CopyOrder order) {
+  std::shared_ptr<DeviceMover> mover;
+  std::shared_ptr<FenceCompleter> user;
+  std::shared_ptr<DeferredStreamWaiter> deferred;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mover = mover_;
+    if (mover) ++copies_in_flight_;
+  }
+  if (!mover) {
+    Writer w;
+    w.StatusOf(Status::FailedPrecondition(
+        "the attached process has no device pool (AttachOptions.device_pool_bytes or "
+        "RegisterDevicePool)"));
+    (void)channel_->Send(static_cast<uint16_t>(Msg::kCopyDone), op_id, w.bytes());
+    return;
+  }
+  const bool per_layer = order.op.per_layer_fences;
+  Fence inner = mover->Submit(std::move(order.op));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fences_.find(order.fence_id);
+    if (it != fences_.end()) {
+      it->second.last_copy = inner;
+      it->second.has_copy = true;
+      user = it->second.user;
+      deferred = std::move(it->second.deferred);
+    }
+  }
+  if (deferred) deferred->Resolve(internal::FenceAccess::StreamWaiter(inner));
+  if (per_layer && user) {
+    for (size_t l = 0; l < inner.num_layers(); ++l) {
+      (void)inner.OnLayerComplete(l, [user, l](const Status& s) { user->CompleteLayer(l, s); });
+    }
+  }
+  inner.OnComplete([this, op_id](const Status& s) {
+    Writer w;
+    w.StatusOf(s);
+    (void)channel_->Send(static_cast<uint16_t>(Msg::kCopyDone), op_id, w.bytes());
+    std::lock_guard<std::mutex> lock(mu_);
+    --copies_in_flight_;
+    cv_.notify_all();
+  });
+}
+
+uint64_t AttachedStore::NewFence(std::shared_ptr<FenceCompleter> user,
+                                 std::shared_ptr<DeferredStreamWaiter> deferred) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_id_++;
+  fences_[id] = PendingFence{std::move(user), std::move(deferred), Fence(), false};
+  return id;
+}
+
+void AttachedStore::ForgetFence(uint64_t id) {
+  PendingFence f;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fences_.find(id);
+    if (it == fences_.end()) return;
+    f = std::move(it->second);
+    fences_.erase(it);
+  }
+  cv_.notify_all();
+  if (f.deferred) f.deferred->Resolve({});
+}
+
+Status AttachedStore::CheckPages(std::string_view what, uint64_t pages) const {
+  const uint64_t page = layout_.page_size_tokens;
+  if (pages <= max_prompt_tokens_ / page) return Status::OK();
+  return Status::InvalidArgument(std::string(what) + ": " + std::to_string(pages) + " pages of " +
+                                 std::to_string(page) +
+                                 " tokens (more than the owner's StoreOptions.max_prompt_tokens " +
+                                 std::to_string(max_prompt_tokens_) + ")");
+}
+
+StatusOr<PrefixMatch> AttachedStore::Lookup(std::string_view ns, std::span<const uint32_t> tokens) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
+  if (tokens.size() > max_prompt_tokens_) {
+    return Status::InvalidArgument(
+        "tokens: " + std::to_string(tokens.size()) +
+        " tokens (more than the owner's StoreOptions.max_prompt_tokens " +
+        std::to_string(max_prompt_tokens_) + ")");
+  }
+  return LookupHashes(hasher_->HashTokens(ns, tokens));
+}
+
+StatusOr<PrefixMatch> AttachedStore::LookupHashes(std::span<const PageHash> hashes) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckPages("hashes", hashes.size()));
+  Writer w;
+  w.Hashes(hashes);
+  CACHEPAWL_ASSIGN_OR_RETURN(std::string body, Call(Msg::kLookupHashes, w.bytes()));
+  Reader r(body);
+  PrefixMatch m = GetMatch(r, hashes.size());
+  CACHEPAWL_RETURN_IF_ERROR(r.Finish().WithContext("the owner's LookupHashes reply"));
+  return m;
+}
+
+StatusOr<PrefixLock> AttachedStore::Lock(const PrefixMatch& match, size_t pages) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckPages("match.hashes", match.hashes.size()));
+  Writer w;
+  PutMatch(w, match);
+  w.U64(pages);
+  CACHEPAWL_ASSIGN_OR_RETURN(std::string body, Call(Msg::kLock, w.bytes()));
+  Reader r(body);
+  PrefixLock lock;
+  lock.hashes = r.Hashes("Lock.hashes", match.hashes.size());
+  lock.with_state = r.U8("Lock.with_state") != 0;
+  CACHEPAWL_RETURN_IF_ERROR(r.Finish().WithContext("the owner's Lock reply"));
+  return lock;
+}
+
+Status AttachedStore::Unlock(PrefixLock& lock) {
+  if (lock.released) return Status::FailedPrecondition("lock was already released");
+  if (lock.hashes.empty()) {
+    lock.released = true;
+    return Status::OK();
+  }
+  Writer w;
+  w.Hashes(lock.hashes);
+  auto reply = Call(Msg::kUnlock, w.bytes());
+  if (reply.ok() || reply.status().IsUnavailable()) lock.released = true;  // (gone with the owner)
+  if (!reply.ok()) return reply.status();
+  return Status::OK();
+}
+
+StatusOr<Fence> AttachedStore::Load(const PrefixMatch& match,
+                                    std::span<const uint64_t> device_pages,
+                                    std::optional<uint64_t> device_state_slot,
+                                    const LoadOptions& opts) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
+  CACHEPAWL_RETURN_IF_ERROR(CheckPages("match.hashes", match.hashes.size()));
+  auto user =
+      std::make_shared<FenceCompleter>(opts.per_layer_fences ? layout_.attention_layers.size() : 0);
+  std::shared_ptr<DeferredStreamWaiter> deferred;
+  if (gpu_mode()) {
+    deferred =
+        std::make_shared<DeferredStreamWaiter>(std::chrono::milliseconds(options_.stream_wait_ms));
+    internal::FenceAccess::SetStreamWaiter(
+        user->fence(), [deferred](void* stream) { return deferred->Wait(stream); });
+  }
+  LoadCall call;
+  call.fence_id = NewFence(user, deferred);
+  call.match = match;
+  call.device_pages.assign(device_pages.begin(), device_pages.end());
+  call.state_slot = device_state_slot;
+  call.opts = opts;
+  auto reply = Call(Msg::kLoad, Encode(call));
+  if (!reply.ok()) {
+    ForgetFence(call.fence_id);
+    return reply.status();
+  }
+  return user->fence();
+}
+
+StatusOr<Fence> AttachedStore::Save(const SaveRequest& request) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
+  if (!request.hashes.empty() && !request.tokens.empty()) {
+    return Status::InvalidArgument("SaveRequest: give tokens or hashes, not both");
+  }
+  SaveCall call;
+  if (request.hashes.empty()) {
+    if (request.tokens.size() > max_prompt_tokens_) {
+      return Status::InvalidArgument(
+          "SaveRequest.tokens: " + std::to_string(request.tokens.size()) +
+          " tokens (more than the owner's StoreOptions.max_prompt_tokens " +
+          std::to_string(max_prompt_tokens_) + ")");
+    }
+    call.hashes = hasher_->HashTokens(request.ns, request.tokens);
+  } else {
+    CACHEPAWL_RETURN_IF_ERROR(CheckPages("SaveRequest.hashes", request.hashes.size()));
+    call.hashes.assign(request.hashes.begin(), request.hashes.end());
+  }
+  auto user = std::make_shared<FenceCompleter>();
+  call.fence_id = NewFence(user, nullptr);
+  call.first_page = request.first_page;
+  call.device_pages.assign(request.device_pages.begin(), request.device_pages.end());
+  call.state_slot = request.device_state_slot;
+  call.state_depth_tokens = request.state_depth_tokens;
+  auto reply = Call(Msg::kSave, Encode(call));
+  if (!reply.ok()) {
+    ForgetFence(call.fence_id);
+    return reply.status();
+  }
+  Fence fence = user->fence();
+  if (gpu_mode()) {
+    // Every Copy of the Save came before its Reply: the last one (operations of one direction
+    // complete in order) is what a stream waits for. None: the fence fires on the owner's word.
+    std::function<Status(void*)> waiter;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = fences_.find(call.fence_id);
+      if (it != fences_.end() && it->second.has_copy) {
+        waiter = internal::FenceAccess::StreamWaiter(it->second.last_copy);
+      }
+    }
+    if (!waiter) waiter = [fence](void*) { return fence.Wait(); };
+    internal::FenceAccess::SetStreamWaiter(fence, std::move(waiter));
+  }
+  return fence;
+}
+
+StatusOr<std::shared_ptr<Store::Prefetch>> AttachedStore::StartPrefetch(const PrefixMatch& match) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
+  CACHEPAWL_RETURN_IF_ERROR(CheckPages("match.hashes", match.hashes.size()));
+  auto user = std::make_shared<FenceCompleter>();
+  const uint64_t id = NewFence(user, nullptr);
+  Writer w;
+  w.U64(id);
+  PutMatch(w, match);
+  auto reply = Call(Msg::kPrefetch, w.bytes());
+  if (!reply.ok()) {
+    ForgetFence(id);
+    return reply.status();
+  }
+  return std::shared_ptr<Store::Prefetch>(
+      std::make_shared<PrefetchImpl>(channel_, id, user->fence()));
+}
+
+Status AttachedStore::RegisterDevicePool(const DevicePoolDescription& pool) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return Status::FailedPrecondition("store is closed");
+    if (mover_ || registering_)
+      return Status::FailedPrecondition("a device pool is already registered");
+    registering_ = true;
+  }
+  Status s = CreateMover(pool);
+  std::lock_guard<std::mutex> lock(mu_);
+  registering_ = false;
+  return s;
+}
+
+Status AttachedStore::UnregisterDevicePool() {
+  std::shared_ptr<DeviceMover> mover;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_) return Status::FailedPrecondition("store is closed");
+    if (device_arena_) {
+      return Status::FailedPrecondition(
+          "the device pool is the client's own (AttachOptions.device_pool_bytes): it goes with "
+          "Close");
+    }
+    if (registering_) return Status::FailedPrecondition("a device pool is being registered");
+    if (!mover_) return Status::FailedPrecondition("no device pool is registered");
+    registering_ = true;
+    mover = std::move(mover_);
+    // Copies the owner sends from now on fail (no pool); those under way finish first.
+    cv_.wait(lock, [&] { return copies_in_flight_ == 0; });
+    registering_ = false;
+  }
+  mover.reset();
+  return Status::OK();
+}
+
+StatusOr<uint64_t> AttachedStore::AllocateDeviceSlot(Kind kind) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
+  return AllocateOwnedDeviceSlot(device_arena_.get(), layout_, kind);
+}
+
+Status AttachedStore::FreeDeviceSlot(Kind kind, uint64_t slot) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
+  return FreeOwnedDeviceSlot(device_arena_.get(), layout_, kind, slot);
+}
+
+Status AttachedStore::WriteDeviceRecord(Kind kind, uint64_t slot,
+                                        std::span<const std::byte> record) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
+  return WriteOwnedDeviceRecord(device_arena_.get(), layout_, kind, slot, record);
+}
+
+Status AttachedStore::ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte> record) {
+  CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
+  return ReadOwnedDeviceRecord(device_arena_.get(), layout_, kind, slot, record);
+}
+
+StoreStats AttachedStore::Stats() const {
+  StoreStats st;
+  auto body = Call(Msg::kStats, {});
+  if (body.ok() && body->size() == sizeof(StoreStats)) std::memcpy(&st, body->data(), sizeof(st));
+  return st;
+}
+
+Status AttachedStore::Close() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_) return Status::OK();
+    // Drain: the fences in flight fire (the reader fails them if the owner goes or goes silent).
+    cv_.wait(lock, [&] { return fences_.empty() || !dropped_.ok(); });
+    closed_ = true;
+  }
+  if (!channel_) return Status::OK();  // (Attach failed before connecting)
+  channel_->Shutdown();
+  if (reader_.joinable()) reader_.join();
+  std::shared_ptr<DeviceMover> mover;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return copies_in_flight_ == 0; });
+    mover = std::move(mover_);
+  }
+  mover.reset();
+  device_arena_.reset();
+  view_.reset();
+  return Status::OK();
+}
+
+}  // namespace ipc
+}  // namespace cachepawl

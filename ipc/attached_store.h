@@ -1,0 +1,117 @@
+// AttachedStore: the Store of a process attached to an owner (Store::Attach). Every call that
+// reads or changes the cache (Lookup, Lock, Load, Save, StartPrefetch, Stats) is one round trip
+// to the owner over its socket; the bytes move here: the owner's host arena is mapped into this
+// process (and registered with CUDA in GPU mode), and this process's own device mover copies
+// between its device pool and the host slots the owner names (ipc/protocol.h, Copy). Hashing
+// runs here (the owner's hash chain: the same code and layout).
+//
+// When the owner goes: its socket ends (or, for an owner that stops answering, a call waits
+// AttachOptions::call_timeout_ms, a pending fence owner_timeout_ms): every pending call and fence
+// fails with Unavailable, and so does every later call; Unlock marks its lock released (the
+// owner that held it is gone) and returns Unavailable. Attach again once an owner serves.
+//
+// Thread safety: as Store. One reader thread receives the owner's messages; fences fire on it or
+// on the device mover's threads.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "index/page_hasher.h"
+#include "ipc/channel.h"
+#include "ipc/protocol.h"
+#include "store/deferred_stream_waiter.h"
+#include "store/store.h"
+#include "tiers/device_pool_arena.h"
+#include "tiers/host_arena_view.h"
+#include "transfer/device_mover.h"
+#include "vocab/attach_options.h"
+
+namespace cachepawl::ipc {
+
+class AttachedStore final : public Store {
+ public:
+  static StatusOr<std::unique_ptr<Store>> Attach(const AttachOptions& options);
+  ~AttachedStore() override { (void)Close(); }
+
+  const ModelLayout& layout() const override { return layout_; }
+  bool gpu_mode() const override;
+  std::vector<PageHash> HashTokens(std::string_view ns,
+                                   std::span<const uint32_t> tokens) const override {
+    return hasher_->HashTokens(ns, tokens);
+  }
+  StatusOr<PrefixMatch> Lookup(std::string_view ns, std::span<const uint32_t> tokens) override;
+  StatusOr<PrefixMatch> LookupHashes(std::span<const PageHash> hashes) override;
+  StatusOr<PrefixLock> Lock(const PrefixMatch& match, size_t pages) override;
+  Status Unlock(PrefixLock& lock) override;
+  StatusOr<Fence> Load(const PrefixMatch& match, std::span<const uint64_t> device_pages,
+                       std::optional<uint64_t> device_state_slot, const LoadOptions& opts) override;
+  StatusOr<std::shared_ptr<Prefetch>> StartPrefetch(const PrefixMatch& match) override;
+  StatusOr<Fence> Save(const SaveRequest& request) override;
+  Status RegisterDevicePool(const DevicePoolDescription& pool) override;
+  Status UnregisterDevicePool() override;
+  StatusOr<uint64_t> AllocateDeviceSlot(Kind kind) override;
+  Status FreeDeviceSlot(Kind kind, uint64_t slot) override;
+  Status WriteDeviceRecord(Kind kind, uint64_t slot, std::span<const std::byte> record) override;
+  Status ReadDeviceRecord(Kind kind, uint64_t slot, std::span<std::byte> record) override;
+  StoreStats Stats() const override;
+  Status Close() override;
+
+ private:
+  class PrefetchImpl;
+  // A Load's, Save's or Prefetch's fence, until the owner's FenceDone.
+  struct PendingFence {
+    std::shared_ptr<FenceCompleter> user;
+    std::shared_ptr<DeferredStreamWaiter> deferred;  // a GPU-mode Load's, until its Copy came
+    Fence last_copy;                                 // the latest local copy of the call
+    bool has_copy = false;
+  };
+  struct PendingCall {
+    bool done = false;
+    Status status;
+    std::string body;
+  };
+  explicit AttachedStore(const AttachOptions& options) : options_(options) {}
+  Status Connect();
+  // One call: sends `payload` and waits for the Reply (at most call_timeout_ms).
+  StatusOr<std::string> Call(Msg type, std::string_view payload) const;
+  void ReaderLoop();
+  void RunCopy(uint64_t op_id, CopyOrder order);
+  // Marks the owner gone: every pending call and fence fails with `why`. Takes mu_.
+  void Drop(const Status& why) const;
+  Status CheckUsable() const;  // Unavailable once dropped; FailedPrecondition once closed
+  uint64_t NewFence(std::shared_ptr<FenceCompleter> user,
+                    std::shared_ptr<DeferredStreamWaiter> deferred);
+  void ForgetFence(uint64_t id);
+  Status CheckPages(std::string_view what, uint64_t pages) const;
+  Status CreateMover(const DevicePoolDescription& pool);
+
+  const AttachOptions options_;
+  ModelLayout layout_;
+  std::unique_ptr<PageHasher> hasher_;
+  uint64_t max_prompt_tokens_ = 0;
+  int64_t owner_pid_ = 0;
+  std::shared_ptr<Channel> channel_;  // (a Prefetch handle keeps it for Cancel)
+  std::unique_ptr<HostArenaView> view_;
+  std::unique_ptr<DevicePoolArena> device_arena_;
+  bool gpu_ = false;  // this client copies with a GPU
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable Status dropped_;        // guarded by mu_: why the owner is gone (OK while connected)
+  bool closed_ = false;           // guarded by mu_
+  mutable uint64_t next_id_ = 1;  // guarded by mu_
+  mutable std::unordered_map<uint64_t, std::shared_ptr<PendingCall>> calls_;  // guarded by mu_
+  mutable std::unordered_map<uint64_t, PendingFence> fences_;                 // guarded by mu_
+  std::shared_ptr<DeviceMover> mover_;  // guarded by mu_ (copies hold their own reference)
+  bool registering_ = false;            // guarded by mu_
+  uint64_t copies_in_flight_ = 0;       // guarded by mu_ (UnregisterDevicePool waits for 0)
+  mutable std::atomic<int64_t> last_heard_ns_{0};
+  std::thread reader_;
+};
+
+}  // namespace cachepawl::ipc

@@ -1,0 +1,120 @@
+// The owner <-> client protocol of a shared store (docs/DESIGN.md, "One store, several
+// processes"). Every message is one Channel frame (ipc/channel.h); `id` pairs a call with its
+// Reply, names a fence (FenceDone) or a copy (Copy, CopyDone).
+//
+//   client -> owner                         owner -> client
+//   Hello (version, build, layout?)         HelloOk (layout, arena geometry; the memfd) | Refused
+//   LookupHashes, Lock, Unlock, Stats,      Reply (status, body)
+//     Load, Save, Prefetch (each a call)
+//   CancelPrefetch (no reply)
+//   CopyDone (a Copy's status)              Copy (units this client copies for a Load or Save)
+//                                           FenceDone (a Load's, Save's or Prefetch's fence)
+//   Ping                                    Pong
+//
+// A Load, Save or Prefetch names a fence id the client chose; the owner sends the Copy
+// messages of that call (each the device <-> host units of one transfer operation, host slots by
+// id in the shared arena), waits for their CopyDone, and sends FenceDone once its own fence of
+// the call fired. A Save's Copy messages all precede its Reply (the owner submits them before the
+// call returns); a Load's may follow it (disk reads come first).
+//
+// Decoding never trusts the peer: every count is bounded (a hash list by the owner's
+// max_prompt_tokens), every field is checked, and a message that does not decode is an
+// InvalidArgument naming the field (the owner refuses the call, or drops a client whose frames
+// break the format).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ipc/wire.h"
+#include "store/store.h"
+#include "transfer/transfer_unit.h"
+
+namespace cachepawl::ipc {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+
+enum class Msg : uint16_t {
+  kHello = 1,
+  kHelloOk,
+  kRefused,
+  kLookupHashes,
+  kLock,
+  kUnlock,
+  kLoad,
+  kSave,
+  kPrefetch,
+  kCancelPrefetch,
+  kStats,
+  kPing,
+  kReply,
+  kCopy,
+  kCopyDone,
+  kFenceDone,
+  kPong,
+};
+inline constexpr uint16_t kMaxMsg = static_cast<uint16_t>(Msg::kPong);
+const char* MsgName(uint16_t type);
+
+// This build's identity: protocol version, library version and the sizes of what crosses the
+// channel as raw bytes. A client of another build is refused at Hello.
+std::string BuildId();
+
+struct Hello {
+  uint32_t protocol = kProtocolVersion;
+  std::string build;
+  std::string layout_json;  // empty: any layout
+  int64_t pid = 0;
+};
+struct HelloOk {
+  std::string layout_json;
+  uint64_t arena_bytes = 0, chunk_bytes = 0;
+  uint64_t max_prompt_tokens = 0;
+  int64_t owner_pid = 0;
+};
+
+std::string Encode(const Hello& m);
+Status Decode(std::string_view in, Hello* m);
+std::string Encode(const HelloOk& m);
+Status Decode(std::string_view in, HelloOk* m);
+
+// PrefixMatch: every field; at most `max_pages` hashes and tiers.
+void PutMatch(Writer& w, const PrefixMatch& m);
+PrefixMatch GetMatch(Reader& r, size_t max_pages);
+
+struct LoadCall {
+  uint64_t fence_id = 0;
+  PrefixMatch match;
+  std::vector<uint64_t> device_pages;
+  std::optional<uint64_t> state_slot;
+  LoadOptions opts;
+};
+std::string Encode(const LoadCall& m);
+Status Decode(std::string_view in, size_t max_pages, LoadCall* m);
+
+struct SaveCall {
+  uint64_t fence_id = 0;
+  std::vector<PageHash> hashes;
+  uint64_t first_page = 0;
+  std::vector<uint64_t> device_pages;
+  std::optional<uint64_t> state_slot;
+  uint64_t state_depth_tokens = 0;
+};
+std::string Encode(const SaveCall& m);
+Status Decode(std::string_view in, size_t max_pages, SaveCall* m);
+
+// A transfer operation for the client to run; `fence_id` names the call it serves.
+struct CopyOrder {
+  uint64_t fence_id = 0;
+  Operation op;
+};
+std::string Encode(const CopyOrder& m);
+Status Decode(std::string_view in, CopyOrder* m);
+
+// A reply: the call's status, then (when OK) its body.
+std::string EncodeReply(const Status& s, std::string_view body = {});
+Status DecodeReply(std::string_view in, std::string* body);
+
+}  // namespace cachepawl::ipc

@@ -1,0 +1,81 @@
+"""One store for several processes: an owner (Store.serve) in a child Python process, this
+process attached (Store.attach); pages saved by one process load byte for byte in the other,
+and an owner that goes makes the attached store's calls raise Unavailable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import cachepawl
+from conftest import PAGE, TINY_LAYOUT_JSON, load_and_compare, save_all, tokens
+
+OWNER = textwrap.dedent(
+    """
+    import sys, json
+    sys.path.insert(0, {pkg!r})
+    import cachepawl
+    from conftest import save_all, tokens
+    s = cachepawl.Store.serve({sock!r}, layout_json={layout!r}, host_bytes=1 << 22,
+                              cuda_device=-1, device_pool_bytes=1 << 20)
+    kv, state = save_all(s, tokens(3 * 4, first=5000), seed=7)
+    print(json.dumps({{"kv": [k.hex() for k in kv], "state": state.hex()}}), flush=True)
+    sys.stdin.read()  # until this process's stdin closes
+    s.close()
+    """
+)
+
+
+@pytest.fixture
+def owner(tmp_path: Path):  # type: ignore[no-untyped-def]
+    sock = str(tmp_path / "owner.sock")
+    tests = str(Path(__file__).resolve().parent)
+    pkg = str(Path(__file__).resolve().parents[1])
+    code = OWNER.format(pkg=pkg, sock=sock, layout=TINY_LAYOUT_JSON)
+    env = dict(os.environ, PYTHONPATH=tests + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    )
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line, "the owner process ended before it served"
+        yield sock, proc, line
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_attached_process_loads_what_the_owner_saved_and_back(owner) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    sock, proc, line = owner
+    saved = json.loads(line)
+    with cachepawl.Store.attach(sock, cuda_device=-1, device_pool_bytes=1 << 20) as s:
+        assert s.layout.model == "test/tiny-hybrid" and not s.gpu_mode
+        m = s.lookup(tokens(3 * PAGE, first=5000))
+        assert m.reusable_pages == 3
+        load_and_compare(s, m, [bytes.fromhex(k) for k in saved["kv"]], bytes.fromhex(saved["state"]))
+        kv, state = save_all(s, tokens(2 * PAGE, first=9000), seed=3)
+        load_and_compare(s, s.lookup(tokens(2 * PAGE, first=9000)), kv, state)
+        assert s.stats()["serve"]["attaches"] >= 1
+        # The owner goes: the next call raises Unavailable.
+        proc.kill()
+        proc.wait(timeout=30)
+        with pytest.raises(cachepawl.Unavailable):
+            s.lookup(tokens(2 * PAGE, first=9000))
+
+
+def test_attach_refusals(tmp_path: Path, owner) -> None:  # type: ignore[no-untyped-def]
+    sock, _, _ = owner
+    with pytest.raises(cachepawl.Unavailable):
+        cachepawl.Store.attach(str(tmp_path / "nobody.sock"), cuda_device=-1)
+    other = cachepawl.Layout.from_preset("jamba-v0.1")
+    with pytest.raises(cachepawl.Incompatible, match="jamba"):
+        cachepawl.Store.attach(sock, layout=other, cuda_device=-1)
+    with pytest.raises(cachepawl.InvalidArgument, match="socket_path"):
+        cachepawl.Store.attach("x" * 200, cuda_device=-1)
