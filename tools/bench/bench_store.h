@@ -68,6 +68,11 @@ struct Config {
   bool json = false, quick = false, dry_run = false;
   // Per-stage time per operation (vocab/internal/stage_profile.h) in rows.
   bool profile_stages = false;
+  // --processes N (N >= 1): every store is an owner (Store::Serve, in this process, without
+  // GPU pinning of its own) and the bench's calls go through a store attached to it
+  // (Store::Attach); N - 1 more processes attach and look up without pause during the lookups.
+  uint32_t processes = 0;  // 0: the store in this process (Store::Open)
+  std::string self;        // this program (--processes starts it again as a lookup load)
   uint64_t seed = 1;
   // Cases not started once this many seconds have passed since `started` are skipped (0: no
   // limit): a run that must end within a window still reports what it measured.

@@ -1,7 +1,10 @@
 // `cachepawl bench store`: the host phase of one layout and pool form, and the lookups
 // (tools/bench/bench_store_run.h).
 #include <algorithm>
+#include <functional>
 
+#include "store/store.h"
+#include "tools/bench/bench_lookup_load.h"
 #include "tools/bench/bench_store_run.h"
 #include "vocab/internal/stage_profile.h"
 
@@ -161,50 +164,81 @@ Status LayoutRun::Lookups(Store& store, const std::vector<Prefix>& pre, uint64_t
     }
     hashes[t] = store.HashTokens(pre[t].ns, prompts[t]);
   }
-  for (bool by_hash : {false, true}) {
-    std::vector<std::vector<double>> lat(threads);
-    std::vector<uint64_t> hits(threads);
-    Samples s;
-    for (int pass = 0; pass < 2; ++pass) {  // a warm-up of one call each, then the timed calls
-      const int calls = pass == 0 ? 1 : c_.lookup_iters;
-      s = Samples{};
-      if (pass == 1 && c_.profile_stages) profile::Reset();
-      CACHEPAWL_RETURN_IF_ERROR(RunRound(
-          threads,
-          [&](uint32_t t, ThreadTimes& tt) -> Status {
-            lat[t].clear();
-            tt.start = Clock::now();
-            for (int i = 0; i < calls; ++i) {
-              const auto t0 = Clock::now();
-              auto m =
-                  by_hash ? store.LookupHashes(hashes[t]) : store.Lookup(pre[t].ns, prompts[t]);
-              const auto t1 = Clock::now();
-              if (!m.ok()) return m.status();
-              lat[t].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-              hits[t] = m->reusable_pages;
-            }
-            tt.load_end = Clock::now();
-            tt.load = true;
-            return Status::OK();
-          },
-          &s));
+  // --processes: each thread looks up through an attached store of its own (a connection and an
+  // owner session each, as separate engine processes have), next to the same calls made in
+  // process on the owner; N - 1 other processes look up without pause meanwhile.
+  std::vector<std::unique_ptr<Store>> clients;
+  std::vector<std::unique_ptr<LookupLoad>> load;
+  if (c_.processes > 0) {
+    for (uint32_t t = 0; t < threads; ++t) {
+      AttachOptions ao;
+      ao.socket_path = owner_socket_;
+      ao.cuda_device = -1;  // lookups copy nothing
+      CACHEPAWL_ASSIGN_OR_RETURN(clients.emplace_back(), Store::Attach(ao));
     }
-    LookupRow r;
-    r.layout = name_;
-    r.op = by_hash ? "lookup_hashes" : "lookup";
-    r.threads = threads;
-    r.prompt_pages = kLookupPromptPages;
-    r.hit_pages = *std::min_element(hits.begin(), hits.end());
-    std::vector<double> all;
-    for (const auto& v : lat) all.insert(all.end(), v.begin(), v.end());
-    r.calls = all.size();
-    r.p50_us = Percentile(all, 50);
-    r.p99_us = Percentile(all, 99);
-    r.calls_per_s =
-        s.round_s.empty() || s.round_s[0] <= 0 ? 0 : static_cast<double>(all.size()) / s.round_s[0];
-    if (c_.profile_stages) r.stages = TakeStages(all.size());
-    report_.lookups.push_back(r);
+    for (uint32_t i = 1; i < c_.processes; ++i) {
+      CACHEPAWL_ASSIGN_OR_RETURN(load.emplace_back(), LookupLoad::Start(c_.self, owner_socket_));
+    }
   }
+  struct Way {
+    const char* suffix;
+    std::function<Store&(uint32_t)> store;
+  };
+  std::vector<Way> ways;
+  if (c_.processes > 0) {
+    ways.push_back({" attached", [&](uint32_t t) -> Store& { return *clients[t]; }});
+    ways.push_back({" in-process (owner)", [&](uint32_t) -> Store& { return *owner_; }});
+  } else {
+    ways.push_back({"", [&](uint32_t) -> Store& { return store; }});
+  }
+  for (const Way& way : ways) {
+    for (bool by_hash : {false, true}) {
+      std::vector<std::vector<double>> lat(threads);
+      std::vector<uint64_t> hits(threads);
+      Samples s;
+      for (int pass = 0; pass < 2; ++pass) {  // a warm-up of one call each, then the timed calls
+        const int calls = pass == 0 ? 1 : c_.lookup_iters;
+        s = Samples{};
+        if (pass == 1 && c_.profile_stages) profile::Reset();
+        CACHEPAWL_RETURN_IF_ERROR(RunRound(
+            threads,
+            [&](uint32_t t, ThreadTimes& tt) -> Status {
+              Store& st = way.store(t);
+              lat[t].clear();
+              tt.start = Clock::now();
+              for (int i = 0; i < calls; ++i) {
+                const auto t0 = Clock::now();
+                auto m = by_hash ? st.LookupHashes(hashes[t]) : st.Lookup(pre[t].ns, prompts[t]);
+                const auto t1 = Clock::now();
+                if (!m.ok()) return m.status();
+                lat[t].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+                hits[t] = m->reusable_pages;
+              }
+              tt.load_end = Clock::now();
+              tt.load = true;
+              return Status::OK();
+            },
+            &s));
+      }
+      LookupRow r;
+      r.layout = name_;
+      r.op = std::string(by_hash ? "lookup_hashes" : "lookup") + way.suffix;
+      r.threads = threads;
+      r.prompt_pages = kLookupPromptPages;
+      r.hit_pages = *std::min_element(hits.begin(), hits.end());
+      std::vector<double> all;
+      for (const auto& v : lat) all.insert(all.end(), v.begin(), v.end());
+      r.calls = all.size();
+      r.p50_us = Percentile(all, 50);
+      r.p99_us = Percentile(all, 99);
+      r.calls_per_s = s.round_s.empty() || s.round_s[0] <= 0
+                          ? 0
+                          : static_cast<double>(all.size()) / s.round_s[0];
+      if (c_.profile_stages) r.stages = TakeStages(all.size());
+      report_.lookups.push_back(r);
+    }
+  }
+  for (auto& c : clients) CACHEPAWL_RETURN_IF_ERROR(c->Close());
   return Status::OK();
 }
 

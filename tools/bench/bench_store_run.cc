@@ -126,7 +126,30 @@ StatusOr<std::unique_ptr<Store>> LayoutRun::OpenStore(const std::string& pool, u
   }
   o.cuda_device = c_.gpu ? 0 : -1;
   o.device_pool_bytes = pool == "owned" ? PoolBytes(c_) : 0;
-  CACHEPAWL_ASSIGN_OR_RETURN(auto store, Store::Open(o));
+  std::unique_ptr<Store> store;
+  if (c_.processes > 0) {
+    // The previous store's owner goes first (its client was closed by the phase that used it):
+    // a reopen on the same disk folder needs its catalog.
+    if (owner_) CACHEPAWL_RETURN_IF_ERROR(owner_->Close());
+    owner_.reset();
+    owner_socket_ = work_ + "/owner.sock";
+    StoreOptions owner_options = o;
+    owner_options.device_pool_bytes = 0;  // the pools are the client's
+    owner_options.cuda_device = -1;       // the owner copies nothing to a GPU: no pinning
+    ServeOptions so;
+    so.socket_path = owner_socket_;
+    CACHEPAWL_ASSIGN_OR_RETURN(owner_, Store::Serve(owner_options, so));
+    AttachOptions ao;
+    ao.socket_path = owner_socket_;
+    ao.layout = layout_;
+    ao.cuda_device = o.cuda_device;
+    ao.device_pool_bytes = o.device_pool_bytes;
+    ao.call_timeout_ms = 60000;  // (a Load waits up to host_space_wait_ms in the owner)
+    ao.owner_timeout_ms = 60000;
+    CACHEPAWL_ASSIGN_OR_RETURN(store, Store::Attach(ao));
+  } else {
+    CACHEPAWL_ASSIGN_OR_RETURN(store, Store::Open(o));
+  }
   if (pool != "owned") CACHEPAWL_RETURN_IF_ERROR(store->RegisterDevicePool(bench_.layer_first));
   return store;
 }

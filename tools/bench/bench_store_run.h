@@ -168,6 +168,9 @@ class LayoutRun {
   BenchPool bench_;
   std::unique_ptr<MoverPeer> mover_;
   std::unique_ptr<LimitPeer> limit_;
+  // --processes: the owner of the store OpenStore last returned (attached to it), and its socket.
+  std::unique_ptr<Store> owner_;
+  std::string owner_socket_;
   std::map<uint32_t, uint64_t> lookup_pages_;  // threads -> largest P that fits
   std::map<std::string, PeerSamples> peers_;   // Key() -> the host phase's peers
   uint64_t cases_ = 0, rounds_ = 0, probes_ = 0;

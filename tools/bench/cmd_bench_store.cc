@@ -28,6 +28,7 @@
 
 #include "cuda/gpu_runtime.h"
 #include "tiers/machine_probe.h"
+#include "tools/bench/bench_lookup_load.h"
 #include "tools/bench/bench_store.h"
 #include "tools/bench/bench_store_report.h"
 #include "tools/cli_args.h"
@@ -142,7 +143,17 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
                "time the store's stages (vocab/internal/stage_profile.h) in every host-phase "
                "case and add "
                "them, per operation, to its rows (store and mover peer)");
+  uint32_t processes = 0;
+  app.add_option("--processes", processes,
+                 "N: every store is an owner (Store::Serve) this process attaches to "
+                 "(Store::Attach): Loads and Saves through the attached store next to the same "
+                 "process's DeviceMover alone; lookups from T threads through T attached stores "
+                 "next to the owner's own in-process calls, while N - 1 other processes look up "
+                 "without pause (default: the store in this process)");
+  std::string lookup_load;  // internal: this process is another engine process's lookups
+  app.add_option("--lookup-load", lookup_load)->group("");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
+  if (!lookup_load.empty()) return RunLookupLoad(lookup_load);
   auto usage = [&](const std::string& what) {
     io.err << kName << ": " << what << "\n";
     return kExitUsage;
@@ -223,6 +234,18 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   c.quick = quick;
   c.dry_run = dry_run;
   c.profile_stages = profile_stages;
+  if (app.count("--processes") > 0) {
+    if (processes == 0 || processes > 64) {
+      return usage("--processes: " + std::to_string(processes) + " (must be 1 to 64)");
+    }
+    std::error_code self_ec;
+    c.self = std::filesystem::read_symlink("/proc/self/exe", self_ec).string();
+    if (processes > 1 && (self_ec || std::filesystem::path(c.self).filename() != "cachepawl")) {
+      return usage("--processes " + std::to_string(processes) +
+                   ": starts the cachepawl binary again, not '" + c.self + "'");
+    }
+    c.processes = processes;
+  }
   if (!free_target_text.empty()) {
     auto v = ParseBytes("--host-free-target", free_target_text);
     if (!v.ok()) return usage(v.status().message());

@@ -11,10 +11,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "layouts/layout_presets.h"
@@ -24,6 +26,7 @@
 #include "tools/command.h"
 #include "tools/parse_policies.h"
 #include "tools/replay/replay_ceiling.h"
+#include "tools/replay/replay_processes.h"
 #include "tools/replay/replay_replicas.h"
 #include "tools/replay/replay_report.h"
 #include "tools/replay/replay_runner.h"
@@ -174,6 +177,20 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
                "stopping at the first");
   app.add_flag("--verbose,-v", verbose, "show the store's informational log lines (stderr)");
   app.add_flag("--json", json, "print one JSON object instead of the table (keys below)");
+  uint32_t processes = 1;
+  bool kill_owner = false;
+  std::string attach;
+  app.add_option("--processes", processes,
+                 "N: one store shared by N engine processes: an owner serves it (in this process; "
+                 "with --kill-owner, a cachepawl serve process), N processes (this program run "
+                 "with --replica I/N --attach SOCKET) replay their share through attached stores; "
+                 "with --crash-every their store processes are SIGKILLed");
+  app.add_flag("--kill-owner", kill_owner,
+               "with --processes and --crash-every: the owner runs as cachepawl serve and is "
+               "SIGKILLed every 2-6 s and started again on the same folder");
+  app.add_option("--attach", attach,
+                 "SOCKET: replay through a store attached to the owner serving there "
+                 "(Store::Attach) instead of opening one");
   std::string crash_child;  // internal: this process is a crash-mode store process
   app.add_option("--crash-child", crash_child)->group("");  // hidden from --help
   app.footer(WorkloadList() + "\n" + ReplayJsonKeysHelp() + "\n" + SweepHelp());
@@ -230,6 +247,24 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   } else {
     return usage("--remote-write-policy: '" + remote_write_policy +
                  "' (expected none, through, selective or evict)");
+  }
+  if (processes == 0 || processes > 64) {
+    return usage("--processes: " + std::to_string(processes) + " (expected 1 to 64)");
+  }
+  if (kill_owner && (processes < 2 || crash_every == 0)) {
+    return usage(
+        "--kill-owner: needs --processes N (N >= 2) and --crash-every K (a client "
+        "process that finds the owner gone is started again by its crash-mode parent)");
+  }
+  if (processes > 1 || !attach.empty()) {
+    const std::pair<bool, const char*> refused[] = {
+        {replica_processes > 1, "with --replicas"},
+        {sweep, "with --sweep"},
+        {!setup.remote_seeds.empty(), "with --remote (the owner's options are its own)"},
+        {processes > 1 && !attach.empty(), "--attach with --processes"}};
+    for (const auto& [given, why] : refused) {
+      if (given) return usage(std::string(processes > 1 ? "--processes " : "--attach ") + why);
+    }
   }
   if (replica_processes == 0 || replica_processes > 64) {
     return usage("--replicas: " + std::to_string(replica_processes) + " (expected 1 to 64)");
@@ -363,6 +398,54 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   if (Status s = so.Validate(); !s.ok()) return usage(s.ToString());
   StoreFactory open_store = [so] { return Store::Open(so); };
   const ReplayEngineOptions eo = setup.EngineOptions();
+  if (processes > 1) {
+    const std::string self = SelfExecutable();
+    if (std::filesystem::path(self).filename() != "cachepawl") {
+      return usage("--processes: runs the cachepawl binary, not '" + self + "'");
+    }
+    ProcessesRun pr;
+    pr.processes = processes;
+    pr.kill_owner = kill_owner;
+    pr.json = json;
+    pr.seed = seed;
+    pr.owner = so;
+    pr.serve_args = {"--dir",          store_dir.path(),
+                     "--layout",       layout_name,
+                     "--page-size",    std::to_string(page_size),
+                     "--host-bytes",   std::to_string(setup.host_bytes),
+                     "--disk-bytes",   std::to_string(setup.disk_bytes),
+                     "--write-policy", write_policy};
+    std::vector<std::string> child_args;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--processes" || args[i] == "--dir") {
+        ++i;  // and its value
+      } else if (args[i] != "--kill-owner" && args[i] != "--json" &&
+                 args[i].rfind("--processes=", 0) != 0 && args[i].rfind("--dir=", 0) != 0) {
+        child_args.push_back(args[i]);
+      }
+    }
+    return RunProcesses(self, child_args, pr, io.out, io.err);
+  }
+  if (!attach.empty()) {
+    AttachOptions ao;
+    ao.socket_path = attach;
+    ao.layout = so.layout;
+    ao.cuda_device = so.cuda_device;
+    ao.device_pool_bytes = so.device_pool_bytes;
+    ao.staging_bytes = so.staging_bytes;
+    // An owner being restarted (--kill-owner): attach again for up to 60 s.
+    open_store = [ao]() -> StatusOr<std::unique_ptr<Store>> {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      for (;;) {
+        auto store = Store::Attach(ao);
+        if (store.ok() || !store.status().IsUnavailable() ||
+            std::chrono::steady_clock::now() > deadline) {
+          return store;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    };
+  }
 
   if (!crash_child.empty()) {
     auto start = CrashChildStart::Parse(crash_child);

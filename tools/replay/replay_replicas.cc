@@ -32,12 +32,13 @@ std::string ReadAll(const std::string& path) {
 
 }  // namespace
 
-int RunReplicas(const std::string& self, const std::vector<std::string>& args, uint32_t replicas,
-                bool json, std::ostream& out, std::ostream& err) {
+int RunReplayShares(const std::string& self, const std::vector<std::string>& args, uint32_t shares,
+                    const char* what, std::ostream& err, nlohmann::json* reports_out) {
+  const uint32_t replicas = shares;
   char dir_template[] = "/tmp/cachepawl-replicas.XXXXXX";
   if (::mkdtemp(dir_template) == nullptr) {
-    err << "cachepawl replay: --replicas: cannot make a temporary folder: " << std::strerror(errno)
-        << "\n";
+    err << "cachepawl replay: " << what
+        << ": cannot make a temporary folder: " << std::strerror(errno) << "\n";
     return kExitFailure;
   }
   const std::string dir = dir_template;
@@ -55,8 +56,8 @@ int RunReplicas(const std::string& self, const std::vector<std::string>& args, u
     const int fd =
         ::open(children[i].output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-      err << "cachepawl replay: --replicas: " << children[i].output << ": " << std::strerror(errno)
-          << "\n";
+      err << "cachepawl replay: " << what << ": " << children[i].output << ": "
+          << std::strerror(errno) << "\n";
       break;
     }
     const pid_t pid = ::fork();
@@ -67,7 +68,7 @@ int RunReplicas(const std::string& self, const std::vector<std::string>& args, u
     }
     ::close(fd);
     if (pid < 0) {
-      err << "cachepawl replay: --replicas: fork: " << std::strerror(errno) << "\n";
+      err << "cachepawl replay: " << what << ": fork: " << std::strerror(errno) << "\n";
       break;
     }
     children[i].pid = pid;
@@ -85,8 +86,8 @@ int RunReplicas(const std::string& self, const std::vector<std::string>& args, u
     }
     const int exit_code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128;
     if (exit_code != kExitOk) {
-      err << "cachepawl replay: replica " << i << " of " << replicas << " exited with " << exit_code
-          << "\n";
+      err << "cachepawl replay: " << (std::string(what) == "--replicas" ? "replica " : "process ")
+          << i << " of " << replicas << " exited with " << exit_code << "\n";
       code = exit_code == kExitUsage || exit_code == 127 ? kExitUsage
              : code == kExitOk                           ? kExitFailure
                                                          : code;
@@ -96,6 +97,14 @@ int RunReplicas(const std::string& self, const std::vector<std::string>& args, u
     (void)::unlink(c.output.c_str());
   }
   (void)::rmdir(dir.c_str());
+  *reports_out = std::move(reports);
+  return code;
+}
+
+int RunReplicas(const std::string& self, const std::vector<std::string>& args, uint32_t replicas,
+                bool json, std::ostream& out, std::ostream& err) {
+  nlohmann::json reports;
+  const int code = RunReplayShares(self, args, replicas, "--replicas", err, &reports);
   if (json) {
     out << nlohmann::json{{"ok", code == kExitOk}, {"replicas", reports}}.dump(2) << "\n";
     return code;

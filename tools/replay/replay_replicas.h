@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -18,6 +19,12 @@ namespace cachepawl::tools {
 // (or, with `json`, one object {"ok", "replicas": [each replica's report]}) to `out`, errors to
 // `err`. Returns 0 when every replica exited 0, 1 when one found something wrong, 2 when one
 // could not start or refused its arguments.
+// Runs this program `shares` times at once (`replay ARGS --replica I/N --json`), waits for all,
+// and puts each one's JSON report (null when it printed none) in *reports. Returns as
+// RunReplicas. `what` names the flag in messages (--replicas, --processes).
+int RunReplayShares(const std::string& self, const std::vector<std::string>& args, uint32_t shares,
+                    const char* what, std::ostream& err, nlohmann::json* reports);
+
 int RunReplicas(const std::string& self, const std::vector<std::string>& args, uint32_t replicas,
                 bool json, std::ostream& out, std::ostream& err);
 

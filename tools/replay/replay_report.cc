@@ -365,6 +365,7 @@ json ReplayReportJsonValue(const ReplayReport& r) {
       {"requests_per_second", PerSecond(t.requests, r.wall_seconds)},
       {"tokens_per_second", PerSecond(t.prompt_tokens, r.wall_seconds)},
       {"crashes", r.crashes},
+      {"owner_losses", r.owner_losses},
       {"kills_during_open", r.kills_during_open},
       {"reopens", r.reopens},
       {"disk_records_recovered", r.store.disk_records_recovered},

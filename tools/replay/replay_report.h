@@ -82,6 +82,7 @@ struct ReplayReport {
   double wall_seconds = 0;
   uint32_t concurrency = 1;        // requests in flight at once (--concurrency)
   uint64_t crashes = 0;            // --crash-every: store processes killed and reopened
+  uint64_t owner_losses = 0;       // --attach: store processes that found the owner gone
   uint64_t kills_during_open = 0;  // of those, killed while opening the store
   uint64_t reopens = 0;            // store processes that opened a killed one's folder
   uint64_t bad_trace_lines = 0;

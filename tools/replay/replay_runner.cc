@@ -360,6 +360,7 @@ void Send(int fd, MessageType type, Cursor c, const std::string& json, const Sto
   };
   const auto opening = Clock::now();
   auto store = open_store();
+  if (!store.ok() && store.status().IsUnavailable()) _exit(kReplayExitOwnerGone);
   if (!store.ok()) fatal(store.status().WithContext("reopening the store"));
   auto engine = ReplayEngine::Create(store->get(), engine_options);
   if (!engine.ok()) fatal(engine.status());
@@ -375,6 +376,13 @@ void Send(int fd, MessageType type, Cursor c, const std::string& json, const Sto
     if (r == nullptr) break;
     ReplayTotals delta;
     Status s = (*engine)->Run(*r, &delta);
+    // An attached store whose owner went: this request is redone by the next process.
+    const bool owner_gone =
+        s.IsUnavailable() ||
+        std::any_of(delta.errors.begin(), delta.errors.end(), [](const std::string& e) {
+          return e.find("Unavailable") != std::string::npos;
+        });
+    if (owner_gone) _exit(kReplayExitOwnerGone);
     if (!s.ok()) fatal(s);
     Send(fd, MessageType::kFinished, c, ReplayTotalsToJson(delta).dump(), (*store)->Stats());
   }
@@ -541,6 +549,13 @@ StatusOr<ReplayRunResult> RunWithCrashes(const StoreFactory& open_store,
       continue;
     }
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0 && done) break;
+    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == kReplayExitOwnerGone && !done) {
+      ++result.owner_losses;
+      if (PastDeadline(options, start)) break;
+      Cursor probe = next;
+      if (stream.At(&probe) == nullptr) break;
+      continue;
+    }
     return Status::Internal("crash mode: the store process ended unexpectedly (" +
                             (WIFSIGNALED(wstatus)
                                  ? "signal " + std::to_string(WTERMSIG(wstatus))

@@ -92,11 +92,18 @@ struct ReplayRunResult {
   StoreStats store;                    // summed over store processes
   std::vector<TraceRequest> replayed;  // every request that finished, in order (for the ceiling)
   uint64_t crashes = 0;                // store processes killed (crash mode)
-  uint64_t kills_during_open = 0;      // of those, killed before the store had opened
-  uint64_t reopens = 0;                // store processes that opened the folder a killed one left
-  uint32_t concurrency = 1;            // requests in flight at once
+  // Attached store processes that found their owner gone (kReplayExitOwnerGone) and were
+  // started again, from their first unfinished request (crash mode with an owner killed too).
+  uint64_t owner_losses = 0;
+  uint64_t kills_during_open = 0;  // of those, killed before the store had opened
+  uint64_t reopens = 0;            // store processes that opened the folder a killed one left
+  uint32_t concurrency = 1;        // requests in flight at once
   double wall_seconds = 0;
 };
+
+// A crash-mode store process attached to an owner (replay --attach) that found the owner gone
+// exits with this status, its request unreported; the parent starts another one.
+inline constexpr int kReplayExitOwnerGone = 75;
 
 // The store process of crash mode: opens the store, replays from `start`, reports each finished
 // request to start.report_fd, and exits (0 when the stream or the soak ended; 3 after a

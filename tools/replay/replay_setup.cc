@@ -153,6 +153,7 @@ StatusOr<ReplayReport> ReplayReportOf(const ReplaySetup& setup, ReplayRunResult 
   report.wall_seconds = run.wall_seconds;
   report.concurrency = run.concurrency;
   report.crashes = run.crashes;
+  report.owner_losses = run.owner_losses;
   report.kills_during_open = run.kills_during_open;
   report.reopens = run.reopens;
   report.ceiling = ceiling;

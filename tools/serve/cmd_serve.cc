@@ -26,7 +26,7 @@ int CmdServe(const std::vector<std::string>& args, CommandIo& io) {
   std::string dir, layout, socket, group, write_policy = "through";
   uint64_t host_bytes = 0, disk_bytes = 0;
   uint32_t page_size = 16, max_clients = 256;
-  int device = 0;
+  int device = -1;
   bool json = false, verbose = false;
   app.add_option("--dir", dir, "Folder of the disk tier's catalog and data (and the socket)")
       ->required();
@@ -39,7 +39,9 @@ int CmdServe(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--socket", socket, "The socket clients attach to (default DIR/cachepawl.sock)");
   app.add_option("--socket-group", group, "Admit this group too (socket mode 0660)");
   app.add_option("--page-size", page_size, "Tokens per page (presets)");
-  app.add_option("--device", device, "The CUDA device whose context pins the host tier (-1: none)");
+  app.add_option("--device", device,
+                 "a CUDA device whose context pins the host tier (default -1: none; the owner "
+                 "copies nothing to a GPU itself, its clients register their own mappings)");
   app.add_option("--write-policy", write_policy, "Disk write policy: through|selective|back");
   app.add_option("--max-clients", max_clients, "Attached processes at most");
   app.add_flag("--json", json, "Print the stats as one JSON line at the end (and on SIGUSR1)");
