@@ -390,7 +390,7 @@ StatusOr<PrefixMatch> AttachedStore::LookupHashes(std::span<const PageHash> hash
   w.Hashes(hashes);
   CACHEPAWL_ASSIGN_OR_RETURN(std::string body, Call(Msg::kLookupHashes, w.bytes()));
   Reader r(body);
-  PrefixMatch m = GetMatch(r, hashes.size());
+  PrefixMatch m = GetMatch(r, hashes.size(), hashes);
   CACHEPAWL_RETURN_IF_ERROR(r.Finish().WithContext("the owner's LookupHashes reply"));
   return m;
 }

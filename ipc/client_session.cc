@@ -170,7 +170,7 @@ void ClientSession::Handle(Frame frame) {
       auto m = store_->LookupHashes(hashes);
       if (!m.ok()) return Reply(frame.id, m.status());
       Writer w;
-      PutMatch(w, *m);
+      PutMatch(w, *m, /*with_hashes=*/false);  // (the client has them)
       return Reply(frame.id, Status::OK(), w.bytes());
     }
     case Msg::kLock: {

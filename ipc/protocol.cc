@@ -110,8 +110,8 @@ Status Decode(std::string_view in, HelloOk* m) {
   return r.Finish();
 }
 
-void PutMatch(Writer& w, const PrefixMatch& m) {
-  w.Hashes(m.hashes);
+void PutMatch(Writer& w, const PrefixMatch& m, bool with_hashes) {
+  w.Hashes(with_hashes ? std::span<const PageHash>(m.hashes) : std::span<const PageHash>());
   w.U32(m.page_size_tokens);
   w.U64(m.reusable_pages);
   w.U64(m.kv_only_pages);
@@ -125,10 +125,11 @@ void PutMatch(Writer& w, const PrefixMatch& m) {
   for (Tier t : m.window_tiers) w.U8(static_cast<uint8_t>(t));
 }
 
-PrefixMatch GetMatch(Reader& r, size_t max_pages) {
+PrefixMatch GetMatch(Reader& r, size_t max_pages, std::span<const PageHash> known) {
   PrefixMatch m;
   Status bad;
   m.hashes = r.Hashes("match.hashes", max_pages);
+  if (m.hashes.empty()) m.hashes.assign(known.begin(), known.end());
   m.page_size_tokens = r.U32("match.page_size_tokens");
   m.reusable_pages = r.U64("match.reusable_pages");
   m.kv_only_pages = r.U64("match.kv_only_pages");

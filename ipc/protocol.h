@@ -80,9 +80,10 @@ Status Decode(std::string_view in, Hello* m);
 std::string Encode(const HelloOk& m);
 Status Decode(std::string_view in, HelloOk* m);
 
-// PrefixMatch: every field; at most `max_pages` hashes and tiers.
-void PutMatch(Writer& w, const PrefixMatch& m);
-PrefixMatch GetMatch(Reader& r, size_t max_pages);
+// PrefixMatch: every field; at most `max_pages` hashes and tiers. A LookupHashes reply leaves
+// the hashes out (`with_hashes` false: they are the call's): GetMatch then takes `known`.
+void PutMatch(Writer& w, const PrefixMatch& m, bool with_hashes = true);
+PrefixMatch GetMatch(Reader& r, size_t max_pages, std::span<const PageHash> known = {});
 
 struct LoadCall {
   uint64_t fence_id = 0;

@@ -272,6 +272,7 @@ std::string ReplayJsonKeysHelp() {
   crashes                store processes SIGKILLed and reopened (--crash-every)
   kills_during_open      of those, killed while opening the store (--kill-during-open)
   reopens                store processes that opened the folder a killed one left
+  owner_losses           --attach: store processes that found the owner gone (started again)
   disk_records_recovered, disk_dropped_at_open, disk_unreachable_at_open   what the
                          store's opens recovered from disk, dropped (did not verify or fit)
                          and reclaimed (no lookup could reach them), summed over processes
