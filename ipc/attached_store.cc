@@ -1,5 +1,6 @@
 #include "ipc/attached_store.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -168,7 +169,7 @@ void AttachedStore::Drop(const Status& why) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (dropped_.ok()) dropped_ = why;
     for (auto& [id, call] : calls_) {
-      call->done = true;
+      call->done.store(true, std::memory_order_release);
       call->status = dropped_;
     }
     fences.swap(fences_);
@@ -196,9 +197,30 @@ StatusOr<std::string> AttachedStore::Call(Msg type, std::string_view payload) co
     Drop(Status::Unavailable("the owner (pid " + std::to_string(owner_pid_) + ") at '" +
                              options_.socket_path + "' is gone: " + s.message()));
   }
+  // The caller reads the owner's messages itself while no other thread does (its answer then
+  // wakes this thread, not a reader thread that would wake it), dispatching whatever comes
+  // first; while another thread reads, it waits for that one to pass its answer on.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options_.call_timeout_ms);
+  bool first_read = true;
   std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, std::chrono::milliseconds(options_.call_timeout_ms),
-                    [&] { return call->done; })) {
+  while (!call->done.load() && dropped_.ok()) {
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    if (reading_) {
+      cv_.wait_until(lock, deadline, [&] { return call->done.load() || !reading_; });
+      continue;
+    }
+    reading_ = true;
+    lock.unlock();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    (void)ReadOne(static_cast<int>(std::min<int64_t>(left.count() + 1, 50)),
+                  first_read ? kSpinUs : 0);
+    first_read = false;
+    lock.lock();
+    reading_ = false;
+    cv_.notify_all();
+  }
+  if (!call->done.load()) {
     lock.unlock();
     Drop(Status::Unavailable(std::string(MsgName(static_cast<uint16_t>(type))) +
                              ": no answer from the owner (pid " + std::to_string(owner_pid_) +
@@ -211,90 +233,122 @@ StatusOr<std::string> AttachedStore::Call(Msg type, std::string_view payload) co
   return std::move(call->body);
 }
 
-void AttachedStore::ReaderLoop() {
+Status AttachedStore::ReadOne(int timeout_ms, uint32_t spin_us) const {
   Frame frame;
+  Status s = channel_->Receive(&frame, timeout_ms, spin_us);
+  if (s.IsTimedOut()) return s;
+  if (!s.ok()) {
+    Drop(Status::Unavailable("the owner (pid " + std::to_string(owner_pid_) + ") at '" +
+                             options_.socket_path + "' is gone: " + s.message()));
+    return s;
+  }
+  last_heard_ns_.store(NowNs());
+  if (frame.fd >= 0) close(frame.fd);
+  Dispatch(frame);
+  return Status::OK();
+}
+
+void AttachedStore::ReaderLoop() {
   int64_t last_ping_ns = 0;
   const int64_t timeout_ns = int64_t{options_.owner_timeout_ms} * 1000000;
   for (;;) {
-    Status s = channel_->Receive(&frame, 100);
-    if (s.IsTimedOut()) {
-      bool pending = false;
+    // Waits for the socket without the reader's role (a caller may hold it, waiting for its
+    // answer), then takes the role to read what came.
+    pollfd p{channel_->fd(), POLLIN, 0};
+    const int r = poll(&p, 1, 100);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!dropped_.ok()) return;
+      if (r > 0) {
+        if (reading_) {
+          // A caller reads: it dispatches what came. Wait until it is done.
+          cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return !reading_; });
+          continue;
+        }
+        reading_ = true;
+      }
+    }
+    if (r > 0) {
+      const Status s = ReadOne(0, 0);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (!dropped_.ok()) return;
-        pending = !calls_.empty() || !fences_.empty();
+        reading_ = false;
       }
-      const int64_t now = NowNs(), quiet = now - last_heard_ns_.load();
-      if (!pending) continue;
-      if (quiet > timeout_ns) {
-        Drop(Status::Unavailable("the owner (pid " + std::to_string(owner_pid_) +
-                                 ") was silent for AttachOptions.owner_timeout_ms " +
-                                 std::to_string(options_.owner_timeout_ms) +
-                                 " ms while operations were pending"));
-        return;
-      }
-      if (quiet > timeout_ns / 2 && now - last_ping_ns > timeout_ns / 4) {
-        last_ping_ns = now;
-        (void)channel_->Send(static_cast<uint16_t>(Msg::kPing), 0, {});
-      }
+      cv_.notify_all();
+      if (!s.ok() && !s.IsTimedOut()) return;
       continue;
     }
-    if (!s.ok()) {
-      Drop(Status::Unavailable("the owner (pid " + std::to_string(owner_pid_) + ") at '" +
-                               options_.socket_path + "' is gone: " + s.message()));
+    if (r < 0 && errno != EINTR) {
+      Drop(Status::FromErrno("poll of the owner's socket", errno));
       return;
     }
-    last_heard_ns_.store(NowNs());
-    if (frame.fd >= 0) {
-      close(frame.fd);
-      frame.fd = -1;
+    bool pending = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending = !calls_.empty() || !fences_.empty();
     }
-    switch (static_cast<Msg>(frame.type)) {
-      case Msg::kReply: {
-        std::string body;
-        Status st = DecodeReply(frame.payload, &body);
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = calls_.find(frame.id);
-        if (it != calls_.end()) {
-          it->second->status = st;
-          it->second->body = std::move(body);
-          it->second->done = true;
-          cv_.notify_all();
-        }
-        break;
-      }
-      case Msg::kCopy: {
-        CopyOrder order;
-        Status st = Decode(frame.payload, &order);
-        if (!st.ok()) {
-          Writer w;
-          w.StatusOf(st.WithContext("the client could not decode the Copy"));
-          (void)channel_->Send(static_cast<uint16_t>(Msg::kCopyDone), frame.id, w.bytes());
-          break;
-        }
-        RunCopy(frame.id, std::move(order));
-        break;
-      }
-      case Msg::kFenceDone: {
-        Reader r(frame.payload);
-        Status st = r.StatusOf("FenceDone.status");
-        if (Status bad = r.Finish(); !bad.ok()) st = bad.WithContext("FenceDone (undecodable)");
-        PendingFence f;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          auto it = fences_.find(frame.id);
-          if (it == fences_.end()) break;
-          f = std::move(it->second);
-          fences_.erase(it);
-        }
+    const int64_t now = NowNs(), quiet = now - last_heard_ns_.load();
+    if (!pending) continue;
+    if (quiet > timeout_ns) {
+      Drop(Status::Unavailable("the owner (pid " + std::to_string(owner_pid_) +
+                               ") was silent for AttachOptions.owner_timeout_ms " +
+                               std::to_string(options_.owner_timeout_ms) +
+                               " ms while operations were pending"));
+      return;
+    }
+    if (quiet > timeout_ns / 2 && now - last_ping_ns > timeout_ns / 4) {
+      last_ping_ns = now;
+      (void)channel_->Send(static_cast<uint16_t>(Msg::kPing), 0, {});
+    }
+  }
+}
+
+void AttachedStore::Dispatch(Frame& frame) const {
+  switch (static_cast<Msg>(frame.type)) {
+    case Msg::kReply: {
+      std::string body;
+      Status st = DecodeReply(frame.payload, &body);
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = calls_.find(frame.id);
+      if (it != calls_.end()) {
+        it->second->status = st;
+        it->second->body = std::move(body);
+        it->second->done.store(true, std::memory_order_release);
         cv_.notify_all();
-        if (f.deferred) f.deferred->Resolve({});  // (no effect when a Copy resolved it)
-        f.user->Complete(st);
+      }
+      break;
+    }
+    case Msg::kCopy: {
+      CopyOrder order;
+      Status st = Decode(frame.payload, &order);
+      if (!st.ok()) {
+        Writer w;
+        w.StatusOf(st.WithContext("the client could not decode the Copy"));
+        (void)channel_->Send(static_cast<uint16_t>(Msg::kCopyDone), frame.id, w.bytes());
         break;
       }
-      default:
-        break;  // Pong, and anything a later owner may send
+      const_cast<AttachedStore*>(this)->RunCopy(frame.id, std::move(order));
+      break;
     }
+    case Msg::kFenceDone: {
+      Reader r(frame.payload);
+      Status st = r.StatusOf("FenceDone.status");
+      if (Status bad = r.Finish(); !bad.ok()) st = bad.WithContext("FenceDone (undecodable)");
+      PendingFence f;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = fences_.find(frame.id);
+        if (it == fences_.end()) break;
+        f = std::move(it->second);
+        fences_.erase(it);
+      }
+      cv_.notify_all();
+      if (f.deferred) f.deferred->Resolve({});  // (no effect when a Copy resolved it)
+      f.user->Complete(st);
+      break;
+    }
+    default:
+      break;  // Pong, and anything a later owner may send
   }
 }
 
@@ -302,6 +356,7 @@ void AttachedStore::RunCopy(uint64_t op_id, CopyOrder order) {
   std::shared_ptr<DeviceMover> mover;
   std::shared_ptr<FenceCompleter> user;
   std::shared_ptr<DeferredStreamWaiter> deferred;
+  bool complete_on_copy = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     mover = mover_;
@@ -325,6 +380,7 @@ void AttachedStore::RunCopy(uint64_t op_id, CopyOrder order) {
       it->second.has_copy = true;
       user = it->second.user;
       deferred = std::move(it->second.deferred);
+      complete_on_copy = it->second.complete_on_copy;
     }
   }
   if (deferred) deferred->Resolve(internal::FenceAccess::StreamWaiter(inner));
@@ -332,6 +388,9 @@ void AttachedStore::RunCopy(uint64_t op_id, CopyOrder order) {
     for (size_t l = 0; l < inner.num_layers(); ++l) {
       (void)inner.OnLayerComplete(l, [user, l](const Status& s) { user->CompleteLayer(l, s); });
     }
+  }
+  if (complete_on_copy && user) {
+    inner.OnComplete([user](const Status& s) { user->Complete(s); });
   }
   inner.OnComplete([this, op_id](const Status& s) {
     Writer w;
@@ -344,10 +403,11 @@ void AttachedStore::RunCopy(uint64_t op_id, CopyOrder order) {
 }
 
 uint64_t AttachedStore::NewFence(std::shared_ptr<FenceCompleter> user,
-                                 std::shared_ptr<DeferredStreamWaiter> deferred) {
+                                 std::shared_ptr<DeferredStreamWaiter> deferred,
+                                 bool complete_on_copy) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
-  fences_[id] = PendingFence{std::move(user), std::move(deferred), Fence(), false};
+  fences_[id] = PendingFence{std::move(user), std::move(deferred), Fence(), false, complete_on_copy};
   return id;
 }
 
@@ -439,7 +499,7 @@ StatusOr<Fence> AttachedStore::Load(const PrefixMatch& match,
         user->fence(), [deferred](void* stream) { return deferred->Wait(stream); });
   }
   LoadCall call;
-  call.fence_id = NewFence(user, deferred);
+  call.fence_id = NewFence(user, deferred, /*complete_on_copy=*/true);
   call.match = match;
   call.device_pages.assign(device_pages.begin(), device_pages.end());
   call.state_slot = device_state_slot;
@@ -471,7 +531,7 @@ StatusOr<Fence> AttachedStore::Save(const SaveRequest& request) {
     call.hashes.assign(request.hashes.begin(), request.hashes.end());
   }
   auto user = std::make_shared<FenceCompleter>();
-  call.fence_id = NewFence(user, nullptr);
+  call.fence_id = NewFence(user, nullptr, /*complete_on_copy=*/false);
   call.first_page = request.first_page;
   call.device_pages.assign(request.device_pages.begin(), request.device_pages.end());
   call.state_slot = request.device_state_slot;
@@ -503,7 +563,7 @@ StatusOr<std::shared_ptr<Store::Prefetch>> AttachedStore::StartPrefetch(const Pr
   CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
   CACHEPAWL_RETURN_IF_ERROR(CheckPages("match.hashes", match.hashes.size()));
   auto user = std::make_shared<FenceCompleter>();
-  const uint64_t id = NewFence(user, nullptr);
+  const uint64_t id = NewFence(user, nullptr, /*complete_on_copy=*/false);
   Writer w;
   w.U64(id);
   PutMatch(w, match);

@@ -10,8 +10,8 @@
 // fails with Unavailable, and so does every later call; Unlock marks its lock released (the
 // owner that held it is gone) and returns Unavailable. Attach again once an owner serves.
 //
-// Thread safety: as Store. One reader thread receives the owner's messages; fences fire on it or
-// on the device mover's threads.
+// Thread safety: as Store. The owner's messages are read by a caller waiting for its answer or,
+// when none waits, by a reader thread; fences fire on those or on the device mover's threads.
 #pragma once
 
 #include <atomic>
@@ -69,9 +69,12 @@ class AttachedStore final : public Store {
     std::shared_ptr<DeferredStreamWaiter> deferred;  // a GPU-mode Load's, until its Copy came
     Fence last_copy;                                 // the latest local copy of the call
     bool has_copy = false;
+    // A Load: its fence fires when its copy has landed (the owner's fence of a Load fires with
+    // its copy's status; FenceDone only brings the errors of a Load whose copy never came).
+    bool complete_on_copy = false;
   };
   struct PendingCall {
-    bool done = false;
+    std::atomic<bool> done{false};  // set under mu_; read without it while spinning
     Status status;
     std::string body;
   };
@@ -79,13 +82,19 @@ class AttachedStore final : public Store {
   Status Connect();
   // One call: sends `payload` and waits for the Reply (at most call_timeout_ms).
   StatusOr<std::string> Call(Msg type, std::string_view payload) const;
+  // The background reader: dispatches what comes while no caller reads (FenceDone, Copy of
+  // Loads that read from disk first), and pings a silent owner while operations are pending.
   void ReaderLoop();
+  // Reads one message (the caller holds the reader's role) and dispatches it: TimedOut when
+  // none came; on a broken channel the owner is dropped.
+  Status ReadOne(int timeout_ms, uint32_t spin_us) const;
+  void Dispatch(Frame& frame) const;
   void RunCopy(uint64_t op_id, CopyOrder order);
   // Marks the owner gone: every pending call and fence fails with `why`. Takes mu_.
   void Drop(const Status& why) const;
   Status CheckUsable() const;  // Unavailable once dropped; FailedPrecondition once closed
   uint64_t NewFence(std::shared_ptr<FenceCompleter> user,
-                    std::shared_ptr<DeferredStreamWaiter> deferred);
+                    std::shared_ptr<DeferredStreamWaiter> deferred, bool complete_on_copy);
   void ForgetFence(uint64_t id);
   Status CheckPages(std::string_view what, uint64_t pages) const;
   Status CreateMover(const DevicePoolDescription& pool);
@@ -110,6 +119,7 @@ class AttachedStore final : public Store {
   std::shared_ptr<DeviceMover> mover_;  // guarded by mu_ (copies hold their own reference)
   bool registering_ = false;            // guarded by mu_
   uint64_t copies_in_flight_ = 0;       // guarded by mu_ (UnregisterDevicePool waits for 0)
+  mutable bool reading_ = false;  // guarded by mu_: a thread holds the reader's role
   mutable std::atomic<int64_t> last_heard_ns_{0};
   std::thread reader_;
 };

@@ -1,6 +1,7 @@
 #include "ipc/channel.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -85,17 +86,21 @@ Status Channel::Send(uint16_t type, uint64_t id, std::string_view payload, int p
   return Status::OK();
 }
 
-Status Channel::ReadFull(char* p, size_t n, int first_timeout_ms, int* fd) {
+Status Channel::ReadFull(char* p, size_t n, int first_timeout_ms, uint32_t spin_us, int* fd) {
   size_t got = 0;
+  bool waited = false;  // the first read of each piece is tried before any poll
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
   while (got < n) {
-    const int timeout = got == 0 ? first_timeout_ms : static_cast<int>(send_timeout_ms_);
-    const int r = PollFor(fd_, timeout);
-    if (r < 0) return Status::FromErrno("poll of the channel", errno);
-    if (r == 0) {
-      if (got == 0) return Status::TimedOut("no frame");
-      return Status::InvalidArgument("frame cut short: " + std::to_string(got) + " of " +
-                                     std::to_string(n) + " bytes, then nothing for " +
-                                     std::to_string(send_timeout_ms_) + " ms");
+    if (waited) {
+      const int timeout = got == 0 ? first_timeout_ms : static_cast<int>(send_timeout_ms_);
+      const int r = PollFor(fd_, timeout);
+      if (r < 0) return Status::FromErrno("poll of the channel", errno);
+      if (r == 0) {
+        if (got == 0) return Status::TimedOut("no frame");
+        return Status::InvalidArgument("frame cut short: " + std::to_string(got) + " of " +
+                                       std::to_string(n) + " bytes, then nothing for " +
+                                       std::to_string(send_timeout_ms_) + " ms");
+      }
     }
     iovec iov{p + got, n - got};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
@@ -104,9 +109,16 @@ Status Channel::ReadFull(char* p, size_t n, int first_timeout_ms, int* fd) {
     msg.msg_iovlen = 1;
     msg.msg_control = control;
     msg.msg_controllen = sizeof(control);
-    const ssize_t r2 = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
+    const ssize_t r2 = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (r2 < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // Nothing yet: spin while the spin lasts (yielding the core to any thread that wants
+        // it), then sleep in poll.
+        waited = std::chrono::steady_clock::now() >= spin_until;
+        if (!waited) sched_yield();
+        continue;
+      }
+      if (errno == EINTR) continue;
       return Status::Unavailable(std::string("the peer is gone (recv: ") + std::strerror(errno) +
                                  ")");
     }
@@ -133,10 +145,10 @@ Status Channel::ReadFull(char* p, size_t n, int first_timeout_ms, int* fd) {
   return Status::OK();
 }
 
-Status Channel::Receive(Frame* frame, int timeout_ms) {
+Status Channel::Receive(Frame* frame, int timeout_ms, uint32_t spin_us) {
   char header[kFrameHeaderBytes];
   frame->fd = -1;
-  Status s = ReadFull(header, kFrameHeaderBytes, timeout_ms, &frame->fd);
+  Status s = ReadFull(header, kFrameHeaderBytes, timeout_ms, spin_us, &frame->fd);
   uint32_t len = 0;
   uint16_t reserved = 0;
   if (s.ok()) {
@@ -155,7 +167,9 @@ Status Channel::Receive(Frame* frame, int timeout_ms) {
   if (s.ok()) {
     frame->payload.resize(len);
     if (len > 0) {
-      s = ReadFull(frame->payload.data(), len, static_cast<int>(send_timeout_ms_), &frame->fd);
+      // The rest of a frame that began is on its way: spin for it rather than sleep.
+      s = ReadFull(frame->payload.data(), len, static_cast<int>(send_timeout_ms_), kSpinUs,
+                   &frame->fd);
       if (s.IsTimedOut()) {
         s = Status::InvalidArgument("frame cut short: a header for " + std::to_string(len) +
                                     " payload bytes, then nothing for " +

@@ -28,6 +28,12 @@
 namespace cachepawl::ipc {
 
 inline constexpr uint32_t kMaxFrameBytes = 64u << 20;
+// How long a reader polls without sleeping (yielding its core to any thread that wants it): for
+// the rest of a frame that began (the sender is still copying it), a caller for its answer, and
+// the owner's session reader for a client's next call after it answered one (an engine's calls
+// come in bursts). A wake-up from sleep costs tens of microseconds; this bounds what waiting
+// costs instead.
+inline constexpr uint32_t kSpinUs = 200;
 inline constexpr size_t kFrameHeaderBytes = 16;
 
 struct Frame {
@@ -47,8 +53,9 @@ class Channel {
 
   Status Send(uint16_t type, uint64_t id, std::string_view payload, int pass_fd = -1);
   // `timeout_ms` < 0: waits without a bound for a frame to begin; a frame that began must end
-  // within the send timeout.
-  Status Receive(Frame* frame, int timeout_ms);
+  // within the send timeout. `spin_us` > 0: polls the socket without sleeping for that long
+  // first (a peer that answers at once costs no wake-up of this thread).
+  Status Receive(Frame* frame, int timeout_ms, uint32_t spin_us = 0);
   // Ends both directions: a Receive in progress returns Unavailable, later Sends fail.
   void Shutdown();
   int fd() const { return fd_; }
@@ -56,7 +63,7 @@ class Channel {
  private:
   // Reads exactly `n` bytes (collecting a passed descriptor into *fd); `first_timeout_ms` bounds
   // the wait for the first byte.
-  Status ReadFull(char* p, size_t n, int first_timeout_ms, int* fd);
+  Status ReadFull(char* p, size_t n, int first_timeout_ms, uint32_t spin_us, int* fd);
 
   const int fd_;
   const uint32_t send_timeout_ms_;

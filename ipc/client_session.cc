@@ -131,29 +131,84 @@ void ClientSession::ForwardFence(uint64_t fence_id, const Fence& fence) {
 }
 
 void ClientSession::Run(const std::atomic<bool>& closing) {
-  Frame frame;
-  while (!closing.load()) {
-    Status s = channel_->Receive(&frame, -1);
+  ReadLoop(closing);
+  std::thread helper;
+  {
+    std::lock_guard<std::mutex> lock(lead_mu_);
+    helper = std::move(helper_);
+  }
+  if (helper.joinable()) helper.join();
+}
+
+void ClientSession::ReadLoop(const std::atomic<bool>& closing) {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(lead_mu_);
+      lead_cv_.wait(lock, [&] { return !reading_ || ended_; });
+      if (ended_) return;
+      reading_ = true;
+    }
+    Frame frame;
+    Status s = closing.load() ? Status::Unavailable("the owner is stopping")
+                              : channel_->Receive(&frame, -1, kSpinUs);
     if (!s.ok()) {
       if (!s.IsUnavailable()) {
         spdlog::warn("serve: client pid {}: {} (connection dropped)", peer_.pid, s.ToString());
         CountBad();
       }
-      break;
+      End(closing.load());
+      return;
     }
     if (frame.fd >= 0) {
       close(frame.fd);  // a client passes no descriptors
       frame.fd = -1;
     }
     const auto type = static_cast<Msg>(frame.type);
-    if (type == Msg::kLoad || type == Msg::kSave || type == Msg::kPrefetch) {
-      HandleAsync(std::move(frame));
-    } else {
+    if (type != Msg::kLoad && type != Msg::kSave && type != Msg::kPrefetch) {
       Handle(std::move(frame));
+      std::lock_guard<std::mutex> lock(lead_mu_);
+      reading_ = false;  // (this thread takes it again at once unless the other one waits)
+      continue;
     }
+    // A call that may wait (for host room): run it on this thread and let the session's other
+    // thread read meanwhile; when that one is at such a call already, the handler threads run it.
+    bool here = false;
+    {
+      std::lock_guard<std::mutex> lock(lead_mu_);
+      here = !working_;
+      if (here) {
+        working_ = true;
+        reading_ = false;
+        if (!helper_.joinable()) {
+          helper_ = std::thread([self = shared_from_this(), &closing] { self->ReadLoop(closing); });
+        }
+      }
+    }
+    if (!here) {
+      std::shared_ptr<ClientSession> self = shared_from_this();
+      context_->handlers->Post([self, frame = std::move(frame)]() mutable {
+        self->HandleAsync(std::move(frame));
+      });
+      std::lock_guard<std::mutex> lock(lead_mu_);
+      reading_ = false;
+      continue;
+    }
+    lead_cv_.notify_all();
+    HandleAsync(std::move(frame));
+    std::lock_guard<std::mutex> lock(lead_mu_);
+    working_ = false;
   }
+}
+
+void ClientSession::End(bool closing) {
+  {
+    std::lock_guard<std::mutex> lock(lead_mu_);
+    if (ended_) return;
+    ended_ = true;
+  }
+  lead_cv_.notify_all();
   channel_->Shutdown();  // (a connection dropped for a malformed frame: the client sees it end)
-  Reclaim(closing.load());
+  Reclaim(closing);
 }
 
 void ClientSession::Handle(Frame frame) {
@@ -259,7 +314,7 @@ void ClientSession::Handle(Frame frame) {
 
 void ClientSession::HandleAsync(Frame frame) {
   std::shared_ptr<ClientSession> self = shared_from_this();
-  context_->handlers->Post([self, frame = std::move(frame)]() {
+  {
     const size_t max_pages = self->context_->max_pages;
     StatusOr<Fence> fence = Status::Internal("unhandled");
     uint64_t fence_id = 0;
@@ -309,7 +364,7 @@ void ClientSession::HandleAsync(Frame frame) {
     if (!fence.ok()) return self->Reply(frame.id, fence.status());
     self->Reply(frame.id, Status::OK());
     self->ForwardFence(fence_id, *fence);
-  });
+  }
 }
 
 void ClientSession::Reclaim(bool closing) {

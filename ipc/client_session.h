@@ -15,11 +15,13 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -47,7 +49,12 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   ~ClientSession();
 
   // Reads and answers calls until the connection ends, then reclaims what the client held.
-  // `closing`: the server is stopping (no wait for the client's process).
+  // `closing`: the server is stopping (no wait for the client's process). Lookups, locks and
+  // the like are answered on the reading thread. A Load, Save or Prefetch (which may wait for
+  // host room) runs on the thread that read it while the session's second thread (started on
+  // the first such call) reads on: leader and follower, so the call's copies start without a
+  // hand-off; when both are at such calls, the server's handler threads take the next one.
+  // Returns once both threads are done.
   void Run(const std::atomic<bool>& closing);
   // Ends the connection (Run then returns).
   void Shutdown() { channel_->Shutdown(); }
@@ -55,9 +62,12 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
 
  private:
   class Queue;
+  void ReadLoop(const std::atomic<bool>& closing);  // (on each of the session's threads)
+  // The connection ended: wakes the other thread, reclaims (once).
+  void End(bool closing);
   // One call: its reply, or a refusal naming the message.
   void Handle(Frame frame);
-  void HandleAsync(Frame frame);  // Load, Save, Prefetch (on the handler threads)
+  void HandleAsync(Frame frame);  // Load, Save, Prefetch
   void Reply(uint64_t id, const Status& s, std::string_view body = {});
   // The Copy message of `op` for the call with `fence_id`; the fence fires on CopyDone.
   Fence SubmitCopy(uint64_t fence_id, Operation op);
@@ -71,6 +81,13 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   const PeerCredentials peer_;
   ServerContext* const context_;
   StoreImpl* const store_;
+
+  std::mutex lead_mu_;
+  std::condition_variable lead_cv_;
+  bool reading_ = false;  // a thread reads the socket; guarded by lead_mu_
+  bool working_ = false;  // a thread runs a Load, Save or Prefetch; guarded by lead_mu_
+  bool ended_ = false;    // guarded by lead_mu_
+  std::thread helper_;    // the second thread; guarded by lead_mu_
 
   std::mutex mu_;
   bool gone_ = false;                                                     // guarded by mu_
