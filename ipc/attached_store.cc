@@ -214,7 +214,7 @@ StatusOr<std::string> AttachedStore::Call(Msg type, std::string_view payload) co
     lock.unlock();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
     (void)ReadOne(static_cast<int>(std::min<int64_t>(left.count() + 1, 50)),
-                  first_read ? kSpinUs : 0);
+                  first_read ? options_.poll_spin_us : 0);
     first_read = false;
     lock.lock();
     reading_ = false;
@@ -407,7 +407,8 @@ uint64_t AttachedStore::NewFence(std::shared_ptr<FenceCompleter> user,
                                  bool complete_on_copy) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
-  fences_[id] = PendingFence{std::move(user), std::move(deferred), Fence(), false, complete_on_copy};
+  fences_[id] =
+      PendingFence{std::move(user), std::move(deferred), Fence(), false, complete_on_copy};
   return id;
 }
 

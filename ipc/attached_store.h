@@ -119,7 +119,7 @@ class AttachedStore final : public Store {
   std::shared_ptr<DeviceMover> mover_;  // guarded by mu_ (copies hold their own reference)
   bool registering_ = false;            // guarded by mu_
   uint64_t copies_in_flight_ = 0;       // guarded by mu_ (UnregisterDevicePool waits for 0)
-  mutable bool reading_ = false;  // guarded by mu_: a thread holds the reader's role
+  mutable bool reading_ = false;        // guarded by mu_: a thread holds the reader's role
   mutable std::atomic<int64_t> last_heard_ns_{0};
   std::thread reader_;
 };

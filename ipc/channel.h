@@ -28,11 +28,9 @@
 namespace cachepawl::ipc {
 
 inline constexpr uint32_t kMaxFrameBytes = 64u << 20;
-// How long a reader polls without sleeping (yielding its core to any thread that wants it): for
-// the rest of a frame that began (the sender is still copying it), a caller for its answer, and
-// the owner's session reader for a client's next call after it answered one (an engine's calls
-// come in bursts). A wake-up from sleep costs tens of microseconds; this bounds what waiting
-// costs instead.
+// How long a reader polls without sleeping (yielding its core to any thread that wants it) for
+// the rest of a frame that began: the sender is still copying it. (Between frames, the options'
+// poll_spin_us.)
 inline constexpr uint32_t kSpinUs = 200;
 inline constexpr size_t kFrameHeaderBytes = 16;
 

@@ -150,7 +150,7 @@ void ClientSession::ReadLoop(const std::atomic<bool>& closing) {
     }
     Frame frame;
     Status s = closing.load() ? Status::Unavailable("the owner is stopping")
-                              : channel_->Receive(&frame, -1, kSpinUs);
+                              : channel_->Receive(&frame, -1, context_->options.poll_spin_us);
     if (!s.ok()) {
       if (!s.IsUnavailable()) {
         spdlog::warn("serve: client pid {}: {} (connection dropped)", peer_.pid, s.ToString());
@@ -186,9 +186,8 @@ void ClientSession::ReadLoop(const std::atomic<bool>& closing) {
     }
     if (!here) {
       std::shared_ptr<ClientSession> self = shared_from_this();
-      context_->handlers->Post([self, frame = std::move(frame)]() mutable {
-        self->HandleAsync(std::move(frame));
-      });
+      context_->handlers->Post(
+          [self, frame = std::move(frame)]() mutable { self->HandleAsync(std::move(frame)); });
       std::lock_guard<std::mutex> lock(lead_mu_);
       reading_ = false;
       continue;

@@ -29,8 +29,9 @@ class Writer {
     out_.append(s.data(), s.size());
   }
   void Hashes(std::span<const PageHash> h) {
+    static_assert(sizeof(PageHash) == 32);
     U32(static_cast<uint32_t>(h.size()));
-    for (const PageHash& x : h) Raw(x.bytes.data(), x.bytes.size());
+    Raw(h.data(), h.size() * sizeof(PageHash));  // (an array of 32-byte values, no padding)
   }
   void U64s(std::span<const uint64_t> v) {
     U32(static_cast<uint32_t>(v.size()));
@@ -88,7 +89,7 @@ class Reader {
     const uint32_t n = U32(field);
     if (!Fits(field, n, 32, max)) return {};
     std::vector<PageHash> out(n);
-    for (PageHash& h : out) Raw(field, h.bytes.data(), h.bytes.size());
+    Raw(field, out.data(), n * sizeof(PageHash));
     return out;
   }
   std::vector<uint64_t> U64s(const char* field, size_t max) {

@@ -34,6 +34,10 @@ StatusOr<std::unique_ptr<HostArenaView>> HostArenaView::Open(const ModelLayout& 
     return Status::FromErrno("host arena view: mmap of " + std::to_string(cap) + " bytes", errno);
   }
   view->base_ = static_cast<std::byte*>(p);
+  // Transparent huge pages for the pages this process faults in first (registration faults them
+  // in): with shmem THP allowed (transparent_hugepage/shmem_enabled advise, within_size or
+  // always), fewer, larger pages for the copy engines to translate.
+  (void)madvise(p, cap, MADV_HUGEPAGE);
   if (pin) {
     CACHEPAWL_RETURN_IF_ERROR(cuda::SetDevice(device));
     for (uint64_t off = 0; off < cap; off += chunk) {

@@ -35,6 +35,7 @@ Status ServeOptions::Validate() const {
       CheckRange("ServeOptions.dead_client_grace_ms", dead_client_grace_ms, 0, 86400000));
   CACHEPAWL_RETURN_IF_ERROR(
       CheckRange("ServeOptions.send_timeout_ms", send_timeout_ms, 1, 86400000));
+  CACHEPAWL_RETURN_IF_ERROR(CheckRange("ServeOptions.poll_spin_us", poll_spin_us, 0, 100000));
   return Status::OK();
 }
 
@@ -48,6 +49,7 @@ Status AttachOptions::Validate() const {
       CheckRange("AttachOptions.call_timeout_ms", call_timeout_ms, 1, 86400000));
   CACHEPAWL_RETURN_IF_ERROR(
       CheckRange("AttachOptions.owner_timeout_ms", owner_timeout_ms, 2, 86400000));
+  CACHEPAWL_RETURN_IF_ERROR(CheckRange("AttachOptions.poll_spin_us", poll_spin_us, 0, 100000));
   CACHEPAWL_RETURN_IF_ERROR(
       CheckRange("AttachOptions.stream_wait_ms", stream_wait_ms, 0, 86400000));
   CACHEPAWL_RETURN_IF_ERROR(

@@ -32,6 +32,11 @@ struct ServeOptions {
   uint32_t dead_client_grace_ms = 10000;
   // A client that reads none of what the owner sends for this long is dropped.
   uint32_t send_timeout_ms = 5000;
+  // After answering a call, a session's thread polls for the client's next one this long before
+  // it sleeps (yielding its core to any thread that wants it). A wake-up costs tens of
+  // microseconds on the next call; a longer poll keeps an engine's back-to-back calls from
+  // paying it, for the CPU time of the polling (docs/PERFORMANCE.md has both). At most 100000.
+  uint32_t poll_spin_us = 200;
 
   // OK, or InvalidArgument naming the field and value at fault.
   Status Validate() const;
@@ -62,6 +67,9 @@ struct AttachOptions {
   // StreamWait on the fence of a Load whose pages the owner reads from disk first blocks until
   // the copies are enqueued, at most this long (StoreOptions::stream_wait_ms, for a client).
   uint32_t stream_wait_ms = 60000;
+  // A call polls for the owner's answer this long before it sleeps (ServeOptions::poll_spin_us
+  // says why). At most 100000.
+  uint32_t poll_spin_us = 200;
 
   // OK, or InvalidArgument naming the field and value at fault.
   Status Validate() const;

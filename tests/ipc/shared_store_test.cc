@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -254,19 +255,41 @@ TEST_F(SharedStoreTest, RefusesAnotherLayoutAnotherBuildAndAnotherUser) {
     EXPECT_TRUE(why.IsIncompatible()) << why.ToString();
   }
 
-  // Another Unix user (a child that drops to uid 65534 before it attaches).
+  // Another Unix user (a child that drops to uid 65534; it starts no thread: this process is
+  // multi-threaded). The socket file (0600) keeps it out; opened to everyone, the owner's own
+  // check of the peer's credentials refuses it.
   if (geteuid() == 0) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      if (setgid(65534) != 0 || setuid(65534) != 0) _exit(9);
-      AttachOptions ao = Attaching();
-      auto s = Store::Attach(ao);
-      _exit(s.ok() ? 1 : (s.status().IsFailedPrecondition() ? 0 : 2));
-    }
-    int st = 0;
-    ASSERT_EQ(waitpid(pid, &st, 0), pid);
-    ASSERT_TRUE(WIFEXITED(st));
-    EXPECT_EQ(WEXITSTATUS(st), 0) << "a process of another user attached (or failed oddly)";
+    auto connect_as_nobody = [&]() -> int {  // the child's exit: 0 refused as expected
+      const pid_t pid = fork();
+      if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0) _exit(9);
+        const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::memcpy(addr.sun_path, socket_.data(), socket_.size());
+        if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+          _exit(errno == EACCES ? 1 : 8);  // the file's mode refused it
+        }
+        ipc::Channel ch(fd, 2000);
+        ipc::Frame f;
+        if (!ch.Receive(&f, 5000).ok() || f.type != static_cast<uint16_t>(ipc::Msg::kRefused)) {
+          _exit(7);
+        }
+        ipc::Reader r(f.payload);
+        const Status why = r.StatusOf("status");
+        _exit(why.IsFailedPrecondition() && why.message().find("uid 65534") != std::string::npos
+                  ? 0
+                  : 6);
+      }
+      int st = 0;
+      if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
+      return WEXITSTATUS(st);
+    };
+    EXPECT_EQ(connect_as_nobody(), 1) << "the socket file let another user connect";
+    ASSERT_EQ(chmod(dir_.str().c_str(), 0755), 0);
+    ASSERT_EQ(chmod(socket_.c_str(), 0666), 0);
+    EXPECT_EQ(connect_as_nobody(), 0) << "the owner did not refuse another user";
+    EXPECT_GE(owner->Stats().serve.refused, 4u);
   }
   EXPECT_GE(owner->Stats().serve.refused, 3u);
 }

@@ -71,8 +71,9 @@ struct Config {
   // --processes N (N >= 1): every store is an owner (Store::Serve, in this process, without
   // GPU pinning of its own) and the bench's calls go through a store attached to it
   // (Store::Attach); N - 1 more processes attach and look up without pause during the lookups.
-  uint32_t processes = 0;  // 0: the store in this process (Store::Open)
-  std::string self;        // this program (--processes starts it again as a lookup load)
+  uint32_t processes = 0;       // 0: the store in this process (Store::Open)
+  uint32_t poll_spin_us = 200;  // ServeOptions / AttachOptions::poll_spin_us of those stores
+  std::string self;             // this program (--processes starts it again as a lookup load)
   uint64_t seed = 1;
   // Cases not started once this many seconds have passed since `started` are skipped (0: no
   // limit): a run that must end within a window still reports what it measured.

@@ -174,6 +174,7 @@ Status LayoutRun::Lookups(Store& store, const std::vector<Prefix>& pre, uint64_t
       AttachOptions ao;
       ao.socket_path = owner_socket_;
       ao.cuda_device = -1;  // lookups copy nothing
+      ao.poll_spin_us = c_.poll_spin_us;
       CACHEPAWL_ASSIGN_OR_RETURN(clients.emplace_back(), Store::Attach(ao));
     }
     for (uint32_t i = 1; i < c_.processes; ++i) {

@@ -138,12 +138,14 @@ StatusOr<std::unique_ptr<Store>> LayoutRun::OpenStore(const std::string& pool, u
     owner_options.cuda_device = -1;       // the owner copies nothing to a GPU: no pinning
     ServeOptions so;
     so.socket_path = owner_socket_;
+    so.poll_spin_us = c_.poll_spin_us;
     CACHEPAWL_ASSIGN_OR_RETURN(owner_, Store::Serve(owner_options, so));
     AttachOptions ao;
     ao.socket_path = owner_socket_;
     ao.layout = layout_;
     ao.cuda_device = o.cuda_device;
     ao.device_pool_bytes = o.device_pool_bytes;
+    ao.poll_spin_us = c_.poll_spin_us;
     ao.call_timeout_ms = 60000;  // (a Load waits up to host_space_wait_ms in the owner)
     ao.owner_timeout_ms = 60000;
     CACHEPAWL_ASSIGN_OR_RETURN(store, Store::Attach(ao));

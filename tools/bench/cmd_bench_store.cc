@@ -36,6 +36,7 @@
 #include "tools/command.h"
 #include "tools/human_bytes.h"
 #include "tools/parse_bytes.h"
+#include "vocab/attach_options.h"
 #include "vocab/internal/stage_profile.h"
 
 namespace cachepawl::tools {
@@ -150,6 +151,9 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
                  "process's DeviceMover alone; lookups from T threads through T attached stores "
                  "next to the owner's own in-process calls, while N - 1 other processes look up "
                  "without pause (default: the store in this process)");
+  uint32_t poll_spin_us = ServeOptions().poll_spin_us;
+  app.add_option("--poll-spin-us", poll_spin_us,
+                 "with --processes: ServeOptions and AttachOptions::poll_spin_us (default 200)");
   std::string lookup_load;  // internal: this process is another engine process's lookups
   app.add_option("--lookup-load", lookup_load)->group("");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
@@ -245,6 +249,10 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
                    ": starts the cachepawl binary again, not '" + c.self + "'");
     }
     c.processes = processes;
+    c.poll_spin_us = poll_spin_us;
+    if (poll_spin_us > 100000) {
+      return usage("--poll-spin-us: " + std::to_string(poll_spin_us) + " (must be at most 100000)");
+    }
   }
   if (!free_target_text.empty()) {
     auto v = ParseBytes("--host-free-target", free_target_text);

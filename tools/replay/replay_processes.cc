@@ -249,12 +249,13 @@ int RunProcesses(const std::string& self, const std::vector<std::string>& child_
       out << std::setw(7) << i << "  (no report)\n";
       continue;
     }
-    out << std::setw(7) << i << std::setw(10) << r.value("requests", 0) << std::fixed
+    out << std::setw(7) << i << std::setw(10) << r.value("requests", uint64_t{0}) << std::fixed
         << std::setprecision(1) << std::setw(11)
         << 100 * (r.contains("hit_rate") ? r["hit_rate"].value("pages", 0.0) : 0.0) << "%"
-        << std::setw(16) << r.value("verified_bytes", 0) << std::setw(13)
-        << r.value("wrong_bytes", 0) << std::setw(14) << r.value("crashes", 0) << std::setw(14)
-        << r.value("owner_losses", 0) << std::setw(14) << r.value("store_errors", 0) << "\n";
+        << std::setw(16) << r.value("verified_bytes", uint64_t{0}) << std::setw(13)
+        << r.value("wrong_bytes", uint64_t{0}) << std::setw(14) << r.value("crashes", uint64_t{0})
+        << std::setw(14) << r.value("owner_losses", uint64_t{0}) << std::setw(14)
+        << r.value("store_errors", uint64_t{0}) << "\n";
   }
   out << "\ntotal: " << totals["requests"].get<uint64_t>() << " requests in "
       << std::setprecision(1) << wall << " s, " << totals["verified_bytes"].get<uint64_t>()

@@ -44,6 +44,10 @@ int CmdServe(const std::vector<std::string>& args, CommandIo& io) {
                  "copies nothing to a GPU itself, its clients register their own mappings)");
   app.add_option("--write-policy", write_policy, "Disk write policy: through|selective|back");
   app.add_option("--max-clients", max_clients, "Attached processes at most");
+  uint32_t poll_spin_us = ServeOptions().poll_spin_us;
+  app.add_option("--poll-spin-us", poll_spin_us,
+                 "How long a session polls for a client's next call before it sleeps (default "
+                 "200)");
   app.add_flag("--json", json, "Print the stats as one JSON line at the end (and on SIGUSR1)");
   app.add_flag("-v,--verbose", verbose, "Log informational lines too");
   if (auto rc = ParseArgs(app, args, io)) return *rc;
@@ -65,6 +69,7 @@ int CmdServe(const std::vector<std::string>& args, CommandIo& io) {
   so.socket_path = socket.empty() ? dir + "/cachepawl.sock" : socket;
   so.socket_group = group;
   so.max_clients = max_clients;
+  so.poll_spin_us = poll_spin_us;
   // The signals are waited for on this thread; every thread the store starts inherits the mask.
   sigset_t set;
   sigemptyset(&set);
