@@ -41,7 +41,10 @@ class Writer {
     U8(static_cast<uint8_t>(s.code()));
     Str(s.message());
   }
-  void Raw(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  void Raw(const void* p, size_t n) {
+    if (n > 0)
+      out_.append(static_cast<const char*>(p), n);  // (an empty array's data() may be null)
+  }
   std::string& bytes() { return out_; }
 
  private:
@@ -105,6 +108,7 @@ class Reader {
     return Status::FromCode(code, msg);
   }
   void Raw(const char* field, void* p, size_t n) {
+    if (n == 0) return;  // (an empty array's data() may be null)
     if (!error_.ok() || n > in_.size() - pos_) {
       Fail(field, "truncated");
       std::memset(p, 0, n);
