@@ -41,9 +41,9 @@ class Writer {
     U8(static_cast<uint8_t>(s.code()));
     Str(s.message());
   }
+  // (An empty array's data() may be null: nothing is appended.)
   void Raw(const void* p, size_t n) {
-    if (n > 0)
-      out_.append(static_cast<const char*>(p), n);  // (an empty array's data() may be null)
+    if (n > 0) out_.append(static_cast<const char*>(p), n);
   }
   std::string& bytes() { return out_; }
 
