@@ -12,6 +12,7 @@
 // 2 usage, 3 a miss where a hit was expected, 4 wrong bytes, 5 an error (printed), 6 attach
 // refused (its status printed as "refused CODE: ...").
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -197,6 +198,11 @@ int Client(int argc, char** argv) {
 }  // namespace cachepawl
 
 int main(int argc, char** argv) {
+  // A test that dies (an abort, a sanitizer's report) takes its peers with it: an orphaned owner
+  // would keep the test's output open and CTest waiting until its timeout.
+  const pid_t parent = getppid();
+  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) return 9;  // (it died before the line above)
   if (argc >= 2 && std::string(argv[1]) == "serve") return cachepawl::Serve(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "client") return cachepawl::Client(argc, argv);
   std::fprintf(stderr, "usage: ipc_peer serve|client ... (see the source)\n");
