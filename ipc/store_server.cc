@@ -94,11 +94,13 @@ StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(StoreImpl* store,
     (void)unlink(path.c_str());
     return Status::FromErrno("serve: listen on '" + path + "'", e);
   }
+  // (Logged before any thread of the server starts: the first log line sets up spdlog's registry,
+  // which the session threads then read.)
+  spdlog::info("serve: listening on {} (layout '{}', host arena {} MiB in shared memory)", path,
+               store->layout().model, store->host_arena().capacity_bytes() >> 20);
   s->handlers_ = std::make_unique<TaskQueue>(options.handler_threads);
   s->context_.handlers = s->handlers_.get();
   s->accept_thread_ = std::thread([raw = s.get()] { raw->AcceptLoop(); });
-  spdlog::info("serve: listening on {} (layout '{}', host arena {} MiB in shared memory)", path,
-               store->layout().model, store->host_arena().capacity_bytes() >> 20);
   return s;
 }
 
