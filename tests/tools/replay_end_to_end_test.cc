@@ -379,6 +379,36 @@ void ReplayCliTest::ExpectCrashModeClean(const std::string& layout, const std::s
   EXPECT_GT(j["hit_rate_by_tier"]["disk"]["pages"].get<double>(), 0.0);
 }
 
+// One store shared by three engine processes (docs/EMBEDDING.md, "One store for an engine's
+// processes"): an owner in the replay's process, three client processes (the binary run again)
+// whose store processes are SIGKILLed about every 4 requests; every byte a client loads is
+// verified there, and the owner reclaims what the dead ones held.
+TEST_F(ReplayCliTest, ProcessesShareOneStoreAndKilledClientsServeNoWrongByte) {
+  std::vector<std::string> args = Base(layout_path_);
+  args.insert(args.end(),
+              {"--workload", "chat", "--requests", "45", "--processes", "3", "--crash-every", "4",
+               "--json", "--seed", std::to_string(testing::SeedFromEnv(5)), "--dir",
+               (dir_.path() / "owner").string()});
+  const BinaryResult run = RunBinary(CACHEPAWL_BINARY, args);
+  const std::string& out = run.output;
+  ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << out;
+  auto j = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(j["ok"], true);
+  ASSERT_EQ(j["processes"].size(), 3u);
+  const auto& t = j["totals"];
+  EXPECT_EQ(t["requests"], 45);  // 15 a process, each finished exactly once across its kills
+  EXPECT_EQ(t["wrong_bytes"], 0);
+  EXPECT_EQ(t["store_errors"], 0);
+  EXPECT_GT(t["client_kills"].get<int>(), 0);
+  EXPECT_GT(t["verified_bytes"].get<uint64_t>(), 0u);
+  // Every attached store process ended (killed or done), and the owner saw each go (a process
+  // killed while it opened may not have attached yet).
+  const auto& owner = j["owner"];
+  EXPECT_GT(owner["attaches"].get<int>(), 3);
+  EXPECT_EQ(owner["clients_gone"], owner["attaches"]);
+  EXPECT_EQ(owner["kills"], 0);
+}
+
 TEST_F(ReplayCliTest, EachEvictionPolicyReplaysAWorkload) {
   for (const std::string policy : {"lru", "hybrid"}) {
     auto argv = Base();
