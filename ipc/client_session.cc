@@ -312,26 +312,27 @@ void ClientSession::Handle(Frame frame) {
 }
 
 void ClientSession::HandleAsync(Frame frame) {
-  std::shared_ptr<ClientSession> self = shared_from_this();
+  // (A Queue keeps only a weak reference: this session may end while its copies are queued.)
+  std::weak_ptr<ClientSession> self = weak_from_this();
   {
-    const size_t max_pages = self->context_->max_pages;
+    const size_t max_pages = context_->max_pages;
     StatusOr<Fence> fence = Status::Internal("unhandled");
     uint64_t fence_id = 0;
     const auto type = static_cast<Msg>(frame.type);
     if (type == Msg::kLoad) {
       LoadCall call;
       if (Status s = Decode(frame.payload, max_pages, &call); !s.ok()) {
-        self->CountBad();
-        return self->Reply(frame.id, s.WithContext("Load"));
+        CountBad();
+        return Reply(frame.id, s.WithContext("Load"));
       }
       fence_id = call.fence_id;
-      fence = self->store_->LoadVia(std::make_shared<Queue>(self, fence_id), call.match,
-                                    call.device_pages, call.state_slot, call.opts);
+      fence = store_->LoadVia(std::make_shared<Queue>(self, fence_id), call.match,
+                              call.device_pages, call.state_slot, call.opts);
     } else if (type == Msg::kSave) {
       SaveCall call;
       if (Status s = Decode(frame.payload, max_pages, &call); !s.ok()) {
-        self->CountBad();
-        return self->Reply(frame.id, s.WithContext("Save"));
+        CountBad();
+        return Reply(frame.id, s.WithContext("Save"));
       }
       fence_id = call.fence_id;
       SaveRequest req;
@@ -340,29 +341,29 @@ void ClientSession::HandleAsync(Frame frame) {
       req.device_pages = call.device_pages;
       req.device_state_slot = call.state_slot;
       req.state_depth_tokens = call.state_depth_tokens;
-      fence = self->store_->SaveVia(std::make_shared<Queue>(self, fence_id), req);
+      fence = store_->SaveVia(std::make_shared<Queue>(self, fence_id), req);
     } else {
       Reader r(frame.payload);
       fence_id = r.U64("Prefetch.fence_id");
       PrefixMatch match = GetMatch(r, max_pages);
       if (Status s = r.Finish(); !s.ok()) {
-        self->CountBad();
-        return self->Reply(frame.id, s.WithContext("Prefetch"));
+        CountBad();
+        return Reply(frame.id, s.WithContext("Prefetch"));
       }
-      auto p = self->store_->StartPrefetch(match);
+      auto p = store_->StartPrefetch(match);
       if (p.ok()) {
         {
-          std::lock_guard<std::mutex> g(self->mu_);
-          self->prefetches_[fence_id] = *p;
+          std::lock_guard<std::mutex> g(mu_);
+          prefetches_[fence_id] = *p;
         }
         fence = (*p)->fence();
       } else {
         fence = p.status();
       }
     }
-    if (!fence.ok()) return self->Reply(frame.id, fence.status());
-    self->Reply(frame.id, Status::OK());
-    self->ForwardFence(fence_id, *fence);
+    if (!fence.ok()) return Reply(frame.id, fence.status());
+    Reply(frame.id, Status::OK());
+    ForwardFence(fence_id, *fence);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "ipc/channel.h"
@@ -511,6 +512,30 @@ TEST(AttachOptionsTest, BadOptionsNameTheField) {
   StoreOptions o = CpuStoreOptions(TinyHybrid(), 16 * kMiB, 0, 0, "");
   s = Store::Serve(o, so).status();
   EXPECT_NE(s.message().find("ServeOptions.handler_threads"), std::string::npos) << s.ToString();
+  so.handler_threads = 8;
+  so.poll_spin_us = 100001;
+  s = Store::Serve(o, so).status();
+  EXPECT_NE(s.message().find("ServeOptions.poll_spin_us: 100001"), std::string::npos)
+      << s.ToString();
+  so.poll_spin_us = 200;
+  testing::TempDir dir;
+  so.socket_path = dir.str() + "/s.sock";
+  so.socket_group = "no-such-group-cachepawl";
+  s = Store::Serve(o, so).status();
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("'no-such-group-cachepawl' (no such group)"), std::string::npos)
+      << s.ToString();
+  so.socket_group.clear();
+  so.socket_path = dir.str() + "/a-file";
+  { std::ofstream(so.socket_path) << "not a socket"; }
+  s = Store::Serve(o, so).status();
+  EXPECT_NE(s.message().find("exists and is not a socket"), std::string::npos) << s.ToString();
+  ao = AttachOptions();
+  ao.socket_path = "/tmp/x.sock";
+  ao.poll_spin_us = 100001;
+  s = Store::Attach(ao).status();
+  EXPECT_NE(s.message().find("AttachOptions.poll_spin_us: 100001"), std::string::npos)
+      << s.ToString();
 }
 
 TEST_F(SharedStoreTest, ASecondOwnerOnALiveSocketIsBusyAStaleOneIsReplaced) {
