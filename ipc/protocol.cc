@@ -41,9 +41,12 @@ void PutOptional(Writer& w, const std::optional<uint64_t>& v) {
   w.U64(v.value_or(0));
 }
 std::optional<uint64_t> GetOptional(Reader& r, const char* field) {
-  const uint8_t has = r.U8(field);
+  const bool has = r.Bool(field);
   const uint64_t v = r.U64(field);
   if (has) return v;
+  if (v != 0)
+    r.Invalidate(Status::InvalidArgument(std::string(field) + ": absent, yet " + std::to_string(v) +
+                                         " (not 0)"));
   return std::nullopt;
 }
 
@@ -135,9 +138,14 @@ PrefixMatch GetMatch(Reader& r, size_t max_pages, std::span<const PageHash> know
   m.kv_only_pages = r.U64("match.kv_only_pages");
   m.checkpoint_hint_pages = r.U64("match.checkpoint_hint_pages");
   m.page_tiers = GetTiers(r, "match.page_tiers", max_pages, &bad);
-  const uint8_t has_state = r.U8("match.state_tier");
+  const bool has_state = r.Bool("match.state_tier");
   const Tier state = GetTier(r, "match.state_tier", &bad);
-  if (has_state) m.state_tier = state;
+  if (has_state) {
+    m.state_tier = state;
+  } else if (state != Tier::kDevice && bad.ok()) {
+    bad = Status::InvalidArgument("match.state_tier: absent, yet tier " +
+                                  std::to_string(static_cast<int>(state)));
+  }
   m.window_first_page = r.U64("match.window_first_page");
   m.window_tiers = GetTiers(r, "match.window_tiers", max_pages, &bad);
   // The store checks the match against its own index (Load, Lock); here only what would make
@@ -169,7 +177,7 @@ Status Decode(std::string_view in, size_t max_pages, LoadCall* m) {
   m->device_pages = r.U64s("Load.device_pages", max_pages);
   m->state_slot = GetOptional(r, "Load.device_state_slot");
   m->opts.first_page = r.U64("Load.first_page");
-  m->opts.per_layer_fences = r.U8("Load.per_layer_fences") != 0;
+  m->opts.per_layer_fences = r.Bool("Load.per_layer_fences");
   return Done(r, Status::OK());
 }
 
@@ -214,7 +222,7 @@ Status Decode(std::string_view in, CopyOrder* m) {
   Reader r(in);
   m->fence_id = r.U64("Copy.fence_id");
   const uint8_t dir = r.U8("Copy.direction");
-  m->op.per_layer_fences = r.U8("Copy.per_layer_fences") != 0;
+  m->op.per_layer_fences = r.Bool("Copy.per_layer_fences");
   const uint32_t n = r.U32("Copy.units");
   Status bad;
   if (dir > static_cast<uint8_t>(Direction::kLoad)) {

@@ -59,6 +59,12 @@ class Reader {
     Raw(field, &v, 1);
     return v;
   }
+  // A flag: 0 or 1; any other byte fails the reader naming `field` and the value.
+  bool Bool(const char* field) {
+    const uint8_t v = U8(field);
+    if (v > 1) Fail(field, std::to_string(v) + " (a flag is 0 or 1)");
+    return v == 1;
+  }
   uint32_t U32(const char* field) {
     uint32_t v = 0;
     Raw(field, &v, sizeof(v));
