@@ -1,6 +1,7 @@
 #include "ipc/attached_store.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -84,6 +85,7 @@ Status AttachedStore::Connect() {
   hello.build = BuildId();
   hello.layout_json = expected_json;
   hello.pid = getpid();
+  hello.gpu_copies = options_.cuda_device >= 0 && cuda::GpuAvailable();
   CACHEPAWL_RETURN_IF_ERROR(channel_->Send(static_cast<uint16_t>(Msg::kHello), 0, Encode(hello)));
   Frame frame;
   Status s = channel_->Receive(&frame, static_cast<int>(options_.call_timeout_ms));
@@ -118,7 +120,7 @@ Status AttachedStore::Connect() {
   hasher_ = std::make_unique<PageHasher>(std::move(hasher).value());
   max_prompt_tokens_ = ok.max_prompt_tokens;
   owner_pid_ = ok.owner_pid;
-  gpu_ = options_.cuda_device >= 0 && cuda::GpuAvailable();
+  gpu_ = hello.gpu_copies;
   auto view = HostArenaView::Open(layout_, arena_fd.fd, {ok.arena_bytes, ok.chunk_bytes}, gpu_,
                                   std::max(0, options_.cuda_device));
   if (!view.ok()) return view.status();
@@ -175,6 +177,7 @@ void AttachedStore::Drop(const Status& why) const {
     fences.swap(fences_);
   }
   cv_.notify_all();
+  reader_cv_.notify_one();
   channel_->Shutdown();
   for (auto& [id, f] : fences) {
     if (f.deferred) f.deferred->Resolve({});
@@ -200,8 +203,11 @@ StatusOr<std::string> AttachedStore::Call(Msg type, std::string_view payload) co
   // The caller reads the owner's messages itself while no other thread does (its answer then
   // wakes this thread, not a reader thread that would wake it), dispatching whatever comes
   // first; while another thread reads, it waits for that one to pass its answer on.
-  const auto deadline = Clock::now() + std::chrono::milliseconds(options_.call_timeout_ms);
-  bool first_read = true;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(options_.call_timeout_ms);
+  // The answer is expected: reads poll without sleeping until this (then sleep in poll).
+  const auto spin_until =
+      start + std::chrono::microseconds(std::max(options_.poll_spin_us, options_.inflight_spin_us));
   std::unique_lock<std::mutex> lock(mu_);
   while (!call->done.load() && dropped_.ok()) {
     const auto now = Clock::now();
@@ -213,12 +219,13 @@ StatusOr<std::string> AttachedStore::Call(Msg type, std::string_view payload) co
     reading_ = true;
     lock.unlock();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    const auto spin = std::chrono::duration_cast<std::chrono::microseconds>(spin_until - now);
     (void)ReadOne(static_cast<int>(std::min<int64_t>(left.count() + 1, 50)),
-                  first_read ? options_.poll_spin_us : 0);
-    first_read = false;
+                  static_cast<uint32_t>(std::max<int64_t>(0, spin.count())));
     lock.lock();
     reading_ = false;
     cv_.notify_all();
+    if (!fences_.empty()) reader_cv_.notify_one();
   }
   if (!call->done.load()) {
     lock.unlock();
@@ -252,43 +259,57 @@ void AttachedStore::ReaderLoop() {
   int64_t last_ping_ns = 0;
   const int64_t timeout_ns = int64_t{options_.owner_timeout_ms} * 1000000;
   for (;;) {
-    // Waits for the socket without the reader's role (a caller may hold it, waiting for its
-    // answer), then takes the role to read what came.
-    pollfd p{channel_->fd(), POLLIN, 0};
-    const int r = poll(&p, 1, 100);
+    // The reader watches the socket only while fences are pending (their Copy and FenceDone
+    // come unasked) and no caller reads: a caller's answer then wakes the caller alone.
+    bool watch = false, pending = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (!dropped_.ok()) return;
-      if (r > 0) {
-        if (reading_) {
-          // A caller reads: it dispatches what came. Wait until it is done.
-          cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return !reading_; });
-          continue;
-        }
-        reading_ = true;
-      }
-    }
-    if (r > 0) {
-      const Status s = ReadOne(0, 0);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        reading_ = false;
-      }
-      cv_.notify_all();
-      if (!s.ok() && !s.IsTimedOut()) return;
-      continue;
-    }
-    if (r < 0 && errno != EINTR) {
-      Drop(Status::FromErrno("poll of the owner's socket", errno));
-      return;
-    }
-    bool pending = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
+      reader_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] {
+        return closed_ || !dropped_.ok() || (!reading_ && !fences_.empty());
+      });
+      if (closed_ || !dropped_.ok()) return;
+      watch = !reading_ && !fences_.empty();
       pending = !calls_.empty() || !fences_.empty();
     }
-    const int64_t now = NowNs(), quiet = now - last_heard_ns_.load();
+    if (watch) {
+      // Polls without sleeping (yielding the core) while the fences' answers may come at once,
+      // then sleeps in poll; a caller that takes the reader's role meanwhile ends the poll.
+      pollfd p{channel_->fd(), POLLIN, 0};
+      // (CPU-mode copies run on this process's threads: no polling beside them.)
+      const uint32_t spin_us =
+          gpu_ ? std::max(options_.poll_spin_us, options_.inflight_spin_us) : options_.poll_spin_us;
+      const auto spin_until = Clock::now() + std::chrono::microseconds(spin_us);
+      int r = 0;
+      for (;;) {
+        r = poll(&p, 1, 0);
+        if (r != 0 || reading_.load(std::memory_order_relaxed) || Clock::now() >= spin_until) {
+          break;
+        }
+        sched_yield();
+      }
+      if (r == 0 && !reading_.load(std::memory_order_relaxed)) r = poll(&p, 1, 100);
+      if (r < 0 && errno != EINTR) {
+        Drop(Status::FromErrno("poll of the owner's socket", errno));
+        return;
+      }
+      if (r > 0) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (reading_) continue;  // a caller took the role: it dispatches what came
+          reading_ = true;
+        }
+        const Status s = ReadOne(0, 0);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          reading_ = false;
+        }
+        cv_.notify_all();
+        if (!s.ok() && !s.IsTimedOut()) return;
+        continue;
+      }
+    }
     if (!pending) continue;
+    const int64_t now = NowNs(), quiet = now - last_heard_ns_.load();
     if (quiet > timeout_ns) {
       Drop(Status::Unavailable("the owner (pid " + std::to_string(owner_pid_) +
                                ") was silent for AttachOptions.owner_timeout_ms " +
@@ -409,6 +430,7 @@ uint64_t AttachedStore::NewFence(std::shared_ptr<FenceCompleter> user,
   const uint64_t id = next_id_++;
   fences_[id] =
       PendingFence{std::move(user), std::move(deferred), Fence(), false, complete_on_copy};
+  if (fences_.size() == 1) reader_cv_.notify_one();
   return id;
 }
 
@@ -649,6 +671,7 @@ Status AttachedStore::Close() {
     cv_.wait(lock, [&] { return fences_.empty() || !dropped_.ok(); });
     closed_ = true;
   }
+  reader_cv_.notify_one();
   if (!channel_) return Status::OK();  // (Attach failed before connecting)
   channel_->Shutdown();
   if (reader_.joinable()) reader_.join();

@@ -82,8 +82,9 @@ class AttachedStore final : public Store {
   Status Connect();
   // One call: sends `payload` and waits for the Reply (at most call_timeout_ms).
   StatusOr<std::string> Call(Msg type, std::string_view payload) const;
-  // The background reader: dispatches what comes while no caller reads (FenceDone, Copy of
-  // Loads that read from disk first), and pings a silent owner while operations are pending.
+  // The background reader: while fences are pending and no caller reads, dispatches what comes
+  // (FenceDone, Copy of Loads that read from disk first); pings a silent owner while operations
+  // are pending; ends when the store closes or the owner is dropped.
   void ReaderLoop();
   // Reads one message (the caller holds the reader's role) and dispatches it: TimedOut when
   // none came; on a broken channel the owner is dropped.
@@ -110,7 +111,8 @@ class AttachedStore final : public Store {
   bool gpu_ = false;  // this client copies with a GPU
 
   mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
+  mutable std::condition_variable cv_;         // calls done, the reader's role free, drains
+  mutable std::condition_variable reader_cv_;  // the background reader: fences pending, or the end
   mutable Status dropped_;        // guarded by mu_: why the owner is gone (OK while connected)
   bool closed_ = false;           // guarded by mu_
   mutable uint64_t next_id_ = 1;  // guarded by mu_
@@ -119,7 +121,8 @@ class AttachedStore final : public Store {
   std::shared_ptr<DeviceMover> mover_;  // guarded by mu_ (copies hold their own reference)
   bool registering_ = false;            // guarded by mu_
   uint64_t copies_in_flight_ = 0;       // guarded by mu_ (UnregisterDevicePool waits for 0)
-  mutable bool reading_ = false;        // guarded by mu_: a thread holds the reader's role
+  // A thread holds the reader's role: written under mu_ (read without it as a hint).
+  mutable std::atomic<bool> reading_{false};
   mutable std::atomic<int64_t> last_heard_ns_{0};
   std::thread reader_;
 };

@@ -86,10 +86,13 @@ Status Channel::Send(uint16_t type, uint64_t id, std::string_view payload, int p
   return Status::OK();
 }
 
-Status Channel::ReadFull(char* p, size_t n, int first_timeout_ms, uint32_t spin_us, int* fd) {
+Status Channel::ReadFull(char* p, size_t n, int first_timeout_ms, uint32_t spin_us, int* fd,
+                         const std::atomic<uint32_t>* expecting, uint32_t expect_spin_us) {
   size_t got = 0;
   bool waited = false;  // the first read of each piece is tried before any poll
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  const auto start = std::chrono::steady_clock::now();
+  const auto spin_until = start + std::chrono::microseconds(spin_us);
+  const auto expect_until = start + std::chrono::microseconds(expect_spin_us);
   while (got < n) {
     if (waited) {
       const int timeout = got == 0 ? first_timeout_ms : static_cast<int>(send_timeout_ms_);
@@ -114,7 +117,10 @@ Status Channel::ReadFull(char* p, size_t n, int first_timeout_ms, uint32_t spin_
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         // Nothing yet: spin while the spin lasts (yielding the core to any thread that wants
         // it), then sleep in poll.
-        waited = std::chrono::steady_clock::now() >= spin_until;
+        const auto now = std::chrono::steady_clock::now();
+        waited = now >= spin_until &&
+                 (expecting == nullptr || expecting->load(std::memory_order_relaxed) == 0 ||
+                  now >= expect_until);
         if (!waited) sched_yield();
         continue;
       }
@@ -145,10 +151,12 @@ Status Channel::ReadFull(char* p, size_t n, int first_timeout_ms, uint32_t spin_
   return Status::OK();
 }
 
-Status Channel::Receive(Frame* frame, int timeout_ms, uint32_t spin_us) {
+Status Channel::Receive(Frame* frame, int timeout_ms, uint32_t spin_us,
+                        const std::atomic<uint32_t>* expecting, uint32_t expect_spin_us) {
   char header[kFrameHeaderBytes];
   frame->fd = -1;
-  Status s = ReadFull(header, kFrameHeaderBytes, timeout_ms, spin_us, &frame->fd);
+  Status s = ReadFull(header, kFrameHeaderBytes, timeout_ms, spin_us, &frame->fd, expecting,
+                      expect_spin_us);
   uint32_t len = 0;
   uint16_t reserved = 0;
   if (s.ok()) {

@@ -18,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -52,8 +53,11 @@ class Channel {
   Status Send(uint16_t type, uint64_t id, std::string_view payload, int pass_fd = -1);
   // `timeout_ms` < 0: waits without a bound for a frame to begin; a frame that began must end
   // within the send timeout. `spin_us` > 0: polls the socket without sleeping for that long
-  // first (a peer that answers at once costs no wake-up of this thread).
-  Status Receive(Frame* frame, int timeout_ms, uint32_t spin_us = 0);
+  // first (a peer that answers at once costs no wake-up of this thread). `expecting` non-null:
+  // while it is above 0 (work in flight whose answer will come), the poll goes on up to
+  // `expect_spin_us` from the start.
+  Status Receive(Frame* frame, int timeout_ms, uint32_t spin_us = 0,
+                 const std::atomic<uint32_t>* expecting = nullptr, uint32_t expect_spin_us = 0);
   // Ends both directions: a Receive in progress returns Unavailable, later Sends fail.
   void Shutdown();
   int fd() const { return fd_; }
@@ -61,7 +65,8 @@ class Channel {
  private:
   // Reads exactly `n` bytes (collecting a passed descriptor into *fd); `first_timeout_ms` bounds
   // the wait for the first byte.
-  Status ReadFull(char* p, size_t n, int first_timeout_ms, uint32_t spin_us, int* fd);
+  Status ReadFull(char* p, size_t n, int first_timeout_ms, uint32_t spin_us, int* fd,
+                  const std::atomic<uint32_t>* expecting = nullptr, uint32_t expect_spin_us = 0);
 
   const int fd_;
   const uint32_t send_timeout_ms_;

@@ -59,8 +59,12 @@ class ClientSession::Queue final : public TransferQueue {
 };
 
 ClientSession::ClientSession(std::unique_ptr<Channel> channel, PeerCredentials peer,
-                             ServerContext* context)
-    : channel_(std::move(channel)), peer_(peer), context_(context), store_(context->store) {}
+                             bool gpu_copies, ServerContext* context)
+    : channel_(std::move(channel)),
+      peer_(peer),
+      gpu_copies_(gpu_copies),
+      context_(context),
+      store_(context->store) {}
 
 ClientSession::~ClientSession() = default;
 
@@ -89,6 +93,7 @@ Fence ClientSession::SubmitCopy(uint64_t fence_id, Operation op) {
     auto completer = std::make_unique<FenceCompleter>();
     fence = completer->fence();
     copies_.emplace(op_id, std::move(completer));
+    copies_pending_.store(static_cast<uint32_t>(copies_.size()), std::memory_order_relaxed);
   }
   // A failed send leaves the copy in copies_: the reader sees the connection end, and Reclaim
   // fails it once the client cannot touch its slots any more.
@@ -113,6 +118,7 @@ void ClientSession::CopyDone(uint64_t op_id, const Status& s) {
     }
     done = std::move(it->second);
     copies_.erase(it);
+    copies_pending_.store(static_cast<uint32_t>(copies_.size()), std::memory_order_relaxed);
   }
   done->Complete(s.ok() ? s : s.WithContext("the attached client's copy"));
 }
@@ -149,8 +155,10 @@ void ClientSession::ReadLoop(const std::atomic<bool>& closing) {
       reading_ = true;
     }
     Frame frame;
-    Status s = closing.load() ? Status::Unavailable("the owner is stopping")
-                              : channel_->Receive(&frame, -1, context_->options.poll_spin_us);
+    Status s = closing.load()
+                   ? Status::Unavailable("the owner is stopping")
+                   : channel_->Receive(&frame, -1, context_->options.poll_spin_us, &copies_pending_,
+                                       gpu_copies_ ? context_->options.inflight_spin_us : 0);
     if (!s.ok()) {
       if (!s.IsUnavailable()) {
         spdlog::warn("serve: client pid {}: {} (connection dropped)", peer_.pid, s.ToString());
@@ -390,6 +398,7 @@ void ClientSession::Reclaim(bool closing) {
   {
     std::lock_guard<std::mutex> g(mu_);
     failed.swap(copies_);
+    copies_pending_.store(0, std::memory_order_relaxed);
   }
   const std::string why = "the attached client (pid " + std::to_string(peer_.pid) +
                           ") went away during the copy" +

@@ -45,7 +45,10 @@ struct ServerContext {
 
 class ClientSession : public std::enable_shared_from_this<ClientSession> {
  public:
-  ClientSession(std::unique_ptr<Channel> channel, PeerCredentials peer, ServerContext* context);
+  // `gpu_copies`: the client's copies run on copy engines (its Hello says): the session polls
+  // for their CopyDone (ServeOptions::inflight_spin_us) rather than sleep.
+  ClientSession(std::unique_ptr<Channel> channel, PeerCredentials peer, bool gpu_copies,
+                ServerContext* context);
   ~ClientSession();
 
   // Reads and answers calls until the connection ends, then reclaims what the client held.
@@ -79,6 +82,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
 
   std::unique_ptr<Channel> channel_;
   const PeerCredentials peer_;
+  const bool gpu_copies_;
   ServerContext* const context_;
   StoreImpl* const store_;
 
@@ -93,6 +97,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   bool gone_ = false;                                                     // guarded by mu_
   uint64_t next_op_ = 1;                                                  // guarded by mu_
   std::unordered_map<uint64_t, std::unique_ptr<FenceCompleter>> copies_;  // guarded by mu_
+  // copies_.size(), for the reading threads' poll (ServeOptions::inflight_spin_us); set under mu_.
+  std::atomic<uint32_t> copies_pending_{0};
   std::multimap<PageHash, PrefixLock> locks_;  // by last hash; guarded by mu_
   std::unordered_map<uint64_t, std::shared_ptr<Store::Prefetch>> prefetches_;  // guarded by mu_
 };

@@ -76,6 +76,7 @@ std::string Encode(const Hello& m) {
   w.Str(m.build);
   w.Str(m.layout_json);
   w.I64(m.pid);
+  w.U8(m.gpu_copies ? 1 : 0);
   return std::move(w.bytes());
 }
 
@@ -90,6 +91,7 @@ Status Decode(std::string_view in, Hello* m) {
   m->build = r.Str("Hello.build", 1024);
   m->layout_json = r.Str("Hello.layout", kMaxJson);
   m->pid = r.I64("Hello.pid");
+  m->gpu_copies = r.Bool("Hello.gpu_copies");
   return r.Finish();
 }
 

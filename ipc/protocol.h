@@ -34,7 +34,7 @@
 
 namespace cachepawl::ipc {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 
 enum class Msg : uint16_t {
   kHello = 1,
@@ -67,6 +67,7 @@ struct Hello {
   std::string build;
   std::string layout_json;  // empty: any layout
   int64_t pid = 0;
+  bool gpu_copies = false;  // the client's copies run on a GPU's copy engines (not CPU threads)
 };
 struct HelloOk {
   std::string layout_json;

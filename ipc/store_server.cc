@@ -126,10 +126,12 @@ void StoreServer::AcceptLoop() {
     Session* raw = entry.get();
     const PeerCredentials who = *peer;
     raw->thread = std::thread([this, raw, who, channel = std::move(channel)]() mutable {
-      if (Greet(*channel, who)) {
+      bool gpu_copies = false;
+      if (Greet(*channel, who, &gpu_copies)) {
         {
           std::lock_guard<std::mutex> lock(sessions_mu_);  // (Stop reads it under the lock)
-          raw->session = std::make_shared<ClientSession>(std::move(channel), who, &context_);
+          raw->session =
+              std::make_shared<ClientSession>(std::move(channel), who, gpu_copies, &context_);
         }
         raw->session->Run(closing_);
       }
@@ -150,7 +152,7 @@ void StoreServer::Refuse(Channel& channel, const PeerCredentials& peer, const St
   (void)channel.Send(static_cast<uint16_t>(Msg::kRefused), 0, w.bytes());
 }
 
-bool StoreServer::Greet(Channel& channel, const PeerCredentials& peer) {
+bool StoreServer::Greet(Channel& channel, const PeerCredentials& peer, bool* gpu_copies) {
   if (peer.uid != owner_uid_ && !(group_ != static_cast<gid_t>(-1) && peer.gid == group_)) {
     Refuse(channel, peer,
            Status::FailedPrecondition(
@@ -190,6 +192,7 @@ bool StoreServer::Greet(Channel& channel, const PeerCredentials& peer) {
     Refuse(channel, peer, s.WithContext("attach"));
     return false;
   }
+  *gpu_copies = hello.gpu_copies;
   const HostArena& arena = context_.store->host_arena();
   HelloOk ok;
   ok.layout_json = layout_json_;

@@ -46,7 +46,8 @@ class StoreServer {
   StoreServer() = default;
   void AcceptLoop();
   // The Hello exchange; true when the client was accepted (HelloOk sent).
-  bool Greet(Channel& channel, const PeerCredentials& peer);
+  // `gpu_copies`: what the client's Hello says of its copies.
+  bool Greet(Channel& channel, const PeerCredentials& peer, bool* gpu_copies);
   void Refuse(Channel& channel, const PeerCredentials& peer, const Status& why);
   void ReapDone();  // joins sessions that ended; requires sessions_mu_
 

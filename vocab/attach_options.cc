@@ -36,6 +36,8 @@ Status ServeOptions::Validate() const {
   CACHEPAWL_RETURN_IF_ERROR(
       CheckRange("ServeOptions.send_timeout_ms", send_timeout_ms, 1, 86400000));
   CACHEPAWL_RETURN_IF_ERROR(CheckRange("ServeOptions.poll_spin_us", poll_spin_us, 0, 100000));
+  CACHEPAWL_RETURN_IF_ERROR(
+      CheckRange("ServeOptions.inflight_spin_us", inflight_spin_us, 0, 100000));
   return Status::OK();
 }
 
@@ -50,6 +52,8 @@ Status AttachOptions::Validate() const {
   CACHEPAWL_RETURN_IF_ERROR(
       CheckRange("AttachOptions.owner_timeout_ms", owner_timeout_ms, 2, 86400000));
   CACHEPAWL_RETURN_IF_ERROR(CheckRange("AttachOptions.poll_spin_us", poll_spin_us, 0, 100000));
+  CACHEPAWL_RETURN_IF_ERROR(
+      CheckRange("AttachOptions.inflight_spin_us", inflight_spin_us, 0, 100000));
   CACHEPAWL_RETURN_IF_ERROR(
       CheckRange("AttachOptions.stream_wait_ms", stream_wait_ms, 0, 86400000));
   CACHEPAWL_RETURN_IF_ERROR(

@@ -37,6 +37,10 @@ struct ServeOptions {
   // microseconds on the next call; a longer poll keeps an engine's back-to-back calls from
   // paying it, for the CPU time of the polling (docs/PERFORMANCE.md has both). At most 100000.
   uint32_t poll_spin_us = 200;
+  // While copies the owner sent a client are in flight (a Load's, a Save's), the session's
+  // reading thread polls for their CopyDone up to this long before it sleeps, so a Save's end
+  // costs no wake-up of the owner. 0: poll_spin_us alone. At most 100000.
+  uint32_t inflight_spin_us = 20000;
 
   // OK, or InvalidArgument naming the field and value at fault.
   Status Validate() const;
@@ -70,6 +74,10 @@ struct AttachOptions {
   // A call polls for the owner's answer this long before it sleeps (ServeOptions::poll_spin_us
   // says why). At most 100000.
   uint32_t poll_spin_us = 200;
+  // While this process waits for the owner's answer to a call, or has fences pending (whose
+  // Copy and FenceDone come unasked), its reading thread polls up to this long before it sleeps,
+  // so the end of a Load or Save costs no wake-up. 0: poll_spin_us alone. At most 100000.
+  uint32_t inflight_spin_us = 20000;
 
   // OK, or InvalidArgument naming the field and value at fault.
   Status Validate() const;

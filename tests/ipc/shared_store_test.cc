@@ -518,6 +518,11 @@ TEST(AttachOptionsTest, BadOptionsNameTheField) {
   EXPECT_NE(s.message().find("ServeOptions.poll_spin_us: 100001"), std::string::npos)
       << s.ToString();
   so.poll_spin_us = 200;
+  so.inflight_spin_us = 100001;
+  s = Store::Serve(o, so).status();
+  EXPECT_NE(s.message().find("ServeOptions.inflight_spin_us: 100001"), std::string::npos)
+      << s.ToString();
+  so.inflight_spin_us = 0;
   testing::TempDir dir;
   so.socket_path = dir.str() + "/s.sock";
   so.socket_group = "no-such-group-cachepawl";
@@ -535,6 +540,11 @@ TEST(AttachOptionsTest, BadOptionsNameTheField) {
   ao.poll_spin_us = 100001;
   s = Store::Attach(ao).status();
   EXPECT_NE(s.message().find("AttachOptions.poll_spin_us: 100001"), std::string::npos)
+      << s.ToString();
+  ao.poll_spin_us = 200;
+  ao.inflight_spin_us = 100001;
+  s = Store::Attach(ao).status();
+  EXPECT_NE(s.message().find("AttachOptions.inflight_spin_us: 100001"), std::string::npos)
       << s.ToString();
 }
 

@@ -48,6 +48,10 @@ int CmdServe(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--poll-spin-us", poll_spin_us,
                  "How long a session polls for a client's next call before it sleeps (default "
                  "200)");
+  uint32_t inflight_spin_us = ServeOptions().inflight_spin_us;
+  app.add_option("--inflight-spin-us", inflight_spin_us,
+                 "How long a session polls for the end of a client's copies in flight before it "
+                 "sleeps (default 20000)");
   app.add_flag("--json", json, "Print the stats as one JSON line at the end (and on SIGUSR1)");
   app.add_flag("-v,--verbose", verbose, "Log informational lines too");
   if (auto rc = ParseArgs(app, args, io)) return *rc;
@@ -70,6 +74,7 @@ int CmdServe(const std::vector<std::string>& args, CommandIo& io) {
   so.socket_group = group;
   so.max_clients = max_clients;
   so.poll_spin_us = poll_spin_us;
+  so.inflight_spin_us = inflight_spin_us;
   // The signals are waited for on this thread; every thread the store starts inherits the mask.
   sigset_t set;
   sigemptyset(&set);
