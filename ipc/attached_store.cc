@@ -1,7 +1,10 @@
 #include "ipc/attached_store.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -136,9 +139,68 @@ Status AttachedStore::Connect() {
     device_arena_ = std::move(arena).value();
     CACHEPAWL_RETURN_IF_ERROR(CreateMover(device_arena_->description()));
   }
+  SetUpHashArea();
   last_heard_ns_.store(NowNs());
   reader_ = std::thread([this] { ReaderLoop(); });
   return Status::OK();
+}
+
+AttachedStore::~AttachedStore() {
+  (void)Close();
+  if (area_ != nullptr) {
+    munmap(area_, size_t{area_shape_.slots} * area_shape_.slot_hashes * sizeof(PageHash));
+  }
+}
+
+void AttachedStore::SetUpHashArea() {
+  // 8 slots (engine threads looking up at once through this store; more go over the socket) of
+  // the longest prompt, at most 16,384 pages (512 KiB) a slot; memory is touched only as used.
+  constexpr uint32_t kSlots = 8;
+  const uint64_t max_pages = max_prompt_tokens_ / layout_.page_size_tokens;
+  if (max_pages == 0) return;
+  HashArea shape{kSlots, static_cast<uint32_t>(std::min<uint64_t>(max_pages, 16384))};
+  const size_t bytes = size_t{shape.slots} * shape.slot_hashes * sizeof(PageHash);
+  const int fd = memfd_create("cachepawl-hash-area", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    spdlog::warn("attach: no hash area (memfd_create: {}); lookups go over the socket",
+                 std::strerror(errno));
+    return;
+  }
+  void* p = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(bytes)) == 0 &&
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0) {
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (p == MAP_FAILED) {
+    spdlog::warn("attach: no hash area ({}); lookups go over the socket", std::strerror(errno));
+    close(fd);
+    return;
+  }
+  auto reply = Call(Msg::kHashArea, Encode(shape), fd);
+  close(fd);  // (the owner has its own descriptor)
+  if (!reply.ok()) {
+    spdlog::warn("attach: the owner refused the hash area ({}); lookups go over the socket",
+                 reply.status().ToString());
+    munmap(p, bytes);
+    return;
+  }
+  area_ = static_cast<char*>(p);
+  area_shape_ = shape;
+  std::lock_guard<std::mutex> lock(mu_);
+  area_free_ = (uint64_t{1} << shape.slots) - 1;
+}
+
+int AttachedStore::TakeSlot() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (area_free_ == 0) return -1;
+  const int slot = __builtin_ctzll(area_free_);
+  area_free_ &= ~(uint64_t{1} << slot);
+  return slot;
+}
+
+void AttachedStore::ReleaseSlot(int slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  area_free_ |= uint64_t{1} << slot;
 }
 
 Status AttachedStore::CreateMover(const DevicePoolDescription& pool) {
@@ -185,7 +247,7 @@ void AttachedStore::Drop(const Status& why) const {
   }
 }
 
-StatusOr<std::string> AttachedStore::Call(Msg type, std::string_view payload) const {
+StatusOr<std::string> AttachedStore::Call(Msg type, std::string_view payload, int pass_fd) const {
   auto call = std::make_shared<PendingCall>();
   uint64_t id = 0;
   {
@@ -196,7 +258,7 @@ StatusOr<std::string> AttachedStore::Call(Msg type, std::string_view payload) co
     calls_[id] = call;
   }
   last_heard_ns_.store(std::max(last_heard_ns_.load(), NowNs()));
-  if (Status s = channel_->Send(static_cast<uint16_t>(type), id, payload); !s.ok()) {
+  if (Status s = channel_->Send(static_cast<uint16_t>(type), id, payload, pass_fd); !s.ok()) {
     Drop(Status::Unavailable("the owner (pid " + std::to_string(owner_pid_) + ") at '" +
                              options_.socket_path + "' is gone: " + s.message()));
   }
@@ -469,9 +531,25 @@ StatusOr<PrefixMatch> AttachedStore::Lookup(std::string_view ns, std::span<const
 
 StatusOr<PrefixMatch> AttachedStore::LookupHashes(std::span<const PageHash> hashes) {
   CACHEPAWL_RETURN_IF_ERROR(CheckPages("hashes", hashes.size()));
-  Writer w;
-  w.Hashes(hashes);
-  CACHEPAWL_ASSIGN_OR_RETURN(std::string body, Call(Msg::kLookupHashes, w.bytes()));
+  StatusOr<std::string> reply = Status::Internal("no call");
+  const int slot = hashes.size() <= area_shape_.slot_hashes ? TakeSlot() : -1;
+  if (slot >= 0) {
+    // The hashes go through this connection's hash area: 8 bytes cross the socket.
+    if (!hashes.empty()) {
+      std::memcpy(
+          area_ + size_t{static_cast<uint32_t>(slot)} * area_shape_.slot_hashes * sizeof(PageHash),
+          hashes.data(), hashes.size_bytes());
+    }
+    reply =
+        Call(Msg::kLookupInArea,
+             Encode(AreaLookup{static_cast<uint32_t>(slot), static_cast<uint32_t>(hashes.size())}));
+    ReleaseSlot(slot);
+  } else {
+    Writer w;
+    w.Hashes(hashes);
+    reply = Call(Msg::kLookupHashes, w.bytes());
+  }
+  CACHEPAWL_ASSIGN_OR_RETURN(std::string body, std::move(reply));
   Reader r(body);
   PrefixMatch m = GetMatch(r, hashes.size(), hashes);
   CACHEPAWL_RETURN_IF_ERROR(r.Finish().WithContext("the owner's LookupHashes reply"));

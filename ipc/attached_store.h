@@ -36,7 +36,7 @@ namespace cachepawl::ipc {
 class AttachedStore final : public Store {
  public:
   static StatusOr<std::unique_ptr<Store>> Attach(const AttachOptions& options);
-  ~AttachedStore() override { (void)Close(); }
+  ~AttachedStore() override;
 
   const ModelLayout& layout() const override { return layout_; }
   bool gpu_mode() const override;
@@ -80,8 +80,15 @@ class AttachedStore final : public Store {
   };
   explicit AttachedStore(const AttachOptions& options) : options_(options) {}
   Status Connect();
-  // One call: sends `payload` and waits for the Reply (at most call_timeout_ms).
-  StatusOr<std::string> Call(Msg type, std::string_view payload) const;
+  // One call: sends `payload` (and `pass_fd`, when >= 0) and waits for the Reply (at most
+  // call_timeout_ms).
+  StatusOr<std::string> Call(Msg type, std::string_view payload, int pass_fd = -1) const;
+  // Gives the owner a hash area (protocol.h, HashArea); without one (the owner refused it),
+  // lookups carry their hashes over the socket.
+  void SetUpHashArea();
+  // A free slot of the hash area (then held until ReleaseSlot), or -1.
+  int TakeSlot();
+  void ReleaseSlot(int slot);
   // The background reader: while fences are pending and no caller reads, dispatches what comes
   // (FenceDone, Copy of Loads that read from disk first); pings a silent owner while operations
   // are pending; ends when the store closes or the owner is dropped.
@@ -124,6 +131,10 @@ class AttachedStore final : public Store {
   // A thread holds the reader's role: written under mu_ (read without it as a hint).
   mutable std::atomic<bool> reading_{false};
   mutable std::atomic<int64_t> last_heard_ns_{0};
+  // The hash area: mapped at attach (before the reader starts), unmapped by the destructor.
+  char* area_ = nullptr;
+  HashArea area_shape_;
+  uint64_t area_free_ = 0;  // a bit per free slot; guarded by mu_
   std::thread reader_;
 };
 

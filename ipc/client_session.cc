@@ -1,13 +1,17 @@
 #include "ipc/client_session.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <utility>
 
 namespace cachepawl::ipc {
 
@@ -66,7 +70,50 @@ ClientSession::ClientSession(std::unique_ptr<Channel> channel, PeerCredentials p
       context_(context),
       store_(context->store) {}
 
-ClientSession::~ClientSession() = default;
+ClientSession::~ClientSession() {
+  if (area_base_ != nullptr) {
+    munmap(const_cast<char*>(area_base_),
+           size_t{area_.slots} * area_.slot_hashes * sizeof(PageHash));
+  }
+}
+
+Status ClientSession::MapHashArea(std::string_view payload, int fd) {
+  struct Closer {
+    int fd;
+    ~Closer() {
+      if (fd >= 0) close(fd);
+    }
+  } closer{fd};
+  HashArea area;
+  CACHEPAWL_RETURN_IF_ERROR(Decode(payload, context_->max_pages, &area));
+  if (fd < 0) return Status::InvalidArgument("HashArea: no memfd came with it");
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0) {
+    return Status::InvalidArgument(std::string("HashArea: the descriptor is not a memfd (") +
+                                   std::strerror(errno) + ")");
+  }
+  if ((seals & F_SEAL_SHRINK) == 0) {
+    return Status::InvalidArgument("HashArea: the memfd is not sealed against shrinking");
+  }
+  const size_t bytes = size_t{area.slots} * area.slot_hashes * sizeof(PageHash);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < bytes) {
+    return Status::InvalidArgument("HashArea: the memfd holds " + std::to_string(st.st_size) +
+                                   " bytes, " + std::to_string(area.slots) + " slots of " +
+                                   std::to_string(area.slot_hashes) + " hashes need " +
+                                   std::to_string(bytes));
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return Status::FromErrno("HashArea: mmap", errno);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (area_base_ != nullptr) {
+    munmap(p, bytes);
+    return Status::FailedPrecondition("HashArea: this client gave one already");
+  }
+  area_ = area;
+  area_base_ = static_cast<const char*>(p);
+  return Status::OK();
+}
 
 void ClientSession::CountBad() {
   std::lock_guard<std::mutex> lock(context_->mu);
@@ -167,8 +214,8 @@ void ClientSession::ReadLoop(const std::atomic<bool>& closing) {
       End(closing.load());
       return;
     }
-    if (frame.fd >= 0) {
-      close(frame.fd);  // a client passes no descriptors
+    if (frame.fd >= 0 && frame.type != static_cast<uint16_t>(Msg::kHashArea)) {
+      close(frame.fd);  // a client passes no other descriptor
       frame.fd = -1;
     }
     const auto type = static_cast<Msg>(frame.type);
@@ -233,6 +280,36 @@ void ClientSession::Handle(Frame frame) {
       if (!m.ok()) return Reply(frame.id, m.status());
       Writer w;
       PutMatch(w, *m, /*with_hashes=*/false);  // (the client has them)
+      return Reply(frame.id, Status::OK(), w.bytes());
+    }
+    case Msg::kHashArea: {
+      Status s = MapHashArea(frame.payload, std::exchange(frame.fd, -1));
+      if (!s.ok()) CountBad();
+      return Reply(frame.id, s);
+    }
+    case Msg::kLookupInArea: {
+      HashArea area;
+      const char* base = nullptr;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        area = area_;
+        base = area_base_;
+      }
+      AreaLookup q;
+      if (Status s = Decode(frame.payload, area, &q); !s.ok()) {
+        CountBad();
+        return Reply(frame.id, s);
+      }
+      // Copied out before use: what the client writes meanwhile changes only its own answer.
+      std::vector<PageHash> hashes(q.hashes);
+      if (q.hashes > 0) {
+        std::memcpy(hashes.data(), base + size_t{q.slot} * area.slot_hashes * sizeof(PageHash),
+                    hashes.size() * sizeof(PageHash));
+      }
+      auto m = store_->LookupHashes(hashes);
+      if (!m.ok()) return Reply(frame.id, m.status());
+      Writer w;
+      PutMatch(w, *m, /*with_hashes=*/false);
       return Reply(frame.id, Status::OK(), w.bytes());
     }
     case Msg::kLock: {

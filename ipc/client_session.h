@@ -79,6 +79,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void ForwardFence(uint64_t fence_id, const Fence& fence);
   void Reclaim(bool closing);
   void CountBad();
+  // HashArea: maps the client's sealed memfd `fd` (closes it).
+  Status MapHashArea(std::string_view payload, int fd);
 
   std::unique_ptr<Channel> channel_;
   const PeerCredentials peer_;
@@ -100,6 +102,10 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // copies_.size(), for the reading threads' poll (ServeOptions::inflight_spin_us); set under mu_.
   std::atomic<uint32_t> copies_pending_{0};
   std::multimap<PageHash, PrefixLock> locks_;  // by last hash; guarded by mu_
+  // The client's hash area (HashArea), mapped read-only once; guarded by mu_ (the mapping stays
+  // until the session is destroyed).
+  HashArea area_;
+  const char* area_base_ = nullptr;
   std::unordered_map<uint64_t, std::shared_ptr<Store::Prefetch>> prefetches_;  // guarded by mu_
 };
 

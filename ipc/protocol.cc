@@ -58,9 +58,9 @@ Status Done(Reader& r, const Status& bad) {
 
 const char* MsgName(uint16_t type) {
   static const char* const kNames[] = {
-      "?",      "Hello", "HelloOk", "Refused",  "LookupHashes",   "Lock",
-      "Unlock", "Load",  "Save",    "Prefetch", "CancelPrefetch", "Stats",
-      "Ping",   "Reply", "Copy",    "CopyDone", "FenceDone",      "Pong"};
+      "?",    "Hello",    "HelloOk",   "Refused",        "LookupHashes", "Lock",        "Unlock",
+      "Load", "Save",     "Prefetch",  "CancelPrefetch", "Stats",        "Ping",        "Reply",
+      "Copy", "CopyDone", "FenceDone", "Pong",           "HashArea",     "LookupInArea"};
   return type <= kMaxMsg ? kNames[type] : "unknown";
 }
 
@@ -247,6 +247,52 @@ Status Decode(std::string_view in, CopyOrder* m) {
     const TierSlot device{Tier::kDevice, r.U64("Copy.units.device_slot")};
     u.src = save ? device : host;
     u.dst = save ? host : device;
+  }
+  return Done(r, bad);
+}
+
+std::string Encode(const HashArea& m) {
+  Writer w;
+  w.U32(m.slots);
+  w.U32(m.slot_hashes);
+  return std::move(w.bytes());
+}
+
+Status Decode(std::string_view in, size_t max_pages, HashArea* m) {
+  Reader r(in);
+  m->slots = r.U32("HashArea.slots");
+  m->slot_hashes = r.U32("HashArea.slot_hashes");
+  Status bad;
+  if (m->slots == 0 || m->slots > kMaxAreaSlots) {
+    bad = Status::InvalidArgument("HashArea.slots: " + std::to_string(m->slots) + " (1 to " +
+                                  std::to_string(kMaxAreaSlots) + ")");
+  } else if (m->slot_hashes == 0 || m->slot_hashes > max_pages) {
+    bad = Status::InvalidArgument("HashArea.slot_hashes: " + std::to_string(m->slot_hashes) +
+                                  " (1 to " + std::to_string(max_pages) + ")");
+  }
+  return Done(r, bad);
+}
+
+std::string Encode(const AreaLookup& m) {
+  Writer w;
+  w.U32(m.slot);
+  w.U32(m.hashes);
+  return std::move(w.bytes());
+}
+
+Status Decode(std::string_view in, const HashArea& area, AreaLookup* m) {
+  Reader r(in);
+  m->slot = r.U32("LookupInArea.slot");
+  m->hashes = r.U32("LookupInArea.hashes");
+  Status bad;
+  if (area.slots == 0) {
+    bad = Status::FailedPrecondition("LookupInArea: this client gave no hash area");
+  } else if (m->slot >= area.slots) {
+    bad = Status::InvalidArgument("LookupInArea.slot: " + std::to_string(m->slot) +
+                                  " (the area has " + std::to_string(area.slots) + " slots)");
+  } else if (m->hashes > area.slot_hashes) {
+    bad = Status::InvalidArgument("LookupInArea.hashes: " + std::to_string(m->hashes) +
+                                  " (a slot holds " + std::to_string(area.slot_hashes) + ")");
   }
   return Done(r, bad);
 }

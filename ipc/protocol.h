@@ -10,6 +10,14 @@
 //   CopyDone (a Copy's status)              Copy (units this client copies for a Load or Save)
 //                                           FenceDone (a Load's, Save's or Prefetch's fence)
 //   Ping                                    Pong
+//   HashArea (a call; the client's memfd)   Reply
+//   LookupInArea (a call)                   Reply (as LookupHashes')
+//
+// A client may give the owner a hash area once, after HelloOk: a sealed memfd (it cannot
+// shrink) of `slots` slots of `slot_hashes` hashes each, which the owner maps read-only. A
+// LookupInArea names a slot and a count: the owner copies the hashes out of the slot before it
+// looks them up (what the client writes meanwhile changes only its own answer), so a 2,048-page
+// lookup crosses the socket in 24 bytes instead of 64 KiB.
 //
 // A Load, Save or Prefetch names a fence id the client chose; the owner sends the Copy
 // messages of that call (each the device <-> host units of one transfer operation, host slots by
@@ -34,7 +42,7 @@
 
 namespace cachepawl::ipc {
 
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 
 enum class Msg : uint16_t {
   kHello = 1,
@@ -54,8 +62,11 @@ enum class Msg : uint16_t {
   kCopyDone,
   kFenceDone,
   kPong,
+  kHashArea,
+  kLookupInArea,
 };
-inline constexpr uint16_t kMaxMsg = static_cast<uint16_t>(Msg::kPong);
+inline constexpr uint16_t kMaxMsg = static_cast<uint16_t>(Msg::kLookupInArea);
+inline constexpr uint32_t kMaxAreaSlots = 64;
 const char* MsgName(uint16_t type);
 
 // This build's identity: protocol version, library version and the sizes of what crosses the
@@ -106,6 +117,22 @@ struct SaveCall {
 };
 std::string Encode(const SaveCall& m);
 Status Decode(std::string_view in, size_t max_pages, SaveCall* m);
+
+// The client's hash area (the memfd comes with the frame).
+struct HashArea {
+  uint32_t slots = 0;        // 1..kMaxAreaSlots
+  uint32_t slot_hashes = 0;  // 1..the owner's max pages
+};
+std::string Encode(const HashArea& m);
+Status Decode(std::string_view in, size_t max_pages, HashArea* m);
+
+// A LookupHashes whose hashes are in slot `slot` of the client's hash area.
+struct AreaLookup {
+  uint32_t slot = 0;
+  uint32_t hashes = 0;
+};
+std::string Encode(const AreaLookup& m);
+Status Decode(std::string_view in, const HashArea& area, AreaLookup* m);
 
 // A transfer operation for the client to run; `fence_id` names the call it serves.
 struct CopyOrder {

@@ -4,7 +4,8 @@
 // decodes or returns InvalidArgument / Incompatible naming a field, never crashes, never reads
 // past its input, and never allocates more than its bounds allow (a hash list by max_pages, a
 // Copy's units by its payload's size); what decodes re-encodes to the same bytes (Load, Save,
-// Copy, Hello, HelloOk), and a decoded match never counts pages past its hashes.
+// Copy, Hello, HelloOk, HashArea, LookupInArea), a decoded match never counts pages past its
+// hashes, and a decoded LookupInArea stays inside its area.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -56,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cachepawl::fuzz;
   if (size == 0) return 0;
   const std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 8) {
+  switch (data[0] % 10) {
     case 0:
       RoundTrip<ipc::Hello>(in);
       break;
@@ -86,6 +87,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 6: {
       std::string body;
       (void)ipc::DecodeReply(in, &body);
+      break;
+    }
+    case 8: {
+      ipc::HashArea m;
+      if (ipc::Decode(in, kMaxPages, &m).ok()) {
+        Check(m.slots >= 1 && m.slots <= ipc::kMaxAreaSlots && m.slot_hashes >= 1 &&
+                  m.slot_hashes <= kMaxPages,
+              "a decoded HashArea out of its bounds");
+        Check(ipc::Encode(m) == in, "a decoded HashArea does not re-encode to its bytes");
+      }
+      break;
+    }
+    case 9: {
+      const ipc::HashArea area{4, 64};
+      ipc::AreaLookup m;
+      if (ipc::Decode(in, area, &m).ok()) {
+        Check(m.slot < area.slots && m.hashes <= area.slot_hashes,
+              "a decoded LookupInArea reaches past its area");
+        Check(ipc::Encode(m) == in, "a decoded LookupInArea does not re-encode to its bytes");
+      }
       break;
     }
     default: {

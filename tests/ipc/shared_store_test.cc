@@ -1,14 +1,17 @@
 // One store for several processes (Store::Serve, Store::Attach): real processes (tests/ipc/
 // ipc_peer_main.cc, spawned), a real socket, the real owner. What crosses processes is checked
 // byte for byte; what a dead process held is checked to come back.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -333,17 +336,19 @@ class RawClient {
   }
   bool connected() const { return connected_; }
   ipc::Channel& channel() { return *ch_; }
-  // The status of the Reply to a call of `type` with `payload`.
-  Status Call(ipc::Msg type, const std::string& payload) {
-    if (!ch_->Send(static_cast<uint16_t>(type), 77, payload).ok())
+  // The status of the Reply to a call of `type` with `payload` (and the descriptor `fd`, when
+  // >= 0); its body into `*body`.
+  Status Call(ipc::Msg type, const std::string& payload, int fd = -1, std::string* body = nullptr) {
+    if (!ch_->Send(static_cast<uint16_t>(type), 77, payload, fd).ok()) {
       return Status::Unavailable("send");
+    }
     ipc::Frame f;
     if (Status s = ch_->Receive(&f, 5000); !s.ok()) return s;
     if (f.type != static_cast<uint16_t>(ipc::Msg::kReply) || f.id != 77) {
       return Status::Internal("not a reply");
     }
-    std::string body;
-    return ipc::DecodeReply(f.payload, &body);
+    std::string unused;
+    return ipc::DecodeReply(f.payload, body != nullptr ? body : &unused);
   }
 
  private:
@@ -413,6 +418,84 @@ TEST_F(SharedStoreTest, MalformedMessagesAreRefusedAndTheOwnerServesOn) {
   EXPECT_TRUE(raw.Call(ipc::Msg::kStats, "").ok());
   ChildProcess client(Peer({"client", socket_, "load", "1", "8"}));
   EXPECT_EQ(client.Wait(), 0) << client.output();
+  EXPECT_GE(owner->Stats().serve.bad_messages, 6u);
+}
+
+// A memfd of `bytes`, sealed against shrinking and growing when `sealed`.
+int AreaMemfd(size_t bytes, bool sealed) {
+  const int fd = memfd_create("test-hash-area", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  if (sealed) {
+    EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  }
+  return fd;
+}
+
+TEST_F(SharedStoreTest, AHashAreaIsCheckedAndLooksUpAsTheSocketDoes) {
+  auto owner = Serve(16 * kMiB);
+  ASSERT_NE(owner, nullptr);
+  SavePrompt(*owner, 1, 8);
+  const auto hashes = owner->HashTokens("", Tokens(100000, 8 * owner->layout().page_size_tokens));
+  ASSERT_EQ(hashes.size(), 8u);
+  RawClient raw(socket_);
+  ASSERT_TRUE(raw.connected());
+  Status s = raw.Call(ipc::Msg::kLookupInArea, ipc::Encode(ipc::AreaLookup{0, 8}));
+  EXPECT_TRUE(s.IsFailedPrecondition()) << s.ToString();
+  EXPECT_NE(s.message().find("gave no hash area"), std::string::npos) << s.ToString();
+  // No descriptor, an unsealed memfd, one smaller than its slots, too many slots.
+  const ipc::HashArea shape{2, 64};
+  const size_t bytes = 2 * 64 * sizeof(PageHash);
+  s = raw.Call(ipc::Msg::kHashArea, ipc::Encode(shape));
+  EXPECT_NE(s.message().find("HashArea: no memfd"), std::string::npos) << s.ToString();
+  int fd = AreaMemfd(bytes, false);
+  s = raw.Call(ipc::Msg::kHashArea, ipc::Encode(shape), fd);
+  close(fd);
+  EXPECT_NE(s.message().find("not sealed against shrinking"), std::string::npos) << s.ToString();
+  fd = AreaMemfd(100, true);
+  s = raw.Call(ipc::Msg::kHashArea, ipc::Encode(shape), fd);
+  close(fd);
+  EXPECT_NE(s.message().find("the memfd holds 100 bytes"), std::string::npos) << s.ToString();
+  fd = AreaMemfd(bytes, true);
+  s = raw.Call(ipc::Msg::kHashArea, ipc::Encode(ipc::HashArea{65, 64}), fd);
+  EXPECT_NE(s.message().find("HashArea.slots: 65"), std::string::npos) << s.ToString();
+  // A good area: a lookup through slot 1 answers byte for byte as LookupHashes does.
+  ASSERT_TRUE(raw.Call(ipc::Msg::kHashArea, ipc::Encode(shape), fd).ok());
+  char* area = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  close(fd);
+  ASSERT_NE(area, MAP_FAILED);
+  std::memcpy(area + 64 * sizeof(PageHash), hashes.data(), 8 * sizeof(PageHash));
+  std::string by_area, by_socket;
+  ASSERT_TRUE(
+      raw.Call(ipc::Msg::kLookupInArea, ipc::Encode(ipc::AreaLookup{1, 8}), -1, &by_area).ok());
+  ipc::Writer w;
+  w.Hashes(hashes);
+  ASSERT_TRUE(raw.Call(ipc::Msg::kLookupHashes, w.bytes(), -1, &by_socket).ok());
+  EXPECT_EQ(by_area, by_socket);
+  ipc::Reader r(by_area);
+  const PrefixMatch m = ipc::GetMatch(r, 4096, hashes);
+  EXPECT_TRUE(r.Finish().ok());
+  EXPECT_EQ(m.reusable_pages, 8u);
+  // A slot past the area, more hashes than a slot holds, a second area.
+  s = raw.Call(ipc::Msg::kLookupInArea, ipc::Encode(ipc::AreaLookup{2, 8}));
+  EXPECT_NE(s.message().find("LookupInArea.slot: 2"), std::string::npos) << s.ToString();
+  s = raw.Call(ipc::Msg::kLookupInArea, ipc::Encode(ipc::AreaLookup{0, 65}));
+  EXPECT_NE(s.message().find("LookupInArea.hashes: 65"), std::string::npos) << s.ToString();
+  fd = AreaMemfd(bytes, true);
+  s = raw.Call(ipc::Msg::kHashArea, ipc::Encode(shape), fd);
+  close(fd);
+  EXPECT_TRUE(s.IsFailedPrecondition()) << s.ToString();
+  munmap(area, bytes);
+  // An attached store sets up its own area: its lookups answer as the owner's own.
+  AttachOptions ao;
+  ao.socket_path = socket_;
+  ao.cuda_device = -1;
+  auto client = Store::Attach(ao);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto mine = (*client)->LookupHashes(hashes);
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_EQ(mine->reusable_pages, 8u);
+  EXPECT_EQ(mine->hashes, hashes);
   EXPECT_GE(owner->Stats().serve.bad_messages, 6u);
 }
 
