@@ -139,7 +139,7 @@ Status AttachedStore::Connect() {
     device_arena_ = std::move(arena).value();
     CACHEPAWL_RETURN_IF_ERROR(CreateMover(device_arena_->description()));
   }
-  SetUpHashArea();
+  CACHEPAWL_RETURN_IF_ERROR(SetUpHashArea());
   last_heard_ns_.store(NowNs());
   reader_ = std::thread([this] { ReaderLoop(); });
   return Status::OK();
@@ -152,19 +152,24 @@ AttachedStore::~AttachedStore() {
   }
 }
 
-void AttachedStore::SetUpHashArea() {
+uint32_t AttachedStore::SpinUs() const {
+  // CPU-mode copies run on this process's threads: no polling beside them past poll_spin_us.
+  return gpu_ ? std::max(options_.poll_spin_us, options_.inflight_spin_us) : options_.poll_spin_us;
+}
+
+Status AttachedStore::SetUpHashArea() {
   // 8 slots (engine threads looking up at once through this store; more go over the socket) of
   // the longest prompt, at most 16,384 pages (512 KiB) a slot; memory is touched only as used.
   constexpr uint32_t kSlots = 8;
   const uint64_t max_pages = max_prompt_tokens_ / layout_.page_size_tokens;
-  if (max_pages == 0) return;
+  if (max_pages == 0) return Status::OK();
   HashArea shape{kSlots, static_cast<uint32_t>(std::min<uint64_t>(max_pages, 16384))};
   const size_t bytes = size_t{shape.slots} * shape.slot_hashes * sizeof(PageHash);
   const int fd = memfd_create("cachepawl-hash-area", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     spdlog::warn("attach: no hash area (memfd_create: {}); lookups go over the socket",
                  std::strerror(errno));
-    return;
+    return Status::OK();
   }
   void* p = MAP_FAILED;
   if (ftruncate(fd, static_cast<off_t>(bytes)) == 0 &&
@@ -174,20 +179,23 @@ void AttachedStore::SetUpHashArea() {
   if (p == MAP_FAILED) {
     spdlog::warn("attach: no hash area ({}); lookups go over the socket", std::strerror(errno));
     close(fd);
-    return;
+    return Status::OK();
   }
   auto reply = Call(Msg::kHashArea, Encode(shape), fd);
   close(fd);  // (the owner has its own descriptor)
   if (!reply.ok()) {
+    munmap(p, bytes);
+    // A connection that the call dropped (the owner gone or silent) fails the attach.
+    CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
     spdlog::warn("attach: the owner refused the hash area ({}); lookups go over the socket",
                  reply.status().ToString());
-    munmap(p, bytes);
-    return;
+    return Status::OK();
   }
   area_ = static_cast<char*>(p);
   area_shape_ = shape;
   std::lock_guard<std::mutex> lock(mu_);
   area_free_ = (uint64_t{1} << shape.slots) - 1;
+  return Status::OK();
 }
 
 int AttachedStore::TakeSlot() {
@@ -268,8 +276,7 @@ StatusOr<std::string> AttachedStore::Call(Msg type, std::string_view payload, in
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(options_.call_timeout_ms);
   // The answer is expected: reads poll without sleeping until this (then sleep in poll).
-  const auto spin_until =
-      start + std::chrono::microseconds(std::max(options_.poll_spin_us, options_.inflight_spin_us));
+  const auto spin_until = start + std::chrono::microseconds(SpinUs());
   std::unique_lock<std::mutex> lock(mu_);
   while (!call->done.load() && dropped_.ok()) {
     const auto now = Clock::now();
@@ -334,19 +341,15 @@ void AttachedStore::ReaderLoop() {
       pending = !calls_.empty() || !fences_.empty();
     }
     if (watch) {
-      // Polls without sleeping (yielding the core) while the fences' answers may come at once,
-      // then sleeps in poll; a caller that takes the reader's role meanwhile ends the poll.
+      // Polls without sleeping (yielding the core) for the spin after the last message sent or
+      // heard, while the fences' answers may come at once; then sleeps in poll. A caller that
+      // takes the reader's role meanwhile ends the poll.
       pollfd p{channel_->fd(), POLLIN, 0};
-      // (CPU-mode copies run on this process's threads: no polling beside them.)
-      const uint32_t spin_us =
-          gpu_ ? std::max(options_.poll_spin_us, options_.inflight_spin_us) : options_.poll_spin_us;
-      const auto spin_until = Clock::now() + std::chrono::microseconds(spin_us);
+      const int64_t spin_end_ns = last_heard_ns_.load() + int64_t{SpinUs()} * 1000;
       int r = 0;
       for (;;) {
         r = poll(&p, 1, 0);
-        if (r != 0 || reading_.load(std::memory_order_relaxed) || Clock::now() >= spin_until) {
-          break;
-        }
+        if (r != 0 || reading_.load(std::memory_order_relaxed) || NowNs() >= spin_end_ns) break;
         sched_yield();
       }
       if (r == 0 && !reading_.load(std::memory_order_relaxed)) r = poll(&p, 1, 100);
@@ -565,7 +568,7 @@ StatusOr<PrefixLock> AttachedStore::Lock(const PrefixMatch& match, size_t pages)
   Reader r(body);
   PrefixLock lock;
   lock.hashes = r.Hashes("Lock.hashes", match.hashes.size());
-  lock.with_state = r.U8("Lock.with_state") != 0;
+  lock.with_state = r.Bool("Lock.with_state");
   CACHEPAWL_RETURN_IF_ERROR(r.Finish().WithContext("the owner's Lock reply"));
   return lock;
 }

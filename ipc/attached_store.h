@@ -85,7 +85,11 @@ class AttachedStore final : public Store {
   StatusOr<std::string> Call(Msg type, std::string_view payload, int pass_fd = -1) const;
   // Gives the owner a hash area (protocol.h, HashArea); without one (the owner refused it),
   // lookups carry their hashes over the socket.
-  void SetUpHashArea();
+  // Errors: only a connection that failed meanwhile (Unavailable).
+  Status SetUpHashArea();
+  // How long a reading thread polls for an answer that is due (AttachOptions::inflight_spin_us,
+  // only with GPU copies) before it sleeps.
+  uint32_t SpinUs() const;
   // A free slot of the hash area (then held until ReleaseSlot), or -1.
   int TakeSlot();
   void ReleaseSlot(int slot);

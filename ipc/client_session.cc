@@ -1,10 +1,12 @@
 #include "ipc/client_session.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -94,6 +96,11 @@ Status ClientSession::MapHashArea(std::string_view payload, int fd) {
   }
   if ((seals & F_SEAL_SHRINK) == 0) {
     return Status::InvalidArgument("HashArea: the memfd is not sealed against shrinking");
+  }
+  // A plain memfd lives in tmpfs (a hugetlbfs one would charge the owner in huge pages).
+  struct statfs fs {};
+  if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
+    return Status::InvalidArgument("HashArea: the memfd is not a plain (tmpfs) one");
   }
   const size_t bytes = size_t{area.slots} * area.slot_hashes * sizeof(PageHash);
   struct stat st {};

@@ -66,7 +66,7 @@ enum class Msg : uint16_t {
   kLookupInArea,
 };
 inline constexpr uint16_t kMaxMsg = static_cast<uint16_t>(Msg::kLookupInArea);
-inline constexpr uint32_t kMaxAreaSlots = 64;
+inline constexpr uint32_t kMaxAreaSlots = 16;
 const char* MsgName(uint16_t type);
 
 // This build's identity: protocol version, library version and the sizes of what crosses the
