@@ -122,6 +122,14 @@ Status ClientSession::MapHashArea(std::string_view payload, int fd) {
   return Status::OK();
 }
 
+void ClientSession::ReplyLookup(uint64_t id, std::span<const PageHash> hashes) {
+  auto m = store_->LookupHashes(hashes);
+  if (!m.ok()) return Reply(id, m.status());
+  Writer w;
+  PutMatch(w, *m, /*with_hashes=*/false);  // (the client has them)
+  Reply(id, Status::OK(), w.bytes());
+}
+
 void ClientSession::CountBad() {
   std::lock_guard<std::mutex> lock(context_->mu);
   ++context_->stats.bad_messages;
@@ -283,11 +291,7 @@ void ClientSession::Handle(Frame frame) {
         CountBad();
         return Reply(frame.id, s.WithContext("LookupHashes"));
       }
-      auto m = store_->LookupHashes(hashes);
-      if (!m.ok()) return Reply(frame.id, m.status());
-      Writer w;
-      PutMatch(w, *m, /*with_hashes=*/false);  // (the client has them)
-      return Reply(frame.id, Status::OK(), w.bytes());
+      return ReplyLookup(frame.id, hashes);
     }
     case Msg::kHashArea: {
       Status s = MapHashArea(frame.payload, std::exchange(frame.fd, -1));
@@ -308,16 +312,9 @@ void ClientSession::Handle(Frame frame) {
         return Reply(frame.id, s);
       }
       // Copied out before use: what the client writes meanwhile changes only its own answer.
-      std::vector<PageHash> hashes(q.hashes);
-      if (q.hashes > 0) {
-        std::memcpy(hashes.data(), base + size_t{q.slot} * area.slot_hashes * sizeof(PageHash),
-                    hashes.size() * sizeof(PageHash));
-      }
-      auto m = store_->LookupHashes(hashes);
-      if (!m.ok()) return Reply(frame.id, m.status());
-      Writer w;
-      PutMatch(w, *m, /*with_hashes=*/false);
-      return Reply(frame.id, Status::OK(), w.bytes());
+      const auto* slot = reinterpret_cast<const PageHash*>(
+          base + size_t{q.slot} * area.slot_hashes * sizeof(PageHash));
+      return ReplyLookup(frame.id, std::vector<PageHash>(slot, slot + q.hashes));
     }
     case Msg::kLock: {
       Reader r(frame.payload);

@@ -72,6 +72,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void Handle(Frame frame);
   void HandleAsync(Frame frame);  // Load, Save, Prefetch
   void Reply(uint64_t id, const Status& s, std::string_view body = {});
+  // The answer to a LookupHashes or a LookupInArea: the match without its hashes.
+  void ReplyLookup(uint64_t id, std::span<const PageHash> hashes);
   // The Copy message of `op` for the call with `fence_id`; the fence fires on CopyDone.
   Fence SubmitCopy(uint64_t fence_id, Operation op);
   void CopyDone(uint64_t op_id, const Status& s);
