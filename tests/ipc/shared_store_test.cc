@@ -486,12 +486,17 @@ TEST_F(SharedStoreTest, AHashAreaIsCheckedAndLooksUpAsTheSocketDoes) {
   close(fd);
   EXPECT_TRUE(s.IsFailedPrecondition()) << s.ToString();
   munmap(area, bytes);
-  // An attached store sets up its own area: its lookups answer as the owner's own.
+  // An attached store sets up its own area (one call at attach, which the owner takes: no bad
+  // message), and its lookups answer as the owner's own.
+  const ServeStats before = owner->Stats().serve;
   AttachOptions ao;
   ao.socket_path = socket_;
   ao.cuda_device = -1;
   auto client = Store::Attach(ao);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const ServeStats attached = owner->Stats().serve;
+  EXPECT_EQ(attached.calls, before.calls + 1);
+  EXPECT_EQ(attached.bad_messages, before.bad_messages);
   auto mine = (*client)->LookupHashes(hashes);
   ASSERT_TRUE(mine.ok()) << mine.status().ToString();
   EXPECT_EQ(mine->reusable_pages, 8u);
