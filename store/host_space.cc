@@ -123,38 +123,66 @@ size_t HostSpace::EvictForBytesLocked(uint64_t missing_bytes, size_t max_victims
 size_t HostSpace::EvictStageLocked(const EvictionStage& stage, size_t wanted,
                                    size_t* writes_started) {
   profile::ScopedStage evicting(profile::Stage::kHostEvict);
-  auto victims = index_->PickVictims(Tier::kHost, stage.kind, wanted, stage.cls);
-  if (!victims.ok()) return 0;
   size_t freed = 0;
+  size_t acted = 0;   // victims dropped or given to a write
+  size_t passed = 0;  // victims of the last pick kept where they are (kSkip, kKeepForWrite, ...)
+  size_t pick = wanted;
   bool dropping = true;  // KV: once a victim stays for its write, its ancestors stay too
-  std::vector<EntryKey> to_write;
-  const uint64_t writes_in_flight = victims_->EvictWritesInFlightLocked();
-  for (const Victim& v : *victims) {
-    const EntryKey key{v.hash, v.kind};
-    auto e = index_->Lookup(v.hash);
-    if (!e) continue;
-    switch (victims_->DecideLocked(key, *e, writes_started)) {
-      case Verdict::kSkip:
+  // Victims that stay (being published, waiting for a write) do not count toward `wanted`: the
+  // next pick reaches past them, so that an allocation never fails while an evictable entry
+  // sits behind them in the queue. A pick returns what the last one kept first (dropped and
+  // written victims leave the queue), so each round acts on something new or finds more to
+  // pass, or the queue is exhausted: the loop ends.
+  for (;;) {
+    auto victims = index_->PickVictims(Tier::kHost, stage.kind, pick, stage.cls);
+    if (!victims.ok()) break;
+    std::vector<EntryKey> to_write;
+    const uint64_t writes_in_flight = victims_->EvictWritesInFlightLocked();
+    const size_t acted_before = acted;
+    size_t kept = 0;
+    for (const Victim& v : *victims) {
+      if (acted == wanted) break;
+      const EntryKey key{v.hash, v.kind};
+      auto e = index_->Lookup(v.hash);
+      if (!e) continue;
+      switch (victims_->DecideLocked(key, *e, writes_started)) {
+        case Verdict::kSkip:
+          ++kept;
+          continue;
+        case Verdict::kWriteToDisk:
+          // Written first (asynchronously); once on disk it is clean and the next eviction
+          // frees it. Later KV victims of this pass may be its ancestors: they keep their host
+          // copy until then (a page never leaves a tier before its child).
+          if (v.kind == Kind::kKV) dropping = false;
+          if (writes_in_flight + to_write.size() < kMaxEvictWrites) {
+            to_write.push_back(key);
+            ++acted;
+          } else {
+            ++kept;
+          }
+          continue;
+        case Verdict::kKeepForWrite:
+          if (v.kind == Kind::kKV) dropping = false;
+          ++kept;
+          continue;
+        case Verdict::kDrop:
+          break;
+      }
+      if (!dropping) {
+        ++kept;
         continue;
-      case Verdict::kWriteToDisk:
-        // Written first (asynchronously); once on disk it is clean and the next eviction frees
-        // it. Later KV victims of this pass may be its ancestors: they keep their host copy
-        // until then (a page never leaves a tier before its child).
-        if (v.kind == Kind::kKV) dropping = false;
-        if (writes_in_flight + to_write.size() < kMaxEvictWrites) to_write.push_back(key);
-        continue;
-      case Verdict::kKeepForWrite:
-        if (v.kind == Kind::kKV) dropping = false;
-        continue;
-      case Verdict::kDrop:
-        break;
+      }
+      victims_->DropLocked(key);
+      ++evictions_[static_cast<int>(v.kind)];
+      ++freed;
+      ++acted;
     }
-    if (!dropping) continue;
-    victims_->DropLocked(key);
-    ++evictions_[static_cast<int>(v.kind)];
-    ++freed;
+    if (!to_write.empty()) *writes_started += victims_->StartEvictWritesLocked(to_write);
+    const bool progress = acted > acted_before || kept > passed;
+    if (acted == wanted || victims->size() < pick || !progress) break;
+    passed = kept;
+    pick = std::max(passed + (wanted - acted), 2 * pick);
   }
-  if (!to_write.empty()) *writes_started += victims_->StartEvictWritesLocked(to_write);
   return freed;
 }
 

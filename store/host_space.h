@@ -118,6 +118,8 @@ class HostSpace {
   // most `max_victims`), stopping at the first stage that freed something. Returns the slots
   // freed at once; *writes counts the writes started.
   size_t EvictForBytesLocked(uint64_t missing_bytes, size_t max_victims, size_t* writes);
+  // One stage: drops or starts the writes of up to `wanted` victims, picking past the ones that
+  // stay (being published, waiting for a write elsewhere) until the queue is exhausted.
   size_t EvictStageLocked(const EvictionStage& stage, size_t wanted, size_t* writes_started);
 
   HostArena* const host_;

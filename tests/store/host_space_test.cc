@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "tests/common/test_util.h"
@@ -24,6 +25,9 @@ class ScriptedVictims : public HostSpace::Victims {
 
   HostSpace::Verdict DecideLocked(const EntryKey& key, const EntryInfo&, size_t*) override {
     decided.push_back(key);
+    for (const auto& [hash, v] : verdict_of) {
+      if (hash == key.hash) return v;
+    }
     return verdict;
   }
   size_t StartEvictWritesLocked(const std::vector<EntryKey>& keys) override {
@@ -41,6 +45,7 @@ class ScriptedVictims : public HostSpace::Victims {
   bool SpaceMayComeLocked() const override { return in_flight > 0; }
 
   HostSpace::Verdict verdict = HostSpace::Verdict::kDrop;
+  std::vector<std::pair<PageHash, HostSpace::Verdict>> verdict_of;  // before `verdict`
   uint64_t in_flight = 0;
   std::vector<EntryKey> decided, dropped;
   std::vector<std::vector<EntryKey>> write_batches;
@@ -113,6 +118,61 @@ TEST_F(HostSpaceTest, AFullTierEvictsTheLeastRecentlyUsedDroppableVictims) {
   std::lock_guard<std::mutex> lock(mu_);
   EXPECT_EQ(space->evictions(Kind::kKV), 3u);
   EXPECT_EQ(space->no_space(), 0u);
+}
+
+TEST_F(HostSpaceTest, VictimsThatStayDoNotHideTheEvictableOnesBehindThem) {
+  // The least recently used entries are being published (kSkip): the allocation reaches past
+  // them to the droppable ones.
+  auto space = Make({});
+  std::vector<PageHash> pages;
+  for (uint64_t i = 0; i < kSlots; ++i) pages.push_back(AddPage(*space, i));
+  victims_->verdict_of = {{pages[0], HostSpace::Verdict::kSkip},
+                          {pages[1], HostSpace::Verdict::kSkip},
+                          {pages[2], HostSpace::Verdict::kSkip}};
+  std::vector<HostSlotId> slots;
+  const Status s = Allocate(*space, 2, &slots);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(slots.size(), 2u);
+  ASSERT_EQ(victims_->dropped.size(), 2u);
+  EXPECT_EQ(victims_->dropped[0].hash, pages[3]);
+  EXPECT_EQ(victims_->dropped[1].hash, pages[4]);
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(space->no_space(), 0u);
+}
+
+TEST_F(HostSpaceTest, AVictimToWriteBehindOnesThatStayIsWrittenAndWaitedFor) {
+  // The first victim is being published, the rest must go to disk first: their writes start
+  // and the allocation waits for them instead of failing at once.
+  HostSpace::Options o;
+  o.space_wait = std::chrono::milliseconds(100);
+  auto space = Make(o);
+  std::vector<PageHash> pages;
+  for (uint64_t i = 0; i < kSlots; ++i) pages.push_back(AddPage(*space, i));
+  victims_->verdict = HostSpace::Verdict::kWriteToDisk;
+  victims_->verdict_of = {{pages[0], HostSpace::Verdict::kSkip}};
+  std::vector<HostSlotId> slots;
+  const Status s = Allocate(*space, 1, &slots);
+  EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+  EXPECT_NE(s.message().find("host_space_wait_ms 100 ms"), std::string::npos)
+      << "the allocation waited for the write: " << s.ToString();
+  ASSERT_FALSE(victims_->write_batches.empty());
+  EXPECT_EQ(victims_->write_batches.front().size(), 1u);
+  EXPECT_EQ(victims_->write_batches.front().front().hash, pages[1]);
+}
+
+TEST_F(HostSpaceTest, OnlyVictimsThatStayIsNoSpaceAtOnceAfterAskingEachOnce) {
+  auto space = Make({});
+  for (uint64_t i = 0; i < kSlots; ++i) AddPage(*space, i);
+  victims_->verdict = HostSpace::Verdict::kSkip;
+  std::vector<HostSlotId> slots;
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = Allocate(*space, 1, &slots);
+  EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_TRUE(victims_->dropped.empty());
+  std::set<PageHash> asked;
+  for (const EntryKey& k : victims_->decided) asked.insert(k.hash);
+  EXPECT_EQ(asked.size(), kSlots) << "every entry was considered";
 }
 
 TEST_F(HostSpaceTest, VictimsWrittenFirstStayAndTheWaitEndsAfterHostSpaceWaitMs) {
