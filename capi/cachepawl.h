@@ -209,6 +209,18 @@ CACHEPAWL_API cachepawl_status cachepawl_layout_from_hf_config_file(
     uint32_t page_size_tokens, const char* model, cachepawl_layout** out);
 /* The model_type values the two functions above map, one per line, sorted (new string). */
 CACHEPAWL_API cachepawl_status cachepawl_layout_hf_model_types(char** out);
+/* Rank `tp_rank` of `whole` split `tp_size` ways, as vLLM and SGLang split attention KV heads
+ * (fewer heads than ranks: each replicated), Mamba heads and groups, Gated DeltaNet heads and
+ * conv channels (layouts/layout_tp.h; docs/MODELS.md, "Tensor parallelism"). `whole` is a
+ * whole model's layout (tp_size 1); tp_size 1 gives a copy. INVALID_ARGUMENT naming the layer's
+ * field and value when tp_size does not split it, tp_size 0, tp_rank >= tp_size, or a `whole`
+ * that is already one rank's. */
+CACHEPAWL_API cachepawl_status cachepawl_layout_shard(const cachepawl_layout* whole,
+                                                      uint32_t tp_size, uint32_t tp_rank,
+                                                      cachepawl_layout** out);
+/* The layout's tensor-parallel degree and rank (1 and 0 for a whole model's layout). */
+CACHEPAWL_API cachepawl_status cachepawl_layout_tp(const cachepawl_layout* layout,
+                                                   uint32_t* tp_size, uint32_t* tp_rank);
 CACHEPAWL_API void cachepawl_layout_free(cachepawl_layout* layout);
 /* The canonical JSON form (new string). */
 CACHEPAWL_API cachepawl_status cachepawl_layout_to_json(const cachepawl_layout* layout, char** out);

@@ -1,11 +1,13 @@
 // The C ABI (capi/cachepawl.h): layouts from Hugging Face config.json files
-// (layouts/layout_from_hf.h). The string arguments name dtypes and the conv convention; each
-// bad one is InvalidArgument naming the argument and the value.
+// (layouts/layout_from_hf.h) and a rank's share of a layout (layouts/layout_tp.h). The string
+// arguments name dtypes and the conv convention; each bad one is InvalidArgument naming the
+// argument and the value.
 #include <string>
 
 #include "capi/cachepawl.h"
 #include "capi/cachepawl_c_internal.h"
 #include "layouts/layout_from_hf.h"
+#include "layouts/layout_tp.h"
 
 namespace cachepawl::capi {
 namespace {
@@ -87,6 +89,28 @@ cachepawl_status cachepawl_layout_hf_model_types(char** out) {
     std::string types;
     for (const std::string& t : HfConfigModelTypes()) types += t + "\n";
     return NewString(types, out);
+  });
+}
+
+cachepawl_status cachepawl_layout_shard(const cachepawl_layout* whole, uint32_t tp_size,
+                                        uint32_t tp_rank, cachepawl_layout** out) {
+  ClearOut(out);
+  return Guard("cachepawl_layout_shard", nullptr, [&] {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(out, "out"));
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(whole, "whole"));
+    return NewLayout(ShardLayout(whole->layout, tp_size, tp_rank), out);
+  });
+}
+
+cachepawl_status cachepawl_layout_tp(const cachepawl_layout* layout, uint32_t* tp_size,
+                                     uint32_t* tp_rank) {
+  return Guard("cachepawl_layout_tp", nullptr, [&] {
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(layout, "layout"));
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(tp_size, "tp_size"));
+    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(tp_rank, "tp_rank"));
+    *tp_size = layout->layout.tp_size;
+    *tp_rank = layout->layout.tp_rank;
+    return Status::OK();
   });
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "layouts/internal/layout_from_hf_internal.h"
+#include "layouts/layout_tp.h"
 #include "vocab/internal/json_text.h"
 
 namespace cachepawl {
@@ -447,6 +448,11 @@ Status HfLayoutOptions::Validate() const {
     return hf_internal::Bad("convention", std::to_string(static_cast<int>(convention)),
                             "expected transformers or sglang");
   }
+  if (tp_size == 0) return hf_internal::Bad("tp_size", "0", "must be > 0");
+  if (tp_rank >= tp_size) {
+    return hf_internal::Bad("tp_rank", std::to_string(tp_rank),
+                            "must be < tp_size " + std::to_string(tp_size));
+  }
   return Status::OK();
 }
 
@@ -458,7 +464,9 @@ StatusOr<ModelLayout> LayoutFromHfConfig(std::string_view config_json,
   CACHEPAWL_ASSIGN_OR_RETURN(
       nlohmann::json doc, json_text::ParseJson(hf_internal::WithoutPythonFloatTokens(config_json),
                                                /*reject_duplicate_keys=*/false));
-  return hf_internal::LayoutFromConfigObject(doc, options);
+  CACHEPAWL_ASSIGN_OR_RETURN(ModelLayout whole, hf_internal::LayoutFromConfigObject(doc, options));
+  if (options.tp_size == 1) return whole;
+  return ShardLayout(whole, options.tp_size, options.tp_rank);
 }
 
 StatusOr<ModelLayout> LayoutFromHfConfigFile(const std::string& path,

@@ -42,8 +42,9 @@
 // recurrent states (transformers and SGLang keep them in fp32). config.json's own `dtype` /
 // `torch_dtype` is not read: the cache dtype is the serving engine's choice.
 //
-// Scope: tp_size 1 (the whole model's KV heads and Mamba heads on one rank); a rank of a tensor-
-// parallel deployment needs a layout file (docs/MODELS.md, "Tensor parallelism"). Multi-token-
+// Tensor parallelism: with HfLayoutOptions::tp_size N > 1 the result is rank tp_rank's share,
+// split as the engines split the heads and channels (ShardLayout, layouts/layout_tp.h; an
+// impossible split names the layer's field). Multi-token-
 // prediction layers (NemotronH `num_nextn_predict_layers`), chunked attention
 // (`attention_chunk_size`) and Gemma 3's vision tower are not mapped.
 //
@@ -91,8 +92,11 @@ struct HfLayoutOptions {
   StateConvention convention = StateConvention::kTransformers;
   uint32_t page_size_tokens = 16;
   std::string model;  // the layout's model name; empty: config's "_name_or_path", else model_type
+  uint32_t tp_size = 1;  // tensor-parallel ranks; > 1: the layout of rank tp_rank (ShardLayout)
+  uint32_t tp_rank = 0;
 
-  // InvalidArgument naming the field: page_size_tokens 0, a dtype or convention out of range.
+  // InvalidArgument naming the field: page_size_tokens 0, a dtype or convention out of range,
+  // tp_size 0, tp_rank >= tp_size.
   [[nodiscard]] Status Validate() const;
 };
 

@@ -94,6 +94,8 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
         (_str, _str, _str, _str, _u32, _str, _P(LayoutP)),
     ),
     ("cachepawl_layout_hf_model_types", _status, (_P(_vp),)),
+    ("cachepawl_layout_shard", _status, (LayoutP, _u32, _u32, _P(LayoutP))),
+    ("cachepawl_layout_tp", _status, (LayoutP, _P(_u32), _P(_u32))),
     ("cachepawl_layout_free", None, (LayoutP,)),
     ("cachepawl_layout_to_json", _status, (LayoutP, _P(_vp))),
     ("cachepawl_layout_page_size_tokens", _status, (LayoutP, _P(_u32))),

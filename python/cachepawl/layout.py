@@ -135,6 +135,8 @@ class Layout(_lib.Owner):
         convention: str = "transformers",
         page_size_tokens: int = 16,
         model: Optional[str] = None,
+        tp_size: int = 1,
+        tp_rank: int = 0,
     ) -> "Layout":
         """The layout transformers 5.17 keeps for a Hugging Face ``config.json``
         (docs/MODELS.md, "Layouts from a Hugging Face config").
@@ -143,8 +145,10 @@ class Layout(_lib.Owner):
         that starts with "{"), or the config as a dict. ``dtype``: K/V and conv state dtype;
         ``state_dtype``: recurrent state dtype; ``convention``: "transformers" (conv state
         width d_conv) or "sglang" (d_conv - 1); ``model``: the layout's name (default: the
-        config's ``_name_or_path``, else its ``model_type``). Errors name the argument, or the
-        config key and value (``InvalidArgument``); a missing file is ``NotFound``."""
+        config's ``_name_or_path``, else its ``model_type``). ``tp_size`` > 1: the layout of
+        rank ``tp_rank`` (:meth:`shard`). Errors name the argument, or the config key and value
+        (``InvalidArgument``); a missing file is ``NotFound``."""
+        tp = (_convert.u32("tp_size", tp_size), _convert.u32("tp_rank", tp_rank))
         args = (
             _convert.text("dtype", dtype),
             _convert.text("state_dtype", state_dtype),
@@ -167,7 +171,38 @@ class Layout(_lib.Owner):
             raise TypeError(
                 f"config: expected a path, JSON text or a dict, got {type(config).__name__}"
             )
-        return cls(h)
+        whole = cls(h)
+        return whole if tp == (1, 0) else whole.shard(*tp)
+
+    def shard(self, tp_size: int, tp_rank: int) -> "Layout":
+        """Rank ``tp_rank`` of this whole model's layout split ``tp_size`` ways, as vLLM and
+        SGLang split attention KV heads (fewer heads than ranks: each replicated), Mamba heads
+        and groups, Gated DeltaNet heads and conv channels (docs/MODELS.md, "Tensor
+        parallelism"). ``InvalidArgument`` naming the layer's field and value when tp_size does
+        not split it, or when this layout is already one rank's."""
+        h = _lib.LayoutP()
+        check(
+            lib.cachepawl_layout_shard(
+                self._h,
+                _convert.u32("tp_size", tp_size),
+                _convert.u32("tp_rank", tp_rank),
+                ctypes.byref(h),
+            )
+        )
+        return Layout(h)
+
+    @property
+    def tp_size(self) -> int:
+        """Tensor-parallel ranks the layout is one of (1: the whole model)."""
+        size, rank = ctypes.c_uint32(), ctypes.c_uint32()
+        check(lib.cachepawl_layout_tp(self._h, ctypes.byref(size), ctypes.byref(rank)))
+        return int(size.value)
+
+    @property
+    def tp_rank(self) -> int:
+        size, rank = ctypes.c_uint32(), ctypes.c_uint32()
+        check(lib.cachepawl_layout_tp(self._h, ctypes.byref(size), ctypes.byref(rank)))
+        return int(rank.value)
 
     # --- sizes -------------------------------------------------------------------------------
 

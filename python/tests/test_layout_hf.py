@@ -144,3 +144,31 @@ def test_a_shortconv_layout_round_trips_through_a_store(
         store.load(m, dst, dst_slot).wait(timeout=30)
     assert [store.read_device_record(Kind.KV, p) for p in dst] == kv
     assert store.read_device_record(Kind.STATE, dst_slot) == state
+
+
+def test_tensor_parallel_ranks_split_heads_and_channels() -> None:
+    whole = Layout.from_hf_config(JAMBA)
+    assert (whole.tp_size, whole.tp_rank) == (1, 0)
+    for rank in range(2):
+        share = Layout.from_hf_config(JAMBA, tp_size=2, tp_rank=rank)
+        assert share == whole.shard(2, rank)
+        assert (share.tp_size, share.tp_rank) == (2, rank)
+        # 2 KV heads and d_inner 512 split 2 ways: half of every record.
+        assert share.kv_page_bytes * 2 == whole.kv_page_bytes
+        assert share.state_bytes * 2 == whole.state_bytes
+    assert whole.shard(2, 0).fingerprint != whole.shard(2, 1).fingerprint
+    # 4 ranks: a KV head each (replicated), a quarter of the Mamba channels.
+    four = whole.shard(4, 3)
+    assert four.kv_page_bytes * 2 == whole.kv_page_bytes
+    assert four.state_bytes * 4 == whole.state_bytes
+    with pytest.raises(
+        cachepawl.InvalidArgument, match=r"attention_layers\[0\].num_kv_heads: 2 \(tp_size 3"
+    ):
+        whole.shard(3, 0)
+    with pytest.raises(cachepawl.InvalidArgument, match=r"tp_rank: 2 \(must be < tp_size 2\)"):
+        Layout.from_hf_config(JAMBA, tp_size=2, tp_rank=2)
+    with pytest.raises(cachepawl.InvalidArgument, match="already one rank's"):
+        whole.shard(2, 0).shard(2, 0)
+    with pytest.raises(cachepawl.InvalidArgument, match="tp_size"):
+        whole.shard(-1, 0)
+

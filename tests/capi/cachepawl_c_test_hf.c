@@ -1,5 +1,6 @@
 /* The C ABI test, part 5: layouts from Hugging Face config.json text and files, their bad
- * arguments (each INVALID_ARGUMENT naming the argument), and a store of an LFM2 layout (short
+ * arguments (each INVALID_ARGUMENT naming the argument), a rank's share of a layout
+ * (cachepawl_layout_shard), and a store of an LFM2 layout (short
  * convolution layers: a conv state and no SSM state) whose engine pool has no SSM tensor for
  * them (ssm_base NULL) round-tripping a state and pages through save and load. */
 #define _XOPEN_SOURCE 700
@@ -122,6 +123,53 @@ static void layouts_from_configs(void) {
   EXPECT_ERR(cachepawl_layout_hf_model_types(NULL), CACHEPAWL_INVALID_ARGUMENT, "out: null");
 }
 
+/* Rank shares of the LFM2 layout: 2 KV heads and 64 conv channels split 2 ways (one head, 32
+ * channels a rank) and 4 ways (the KV head replicated, 16 channels); impossible splits and bad
+ * arguments name the field. */
+static void rank_shares(void) {
+  cachepawl_layout* whole = NULL;
+  cachepawl_layout* rank = NULL;
+  cachepawl_layout* again = NULL;
+  uint32_t size = 0, r = 9;
+  uint64_t u64 = 0;
+
+  EXPECT_OK(cachepawl_layout_from_hf_config_string(kLfm2, strlen(kLfm2), NULL, NULL, "sglang",
+                                                   LFM2_PAGE, NULL, &whole));
+  EXPECT_OK(cachepawl_layout_tp(whole, &size, &r));
+  CHECK(size == 1 && r == 0);
+  EXPECT_OK(cachepawl_layout_shard(whole, 2, 1, &rank));
+  EXPECT_OK(cachepawl_layout_tp(rank, &size, &r));
+  CHECK(size == 2 && r == 1);
+  EXPECT_OK(cachepawl_layout_k_bytes_per_page(rank, 0, &u64));
+  CHECK(u64 == LFM2_K_BYTES / 2);
+  EXPECT_OK(cachepawl_layout_conv_state_bytes(rank, 0, &u64));
+  CHECK(u64 == 32 * 2 * 2); /* [32, 2] bf16 */
+  EXPECT_ERR(cachepawl_layout_shard(rank, 2, 0, &again), CACHEPAWL_INVALID_ARGUMENT,
+             "already one rank's");
+  CHECK(again == NULL);
+  cachepawl_layout_free(rank);
+  rank = NULL;
+  EXPECT_OK(cachepawl_layout_shard(whole, 4, 3, &rank));
+  EXPECT_OK(cachepawl_layout_k_bytes_per_page(rank, 0, &u64));
+  CHECK(u64 == LFM2_K_BYTES / 2); /* one head of two, replicated */
+  EXPECT_OK(cachepawl_layout_conv_state_bytes(rank, 0, &u64));
+  CHECK(u64 == 16 * 2 * 2);
+  cachepawl_layout_free(rank);
+  rank = NULL;
+  EXPECT_ERR(cachepawl_layout_shard(whole, 3, 0, &rank), CACHEPAWL_INVALID_ARGUMENT,
+             "attention_layers[0].num_kv_heads: 2 (tp_size 3 neither divides it");
+  EXPECT_ERR(cachepawl_layout_shard(whole, 0, 0, &rank), CACHEPAWL_INVALID_ARGUMENT,
+             "tp_size: 0");
+  EXPECT_ERR(cachepawl_layout_shard(whole, 2, 2, &rank), CACHEPAWL_INVALID_ARGUMENT,
+             "tp_rank: 2 (must be < tp_size 2)");
+  EXPECT_ERR(cachepawl_layout_shard(NULL, 2, 0, &rank), CACHEPAWL_INVALID_ARGUMENT, "whole: null");
+  EXPECT_ERR(cachepawl_layout_shard(whole, 2, 0, NULL), CACHEPAWL_INVALID_ARGUMENT, "out: null");
+  EXPECT_ERR(cachepawl_layout_tp(whole, NULL, &r), CACHEPAWL_INVALID_ARGUMENT, "tp_size: null");
+  EXPECT_ERR(cachepawl_layout_tp(whole, &size, NULL), CACHEPAWL_INVALID_ARGUMENT, "tp_rank: null");
+  CHECK(rank == NULL);
+  cachepawl_layout_free(whole);
+}
+
 /* A store of the LFM2 layout with an engine pool per layer and NULL ssm_base for its shortconv
  * layers: pages 0..1 and state slot 0 saved, loaded into pages 2..3 and slot 1. */
 static void shortconv_engine_pool(void) {
@@ -173,5 +221,6 @@ static void shortconv_engine_pool(void) {
 
 void test_hf_layouts(void) {
   layouts_from_configs();
+  rank_shares();
   shortconv_engine_pool();
 }

@@ -352,7 +352,7 @@ class Program {
     const bool null_l = l == nullptr;
     const cachepawl_kind kind = Enum();
     const size_t i = Number();
-    switch (in_.Byte() % 7) {
+    switch (in_.Byte() % 8) {
       case 0: {
         const bool null_out = NullOut();
         MakeString(null_out, null_l, [&](char** o) { return cachepawl_layout_to_json(l, o); });
@@ -385,6 +385,19 @@ class Program {
             null_l, [&](uint32_t* o) { return cachepawl_layout_layer_index(l, kind, i, o); },
             "cachepawl_layout_layer_index");
         break;
+      case 6: {
+        // A rank's share (of a whole layout or, refused, of a share), then its degree and rank.
+        const auto tp_size = static_cast<uint32_t>(in_.Byte() % 10);
+        const auto tp_rank = static_cast<uint32_t>(in_.Byte() % 10);
+        Make(layouts_, null_l,
+             [&](cachepawl_layout** o) { return cachepawl_layout_shard(l, tp_size, tp_rank, o); });
+        const cachepawl_layout* any = Pick(layouts_);
+        uint32_t rank = 0;
+        Get<uint32_t>(
+            any == nullptr, [&](uint32_t* o) { return cachepawl_layout_tp(any, o, &rank); },
+            "cachepawl_layout_tp");
+        break;
+      }
       default: {
         uint8_t fp[32];
         const size_t capacity = in_.Bool() ? sizeof(fp) : in_.Byte() % 32;

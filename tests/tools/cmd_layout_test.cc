@@ -10,6 +10,7 @@
 
 #include "layouts/layout_from_hf.h"
 #include "layouts/layout_presets.h"
+#include "layouts/layout_tp.h"
 #include "tests/common/test_util.h"
 #include "tools/command.h"
 #include "vocab/model_layout.h"
@@ -219,6 +220,46 @@ TEST(CmdLayoutTest, FromHfConfigUsageErrorsNameTheFlagAndValue) {
   const std::string gpt2 = dir.str() + "/gpt2.json";
   std::ofstream(gpt2) << R"({"model_type": "gpt2"})";
   ExpectUsageError({"layout", "--from-hf-config", gpt2}, "model_type: 'gpt2'");
+}
+
+TEST(CmdLayoutTest, TpSizePrintsOneRanksShareOfAPresetAFileOrAConfig) {
+  const ModelLayout whole = *LayoutPreset("jamba-v0.1");
+  Result r = RunCli({"layout", "jamba-v0.1", "--tp-size", "4", "--tp-rank", "3"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out, ShardLayout(whole, 4, 3)->Describe());
+  EXPECT_NE(r.out.find("tensor parallel:  rank 3 of 4"), std::string::npos) << r.out;
+  Result rank0 = RunCli({"layout", "jamba-v0.1", "--tp-size", "4", "--json"});
+  ASSERT_EQ(rank0.code, kExitOk) << rank0.err;
+  EXPECT_EQ(rank0.out, LayoutToJson(*ShardLayout(whole, 4, 0))) << "--tp-rank defaults to 0";
+  Result sizes = RunCli({"layout", "jamba-v0.1", "--tp-size", "2", "--sizes"});
+  ASSERT_EQ(sizes.code, kExitOk) << sizes.err;
+  const auto j = nlohmann::json::parse(sizes.out);
+  EXPECT_EQ(j["kv_page_bytes"].get<uint64_t>(), whole.KvPageBytes() / 2);
+  EXPECT_EQ(j["state_bytes"].get<uint64_t>(), whole.MambaSlotBytes() / 2);
+
+  testing::TempDir dir;
+  const std::string config = dir.str() + "/config.json";
+  std::ofstream(config) << R"({"model_type": "jamba", "num_hidden_layers": 2, "hidden_size": 256,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "attn_layer_period": 2,
+    "attn_layer_offset": 1})";
+  Result hf = RunCli({"layout", "--from-hf-config", config, "--tp-size", "2", "--tp-rank", "1"});
+  ASSERT_EQ(hf.code, kExitOk) << hf.err;
+  EXPECT_NE(hf.out.find("rank 1 of 2"), std::string::npos) << hf.out;
+  EXPECT_NE(hf.out.find("kv_heads=1 head_dim=64"), std::string::npos) << hf.out;
+  // A rank's layout file is itself a share: --tp-size on it is refused.
+  const std::string file = dir.str() + "/rank.json";
+  std::ofstream(file) << rank0.out;
+  ExpectUsageError({"layout", file, "--tp-size", "2"}, "already one rank's");
+
+  ExpectUsageError({"layout", "samba-1.3b", "--tp-size", "4"},
+                   "--tp-size 4 --tp-rank 0: InvalidArgument: attention_layers[0].num_kv_heads: "
+                   "18 (tp_size 4 neither divides it nor is a multiple of it)");
+  ExpectUsageError({"layout", "jamba-v0.1", "--tp-size", "2", "--tp-rank", "2"},
+                   "tp_rank: 2 (must be < tp_size 2)");
+  ExpectUsageError({"layout", "jamba-v0.1", "--tp-size", "0"}, "tp_size: 0");
+  ExpectUsageError({"layout", "jamba-v0.1", "--tp-rank", "1"}, "--tp-rank goes with --tp-size");
+  ExpectUsageError({"layout", "jamba-v0.1", "--tp-size", "two"}, "--tp-size");
+  ExpectUsageError({"layout", "--list", "--tp-size", "2"}, "--list takes no other arguments");
 }
 
 }  // namespace

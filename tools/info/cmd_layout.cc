@@ -1,13 +1,15 @@
-// cachepawl layout PRESET|FILE [--page-size P] [--json|--sizes]
+// cachepawl layout PRESET|FILE [--page-size P] [--tp-size N [--tp-rank R]] [--json|--sizes]
 // cachepawl layout --from-hf-config CONFIG.json [--dtype D] [--state-dtype D]
 //                  [--convention transformers|sglang] [--page-size P] [--model NAME]
-//                  [--json|--sizes]
+//                  [--tp-size N [--tp-rank R]] [--json|--sizes]
 // cachepawl layout --list
 // Prints a layout (a built-in preset, a JSON layout file, or the layout transformers keeps for a
 // Hugging Face config.json: layouts/layout_from_hf.h): its layers, the bytes of one KV page and
 // one Mamba slot, and its fingerprint; or, with --json, the layout as a JSON layout file (which
 // `cachepawl layout FILE` reads back, so it has no derived sizes); or, with --sizes, the derived
 // sizes as JSON (KV page, full-attention and window records, window, state, fingerprint).
+// --tp-size N gives rank R's share (default 0) of an N-way tensor-parallel deployment, split as
+// the engines split heads and channels (layouts/layout_tp.h); every rank's sizes are equal.
 // --list prints the preset names, one a line.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 
 #include "layouts/layout_from_hf.h"
 #include "layouts/layout_presets.h"
+#include "layouts/layout_tp.h"
 #include "tools/cli_args.h"
 #include "tools/command.h"
 #include "vocab/model_layout.h"
@@ -96,12 +99,19 @@ int RunLayout(const std::vector<std::string>& args, CommandIo& io) {
   bool list = false;
   bool json = false;
   bool sizes = false;
+  uint32_t tp_size = 1;
+  uint32_t tp_rank = 0;
   HfFlags hf;
   app.add_option("name", name, "preset name or JSON layout file");
   CLI::Option* page_size_opt =
       app.add_option("--page-size,-p", page_size,
                      "tokens per KV page (default: the file's page_size_tokens, else 16)");
   app.add_flag("--list,-l", list, "print the preset names, one per line");
+  CLI::Option* tp_size_opt = app.add_option(
+      "--tp-size", tp_size,
+      "tensor-parallel ranks: print one rank's share of the heads and channels (default 1)");
+  CLI::Option* tp_rank_opt =
+      app.add_option("--tp-rank", tp_rank, "with --tp-size: the rank (default 0)");
   app.add_flag("--json", json, "print the layout as a JSON layout file");
   app.add_flag("--sizes", sizes,
                "print the derived sizes as JSON: kv_page_bytes, full_kv_record_bytes, "
@@ -123,7 +133,8 @@ int RunLayout(const std::vector<std::string>& args, CommandIo& io) {
   if (auto exit = ParseArgs(app, args, io)) return *exit;
 
   if (list) {
-    if (!name.empty() || json || sizes || page_size_opt->count() > 0 || hf_opt->count() > 0) {
+    if (!name.empty() || json || sizes || page_size_opt->count() > 0 || hf_opt->count() > 0 ||
+        tp_size_opt->count() > 0 || tp_rank_opt->count() > 0) {
       io.err << "cachepawl layout: --list takes no other arguments\n";
       return kExitUsage;
     }
@@ -152,8 +163,21 @@ int RunLayout(const std::vector<std::string>& args, CommandIo& io) {
               "presets, --from-hf-config reads a config.json, --help shows the usage)\n";
     return kExitUsage;
   }
+  if (tp_rank_opt->count() > 0 && tp_size_opt->count() == 0) {
+    io.err << "cachepawl layout: --tp-rank goes with --tp-size\n";
+    return kExitUsage;
+  }
   auto layout = hf_opt->count() > 0 ? LayoutOfHfConfig(hf, page_size)
                                     : LayoutOfName(name, page_size, page_size_opt->count() > 0);
+  if (layout.ok() && tp_size_opt->count() > 0) {
+    auto rank = ShardLayout(*layout, tp_size, tp_rank);
+    if (!rank.ok()) {
+      io.err << "cachepawl layout: --tp-size " << tp_size << " --tp-rank " << tp_rank << ": "
+             << rank.status().ToString() << "\n";
+      return kExitUsage;
+    }
+    layout = std::move(rank);
+  }
   if (!layout.ok()) {
     io.err << "cachepawl layout: " << layout.status().ToString() << "\n";
     return kExitUsage;
