@@ -36,6 +36,9 @@ TEST(CmdBenchDiskTest, BadArgumentsAreUsageErrors) {
   EXPECT_NE(r.err.find("not a folder"), std::string::npos) << r.err;
   r = RunBench({"--dir", dir.str(), "--queue-depth", "0"});
   EXPECT_EQ(r.code, kExitUsage);
+  r = RunBench({"--dir", dir.str(), "--watchdog", "-5s"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_NE(r.err.find("--watchdog: '-5s'"), std::string::npos) << r.err;
 }
 
 TEST(CmdBenchDiskTest, SmallRunPrintsEveryRowAndCleansUp) {

@@ -49,6 +49,7 @@ TEST(CmdBenchStoreTest, ArgumentErrorsExitTwoNamingTheValue) {
       {{"--max-seconds", "-1"}, "--max-seconds: -1"},
       {{"--host-free-target", "12q"}, "--host-free-target: '12q'"},
       {{"--host-free-target", "1T"}, "--host-free-target: 1099511627776"},
+      {{"--watchdog", "soon"}, "--watchdog: 'soon'"},
       {{"--frobnicate"}, "--frobnicate"},
   };
   for (const auto& [args, want] : cases) {

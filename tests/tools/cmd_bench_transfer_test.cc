@@ -28,6 +28,9 @@ TEST(CmdBenchTransferTest, BadArgumentsAndOptionsAreRefusedByName) {
   r = RunCli({"bench", "transfer", "--period-ms", "1"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--period-ms"), std::string::npos) << r.err;
+  r = RunCli({"bench", "transfer", "--watchdog", "a while"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--watchdog: 'a while'"), std::string::npos) << r.err;
 }
 
 TEST(CmdBenchTransferTest, WithoutAGpuItSaysSo) {

@@ -10,6 +10,7 @@
 #include "cuda/cuda_status.h"
 #include "tools/bench/bench_store.h"
 #include "tools/human_bytes.h"
+#include "tools/stall_watchdog.h"
 
 #if CACHEPAWL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -50,6 +51,7 @@ Status RunRound(uint32_t threads, const RoundFn& fn, Samples* out,
   ready.wait();
   go.count_down();
   for (std::thread& th : pool) th.join();
+  Progress("a round of bench store's threads");
   for (const Status& s : status) CACHEPAWL_RETURN_IF_ERROR(s);
   if (times_out != nullptr) *times_out = times;
   Clock::time_point first = times[0].start, end = first, load = first, save = first;

@@ -31,6 +31,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -42,6 +43,7 @@
 #include "tools/cli_args.h"
 #include "tools/command.h"
 #include "tools/replay/replay_rng.h"
+#include "tools/stall_watchdog.h"
 #include "transfer/disk_mover.h"
 #include "transfer/io_uring_ring.h"
 #include "vocab/internal/stage_profile.h"
@@ -292,12 +294,19 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--records", record_names,
                  "record shapes: kv-16k kv-64k llama-3.1-8b-kv jamba-v0.1-mamba");
   app.add_flag("--json", json, "print one JSON object instead of the table");
+  std::string watchdog_text = kWatchdogDefault;
+  app.add_option("--watchdog", watchdog_text, kWatchdogHelp);
   bool profile_stages = false;
   app.add_flag("--profile-stages", profile_stages,
                "time the disk mover's read stages (vocab/internal/stage_profile.h) and "
                "print them per "
                "record for every row");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
+  const auto watchdog_limit = ParseWatchdogLimit(watchdog_text);
+  if (!watchdog_limit.ok()) {
+    io.err << "cachepawl bench disk: " << watchdog_limit.status().message() << "\n";
+    return kExitUsage;
+  }
   if (profile_stages) profile::SetEnabled(true);
   auto shapes = Shapes(record_names);
   if (!shapes.ok()) {
@@ -323,6 +332,8 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
     return s.IsUnavailable() || s.IsInvalidArgument() ? kExitUsage : kExitFailure;
   };
 
+  std::optional<StallWatchdog> watchdog;
+  if (*watchdog_limit > 0) watchdog.emplace("cachepawl bench disk", *watchdog_limit);
   std::vector<Row> rows;
   size_t failed_reads = 0;
   for (const Shape& shape : *shapes) {
@@ -357,6 +368,7 @@ int RunBenchDisk(const std::vector<std::string>& args, CommandIo& io) {
     Row q1{shape.name, rec, "read_random", 1, rand1},
         q32{shape.name, rec, "read_random", qd, rand32};
     for (int rep = 0; rep < repeat; ++rep) {
+      Progress("a repetition of bench disk");
       auto raw = RawDisk::Open(work + "/raw.data", n * rec, qd, **arena);
       if (!raw.ok()) return fail("raw file", raw.status());
       DiskMoverOptions eo;

@@ -36,6 +36,7 @@
 #include "tools/command.h"
 #include "tools/human_bytes.h"
 #include "tools/parse_bytes.h"
+#include "tools/stall_watchdog.h"
 #include "vocab/attach_options.h"
 #include "vocab/internal/stage_profile.h"
 
@@ -139,6 +140,8 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
       "(+2G in GPU mode) --disk-bytes 1G; flags given override it");
   app.add_flag("--dry-run", dry_run, "print the cases and the bytes they would move; run nothing");
   app.add_flag("--json", json, "print one JSON object instead of the tables");
+  std::string watchdog_text = kWatchdogDefault;
+  app.add_option("--watchdog", watchdog_text, kWatchdogHelp);
   bool profile_stages = false;
   app.add_flag("--profile-stages", profile_stages,
                "time the store's stages (vocab/internal/stage_profile.h) in every host-phase "
@@ -306,10 +309,14 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
       return usage(s.message());
     }
   }
+  const auto watchdog_limit = ParseWatchdogLimit(watchdog_text);
+  if (!watchdog_limit.ok()) return usage(watchdog_limit.status().message());
   if (dry_run) {
     DryRun(c, io.out);
     return kExitOk;
   }
+  std::optional<StallWatchdog> watchdog;
+  if (*watchdog_limit > 0) watchdog.emplace(kName, *watchdog_limit);
 
   RunInfo info;
   info.command = kName;

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,6 +41,7 @@
 #if CACHEPAWL_HAVE_CUDA
 #include "tools/bench/bench_transfer_interference.h"
 #include "tools/bench/bench_transfer_scenario.h"
+#include "tools/stall_watchdog.h"
 #endif
 
 namespace cachepawl::tools {
@@ -93,6 +95,7 @@ StatusOr<std::vector<Row>> MeasureScenario(const ScenarioSpec& spec, Scenario& s
         CACHEPAWL_RETURN_IF_ERROR(sc.Poison(path, d2h, h2d));
         CACHEPAWL_ASSIGN_OR_RETURN(const double seconds, sc.Run(path, d2h, h2d));
         t.push_back(seconds);
+        Progress("a timed iteration of bench transfer");
       }
       CACHEPAWL_ASSIGN_OR_RETURN(const std::string bad, sc.Verify(path, d2h, h2d));
       if (!bad.empty() && mismatch->empty()) *mismatch = spec.name + ": " + bad;
@@ -210,6 +213,8 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
                      std::to_string(defaults.staging_chunks) + ")")
       ->check(CLI::Range(2u, 64u));
   app.add_flag("--json", json, "print rows as JSON");
+  std::string watchdog_text = kWatchdogDefault;
+  app.add_option("--watchdog", watchdog_text, kWatchdogHelp);
   app.add_option("--paths", path_list,
                  "comma-separated subset of: ours, ours_block, memcpy_piece, memcpy_batch "
                  "(contiguous always runs; default all)");
@@ -262,10 +267,17 @@ int RunBenchTransfer(const std::vector<std::string>& args, CommandIo& io) {
       paths.push_back(w);
     }
   }
+  const auto watchdog_limit = ParseWatchdogLimit(watchdog_text);
+  if (!watchdog_limit.ok()) {
+    io.err << "cachepawl bench transfer: " << watchdog_limit.status().message() << "\n";
+    return kExitUsage;
+  }
   if (!cuda::GpuAvailable()) {
     io.err << "cachepawl bench transfer: needs a GPU (" << cuda::DescribeDevice(0) << ")\n";
     return kExitFailure;
   }
+  std::optional<StallWatchdog> watchdog;
+  if (*watchdog_limit > 0) watchdog.emplace("cachepawl bench transfer", *watchdog_limit);
   paths.push_back("contiguous");
   Settings settings;
   settings.chosen = chosen;

@@ -15,6 +15,7 @@
 #include "tools/stress/stress_prompts.h"
 #include "tools/stress/stress_watchdog.h"
 #include "tools/stress/stress_worker.h"
+#include "tools/thread_dump.h"
 
 namespace cachepawl::tools {
 
@@ -185,6 +186,7 @@ StatusOr<StressReport> RunStress(const StressOptions& options) {
       [&](const std::string& text) {
         if (!options.on_stall) {
           std::fputs(text.c_str(), stderr);
+          std::fputs(("process threads:\n" + DumpThreads()).c_str(), stderr);
           std::fputs("cachepawl stress: aborting (watchdog)\n", stderr);
           std::fflush(stderr);
           std::abort();
