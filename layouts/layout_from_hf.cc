@@ -318,16 +318,26 @@ StatusOr<ModelLayout> LayoutBuilder::Finish(std::string model) {
 
 namespace {
 
-// Gemma 3's multimodal config: the decoder's config is the nested text_config (transformers:
-// Gemma3Config.__post_init__ builds a Gemma3TextConfig of it, its defaults when absent).
-Status ReadGemma3(const ConfigReader& config, LayoutBuilder* out) {
+// A multimodal config whose decoder's config is the nested text_config (the configuration class
+// builds its text class of it, with that class's defaults when absent): Gemma 3, Qwen3.5.
+Status ReadTextConfig(const ConfigReader& config, FamilyReader text_reader, LayoutBuilder* out) {
   static const Json kEmpty = Json::object();
   const Json* text = config.Find("text_config");
   if (text != nullptr && !text->is_null() && !text->is_object()) {
     return WrongType(config.Path("text_config"), *text, "an object");
   }
   const bool given = text != nullptr && text->is_object();
-  return ReadGemma3Text(ConfigReader(given ? *text : kEmpty, config.Path("text_config.")), out);
+  return text_reader(ConfigReader(given ? *text : kEmpty, config.Path("text_config.")), out);
+}
+
+Status ReadGemma3(const ConfigReader& config, LayoutBuilder* out) {
+  return ReadTextConfig(config, ReadGemma3Text, out);
+}
+Status ReadQwen35(const ConfigReader& config, LayoutBuilder* out) {
+  return ReadTextConfig(config, ReadQwen35Text, out);
+}
+Status ReadQwen35Moe(const ConfigReader& config, LayoutBuilder* out) {
+  return ReadTextConfig(config, ReadQwen35MoeText, out);
 }
 
 const std::map<std::string, FamilyReader, std::less<>>& Families() {
@@ -346,6 +356,10 @@ const std::map<std::string, FamilyReader, std::less<>>& Families() {
       {"nemotron_h", ReadNemotronH},
       {"qwen2", ReadQwen2},
       {"qwen3", ReadQwen3},
+      {"qwen3_5", ReadQwen35},
+      {"qwen3_5_moe", ReadQwen35Moe},
+      {"qwen3_5_moe_text", ReadQwen35MoeText},
+      {"qwen3_5_text", ReadQwen35Text},
       {"qwen3_next", ReadQwen3Next},
       {"recurrent_gemma", ReadRecurrentGemma},
       {"zamba2", ReadZamba2},

@@ -4,7 +4,9 @@
 //
 // What is read. `model_type` picks the family (HfConfigModelTypes() lists them): bamba,
 // falcon_h1, gemma3 (its decoder under "text_config"), gemma3_text, granitemoehybrid, jamba, lfm2,
-// llama, mamba, mamba2, mistral, nemotron_h, qwen2, qwen3, qwen3_next, recurrent_gemma, zamba2.
+// llama, mamba, mamba2, mistral, nemotron_h, qwen2, qwen3, qwen3_5 (its decoder under
+// "text_config"), qwen3_5_moe (likewise), qwen3_5_moe_text, qwen3_5_text, qwen3_next,
+// recurrent_gemma, zamba2.
 // For each family exactly the keys its configuration class and modeling code use for the cache
 // are read: the decoder layer types (an explicit `layer_types` / `layers_block_type` /
 // `block_types` list, or the older keys the class derives them from: `attn_layer_period` and
@@ -26,8 +28,8 @@
 //     "mamba2", conv [d_inner + 2 * n_groups * d_state, W] of cache_dtype, state
 //     [n_heads, head_dim, d_state] of state_dtype;
 //   Mamba-1 (mamba, jamba): "mamba1", conv [d_inner, W], state [d_inner, d_state];
-//   Gated DeltaNet (qwen3_next): "gdn", conv [2 * k_heads * k_dim + v_heads * v_dim, W], state
-//     [v_heads, k_dim, v_dim];
+//   Gated DeltaNet (qwen3_next, the qwen3_5 families): "gdn", conv [2 * k_heads * k_dim +
+//     v_heads * v_dim, W], state [v_heads, k_dim, v_dim];
 //   LFM2 short convolution: "shortconv", conv [hidden_size, W], no state;
 //   RG-LRU (recurrent_gemma): "rglru", conv [lru_width, conv1d_width - 1], state [lru_width];
 //   MLP / MoE layers (nemotron_h): nothing.

@@ -220,11 +220,15 @@ Status ReadRecurrentGemma(const ConfigReader& c, LayoutBuilder* out) {
   return Status::OK();
 }
 
-// Qwen3NextConfig: layer_types, else full attention every full_attention_interval-th layer and
-// Gated DeltaNet elsewhere.
-Status ReadQwen3Next(const ConfigReader& c, LayoutBuilder* out) {
+namespace {
+
+// Qwen3-Next's decoder and the Qwen3.5 text decoders that reuse its layers (their configuration
+// classes differ only in defaults): layer_types, else full attention every
+// full_attention_interval-th layer and Gated DeltaNet elsewhere.
+Status ReadGatedDeltaNetHybrid(const ConfigReader& c, AttentionDims defaults, int64_t kv_default,
+                               LayoutBuilder* out) {
   AttentionDims d;
-  CACHEPAWL_RETURN_IF_ERROR(ReadDims(c, {48, 2048, 16, 0, 0}, 2, 256, false, &d));
+  CACHEPAWL_RETURN_IF_ERROR(ReadDims(c, defaults, kv_default, 256, false, &d));
   std::vector<std::string> types;
   if (!c.IsAbsentOrNull("layer_types")) {
     CACHEPAWL_RETURN_IF_ERROR(
@@ -254,6 +258,23 @@ Status ReadQwen3Next(const ConfigReader& c, LayoutBuilder* out) {
     }
   }
   return Status::OK();
+}
+
+}  // namespace
+
+// Qwen3NextConfig (48 layers, hidden 2048, 16 heads, 2 KV heads of 256 by default).
+Status ReadQwen3Next(const ConfigReader& c, LayoutBuilder* out) {
+  return ReadGatedDeltaNetHybrid(c, {48, 2048, 16, 0, 0}, 2, out);
+}
+
+// Qwen3_5TextConfig (32 layers, hidden 4096, 16 heads, 4 KV heads of 256 by default).
+Status ReadQwen35Text(const ConfigReader& c, LayoutBuilder* out) {
+  return ReadGatedDeltaNetHybrid(c, {32, 4096, 16, 0, 0}, 4, out);
+}
+
+// Qwen3_5MoeTextConfig (40 layers, hidden 2048, 16 heads, 2 KV heads of 256 by default).
+Status ReadQwen35MoeText(const ConfigReader& c, LayoutBuilder* out) {
+  return ReadGatedDeltaNetHybrid(c, {40, 2048, 16, 0, 0}, 2, out);
 }
 
 // Lfm2Config: layer_types ("conv" short convolutions, "full_attention"), else full attention at

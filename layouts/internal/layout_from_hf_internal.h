@@ -171,6 +171,8 @@ Status ReadQwen3(const ConfigReader& config, LayoutBuilder* out);
 Status ReadGemma3Text(const ConfigReader& config, LayoutBuilder* out);
 Status ReadRecurrentGemma(const ConfigReader& config, LayoutBuilder* out);
 Status ReadQwen3Next(const ConfigReader& config, LayoutBuilder* out);
+Status ReadQwen35Text(const ConfigReader& config, LayoutBuilder* out);
+Status ReadQwen35MoeText(const ConfigReader& config, LayoutBuilder* out);
 Status ReadLfm2(const ConfigReader& config, LayoutBuilder* out);
 
 }  // namespace cachepawl::hf_internal
