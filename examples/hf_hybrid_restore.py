@@ -56,6 +56,7 @@ COMMON = dict(vocab_size=VOCAB, hidden_size=256, intermediate_size=512, num_hidd
 FAMILIES: Dict[str, Dict[str, Any]] = {
     "mamba2": dict(num_heads=8, head_dim=64, state_size=16, n_groups=2, conv_kernel=4,
                    chunk_size=32, expand=2),
+    "falcon_mamba": dict(state_size=16, expand=2, conv_kernel=4),
     "jamba": dict(attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2,
                   expert_layer_offset=1, num_experts=2, num_experts_per_tok=1, mamba_d_state=16,
                   mamba_expand=2, mamba_dt_rank=16),

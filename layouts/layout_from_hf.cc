@@ -344,6 +344,7 @@ const std::map<std::string, FamilyReader, std::less<>>& Families() {
   static const auto* families = new std::map<std::string, FamilyReader, std::less<>>{
       {"bamba", ReadBamba},
       {"falcon_h1", ReadFalconH1},
+      {"falcon_mamba", ReadMamba},
       {"gemma3", ReadGemma3},
       {"gemma3_text", ReadGemma3Text},
       {"granitemoehybrid", ReadGraniteMoeHybrid},

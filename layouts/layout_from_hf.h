@@ -3,7 +3,7 @@
 // configuration class reads it (checked against transformers 5.17 itself: docs/MODELS.md).
 //
 // What is read. `model_type` picks the family (HfConfigModelTypes() lists them): bamba,
-// falcon_h1, gemma3 (its decoder under "text_config"), gemma3_text, granitemoehybrid, jamba, lfm2,
+// falcon_h1, falcon_mamba, gemma3 (its decoder under "text_config"), gemma3_text, granitemoehybrid, jamba, lfm2,
 // llama, mamba, mamba2, mistral, nemotron_h, qwen2, qwen3, qwen3_5 (its decoder under
 // "text_config"), qwen3_5_moe (likewise), qwen3_5_moe_text, qwen3_5_text, qwen3_next,
 // recurrent_gemma, zamba2.
@@ -27,7 +27,7 @@
 //   Mamba-2 style (mamba2, bamba, falcon_h1, granitemoehybrid, nemotron_h, zamba2): block
 //     "mamba2", conv [d_inner + 2 * n_groups * d_state, W] of cache_dtype, state
 //     [n_heads, head_dim, d_state] of state_dtype;
-//   Mamba-1 (mamba, jamba): "mamba1", conv [d_inner, W], state [d_inner, d_state];
+//   Mamba-1 (mamba, falcon_mamba, jamba): "mamba1", conv [d_inner, W], state [d_inner, d_state];
 //   Gated DeltaNet (qwen3_next, the qwen3_5 families): "gdn", conv [2 * k_heads * k_dim +
 //     v_heads * v_dim, W], state [v_heads, k_dim, v_dim];
 //   LFM2 short convolution: "shortconv", conv [hidden_size, W], no state;

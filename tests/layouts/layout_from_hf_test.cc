@@ -180,10 +180,10 @@ TEST(LayoutFromHfTest, TheModelNameIsTheOptionTheNameOrPathOrTheModelType) {
 TEST(LayoutFromHfTest, EverySupportedModelTypeIsListedSorted) {
   const std::vector<std::string> types = HfConfigModelTypes();
   const std::vector<std::string> want = {
-      "bamba",      "falcon_h1",       "gemma3",  "gemma3_text", "granitemoehybrid", "jamba",
-      "lfm2",       "llama",           "mamba",   "mamba2",      "mistral",          "nemotron_h",
-      "qwen2",      "qwen3",           "qwen3_5", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text",
-      "qwen3_next", "recurrent_gemma", "zamba2"};
+      "bamba",        "falcon_h1",  "falcon_mamba",    "gemma3",  "gemma3_text", "granitemoehybrid",
+      "jamba",        "lfm2",       "llama",           "mamba",   "mamba2",      "mistral",
+      "nemotron_h",   "qwen2",      "qwen3",           "qwen3_5", "qwen3_5_moe", "qwen3_5_moe_text",
+      "qwen3_5_text", "qwen3_next", "recurrent_gemma", "zamba2"};
   EXPECT_EQ(types, want);
 }
 

@@ -1,7 +1,8 @@
-// LayoutFromHfConfig for Qwen3.5 (qwen3_5, qwen3_5_moe: multimodal configs whose decoder is the
-// nested text_config; qwen3_5_text, qwen3_5_moe_text: the decoder alone). Their text
-// configuration classes (transformers Qwen3_5TextConfig, Qwen3_5MoeTextConfig) reuse Qwen3-Next's
-// decoder layers (Gated DeltaNet and gated full attention) with their own defaults.
+// LayoutFromHfConfig for the newer families. Qwen3.5 (qwen3_5, qwen3_5_moe: multimodal configs
+// whose decoder is the nested text_config; qwen3_5_text, qwen3_5_moe_text: the decoder alone):
+// their text configuration classes (transformers Qwen3_5TextConfig, Qwen3_5MoeTextConfig) reuse
+// Qwen3-Next's decoder layers (Gated DeltaNet and gated full attention) with their own defaults.
+// FalconMamba (falcon_mamba): Mamba-1 layers, its configuration class MambaConfig's keys.
 #include <gtest/gtest.h>
 
 #include "layouts/layout_from_hf.h"
@@ -71,6 +72,25 @@ TEST(LayoutFromHfQwen35Test, ErrorsNameTheNestedKey) {
       {"layer_types[1]: 'mamba2'"});
   ExpectInvalid(R"json({"model_type": "qwen3_5_moe_text", "full_attention_interval": 0})json",
                 {"full_attention_interval: 0"});
+}
+
+// tiiuae/falcon-mamba-7b style: every layer Mamba-1, d_inner = expand * hidden_size.
+constexpr char kFalconMamba7B[] = R"json({"architectures": ["FalconMambaForCausalLM"],
+  "conv_kernel": 4, "expand": 16, "hidden_size": 4096, "intermediate_size": 8192,
+  "model_type": "falcon_mamba", "num_hidden_layers": 64, "state_size": 16,
+  "time_step_rank": 256, "use_mambapy": false, "vocab_size": 65024})json";
+
+TEST(LayoutFromHfFalconMambaTest, EveryLayerIsMambaOne) {
+  // intermediate_size is kept as given (it is set again after __post_init__ derives it).
+  ExpectLayers(Convert(kFalconMamba7B), 0, {}, 64,
+               {{0, Ssm(0, "mamba1", {8192, 4}, {8192, 16})},
+                {63, Ssm(63, "mamba1", {8192, 4}, {8192, 16})}});
+  // The class's defaults: 32 layers, hidden 768, expand 2, state 16, kernel 4.
+  ExpectLayers(Convert(R"json({"model_type": "falcon_mamba"})json"), 0, {}, 32,
+               {{31, Ssm(31, "mamba1", {1536, 4}, {1536, 16})}});
+  // Its layer_types is a read-only property: a file cannot set it.
+  ExpectInvalid(R"json({"model_type": "falcon_mamba", "layer_types": ["mamba"]})json",
+                {"layer_types"});
 }
 
 }  // namespace
