@@ -79,6 +79,13 @@ StatusOr<std::unique_ptr<Store>> Store::Serve(const StoreOptions& options,
   CACHEPAWL_RETURN_IF_ERROR(serve.Validate());
   CACHEPAWL_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
                              StoreImpl::Open(options, {}, /*host_shared=*/true));
+  if (store->layout().tp_size > 1) {
+    // The protocol does not carry a rank's share of a group record yet.
+    return Status::InvalidArgument(
+        "StoreOptions.layout.tp_size: " + std::to_string(store->layout().tp_size) +
+        " (a tensor-parallel group's store serves its ranks in one process for now: open it with "
+        "Store::Open and name each rank in SaveRequest.tp_rank and LoadOptions.tp_rank)");
+  }
   auto server = ipc::StoreServer::Start(static_cast<StoreImpl*>(store.get()), serve);
   if (!server.ok()) return server.status();
   return std::unique_ptr<Store>(

@@ -65,6 +65,7 @@ Status HostSpace::AllocateOnDemandLocked(Kind kind, size_t count,
     const uint64_t missing_bytes = (count - (slots->size() - first)) * host_->slot_bytes(kind);
     size_t writes = 0;
     if (EvictForBytesLocked(missing_bytes, kMaxEvictBatch, &writes) > 0) continue;
+    if (writes == 0 && victims_->ReclaimLocked(missing_bytes) > 0) continue;
     // Nothing could go at once: wait while something in flight may free or clean an entry.
     const bool in_flight = writes > 0 || victims_->SpaceMayComeLocked();
     if (in_flight && !stopped_ && released != nullptr) *released = true;

@@ -59,6 +59,10 @@ class HostSpace {
     // Whether something in flight may free or clean host entries (writes of victims, loads
     // holding host pins): an allocation that found nothing to evict waits for it.
     virtual bool SpaceMayComeLocked() const = 0;
+    // Frees host slots the index does not hold (a tensor-parallel group's partial entries, no
+    // hit yet) when nothing can be evicted: at least `bytes` where there are enough; returns
+    // the bytes freed.
+    virtual uint64_t ReclaimLocked(uint64_t bytes) = 0;
   };
 
   struct Options {

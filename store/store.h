@@ -83,6 +83,9 @@ struct LoadOptions {
   // the engine asks for (0: the match's, reusable_pages); see Store::Load.
   size_t first_page = 0;
   bool per_layer_fences = false;  // one sub-fence per attention layer (GPU mode; none: 0)
+  // Tensor-parallel group stores (layout tp_size > 1): the rank whose share this Load copies
+  // into the device pool (< tp_size; 0 otherwise).
+  uint32_t tp_rank = 0;
 };
 
 struct SaveRequest {
@@ -93,6 +96,9 @@ struct SaveRequest {
   std::span<const uint64_t> device_pages;  // empty for a pure SSM layout (no KV)
   std::optional<uint64_t> device_state_slot;  // a Mamba state to save, taken at...
   uint64_t state_depth_tokens = 0;            // ...this depth (a multiple of the page size)
+  // Tensor-parallel group stores (layout tp_size > 1): the rank whose share this Save copies
+  // (< tp_size; 0 otherwise). An entry becomes a hit once every rank saved its share.
+  uint32_t tp_rank = 0;
 };
 
 class Store {

@@ -43,6 +43,7 @@ void StoreCounters::FillLocked(const ModelLayout& layout, StoreStats* st) const 
   st->saved_states = saved_[static_cast<int>(Kind::kMamba)];
   st->saved_window_pages = saved_[static_cast<int>(Kind::kWindowKV)];
   st->refreshed_pages = refreshed_;
+  st->tp_partials_dropped = partials_dropped_;
   st->loads = loads_;
   st->prefetches = prefetches_;
   st->failed_operations = failed_;

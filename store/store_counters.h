@@ -40,6 +40,7 @@ class StoreCounters {
   void CountPrefetchLocked() { ++prefetches_; }
   void CountSaveLocked() { ++saves_; }
   void CountRefreshedLocked() { ++refreshed_; }
+  void CountPartialsDroppedLocked(uint64_t n) { partials_dropped_ += n; }
   void CountSavedLocked(Kind kind) { ++saved_[static_cast<int>(kind)]; }
   void CountFailedOperationLocked() { ++failed_; }
   // One entry a Load served from `tier` (device, host or disk).
@@ -66,6 +67,7 @@ class StoreCounters {
   std::array<std::array<uint64_t, kNumKinds>, kNumLocalTiers> loaded_{};
   std::array<uint64_t, kNumKinds> saved_{};
   uint64_t loads_ = 0, prefetches_ = 0, saves_ = 0, refreshed_ = 0, failed_ = 0;
+  uint64_t partials_dropped_ = 0;
   uint64_t checksum_failures_ = 0, io_errors_ = 0;
   uint64_t remote_loaded_ = 0, remote_load_failures_ = 0;
   uint64_t disk_records_recovered_ = 0, disk_unreachable_at_open_ = 0;

@@ -30,6 +30,22 @@ bool StoreImpl::SpaceMayComeLocked() const {
          loads_pinning_host_ > 0 || (remote_writer_ && remote_writer_->EvictingLocked());
 }
 
+uint64_t StoreImpl::ReclaimLocked(uint64_t bytes) {
+  if (!partials_) return 0;
+  uint64_t freed = 0;
+  auto taken = partials_->TakeOldestIdleLocked([&](HostSlotId slot) {
+    freed += host_->SlotBytes(slot);
+    return freed >= bytes;
+  });
+  for (const auto& [key, slot] : taken) {
+    filling_.erase(key);
+    (void)host_->Free(slot);
+    PruneLocked(key.hash);
+  }
+  counters_.CountPartialsDroppedLocked(taken.size());
+  return freed;
+}
+
 void StoreImpl::DropHostCopyLocked(const EntryKey& key) {
   auto cleared = index_->ClearLocation(key.hash, key.kind, Tier::kHost);
   if (!cleared.ok()) return;

@@ -8,11 +8,16 @@
 
 #include "cuda/gpu_runtime.h"
 #include "layouts/layout_presets.h"
+#include "layouts/layout_tp.h"
 #include "store/owned_device_pool.h"
 #include "store/store_option_rules.h"
 #include "tiers/machine_probe.h"
 
 namespace cachepawl {
+
+namespace {
+constexpr uint32_t kMaxTpSize = TpPartials::kMaxRanks;
+}  // namespace
 
 // ------------------------------------------------------------------------------------------
 // Opening and closing
@@ -42,6 +47,19 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
     s->layout_ = *layout;
   }
   CACHEPAWL_RETURN_IF_ERROR(s->layout_.Validate().WithContext("StoreOptions.layout"));
+  if (s->layout_.tp_size > kMaxTpSize) {
+    return Status::InvalidArgument(
+        "StoreOptions.layout.tp_size: " + std::to_string(s->layout_.tp_size) +
+        " (a store holds the records of at most " + std::to_string(kMaxTpSize) +
+        " tensor-parallel ranks)");
+  }
+  auto group = GroupLayout(s->layout_);
+  if (!group.ok()) return group.status().WithContext("StoreOptions.layout");
+  s->tier_layout_ = std::move(group).value();
+  if (s->layout_.tp_size > 1) {
+    s->partials_ = std::make_unique<TpPartials>(
+        s->layout_.tp_size, std::chrono::milliseconds(options.tp_partial_timeout_ms));
+  }
   // A layout file's own page size, known only now.
   CACHEPAWL_RETURN_IF_ERROR(
       CheckMaxPromptTokensHoldAPage(options.max_prompt_tokens, s->layout_.page_size_tokens));
@@ -55,11 +73,11 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
   // full-attention KV; the chain names them, states (and windowed KV) are the payload.
   io.kv_payload = s->layout_.Stores(Kind::kKV);
   io.track_interval_pages = std::max<uint32_t>(1, options.track_interval_pages);
-  io.kv_page_bytes = io.kv_payload ? RecordSlotBytes(s->layout_, Kind::kKV) : 0;
+  io.kv_page_bytes = io.kv_payload ? RecordSlotBytes(s->tier_layout_, Kind::kKV) : 0;
   // Sliding-window layers: a reusable prefix needs their KV for its last WindowPages() pages.
   io.window_pages = s->layout_.WindowPages();
-  io.window_page_bytes = StoredRecordSlotBytes(s->layout_, Kind::kWindowKV);
-  io.mamba_state_bytes = s->layout_.has_ssm() ? RecordSlotBytes(s->layout_, Kind::kMamba) : 0;
+  io.window_page_bytes = StoredRecordSlotBytes(s->tier_layout_, Kind::kWindowKV);
+  io.mamba_state_bytes = s->layout_.has_ssm() ? RecordSlotBytes(s->tier_layout_, Kind::kMamba) : 0;
   // Hybrid eviction: a state's value is the prefill it saves (per page of its depth).
   io.hybrid_eviction = options.eviction_policy == EvictionPolicy::kHybrid;
   s->eviction_policy_ = options.eviction_policy;
@@ -88,7 +106,7 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
     co.selective_min_hits = options.selective_min_hits;
     co.eviction_policy = options.eviction_policy;
     DiskCascade::Hooks* hooks = s.get();  // (a private base: converted here)
-    s->cascade_ = std::make_unique<DiskCascade>(s->disk_.get(), s->index_.get(), &s->layout_,
+    s->cascade_ = std::make_unique<DiskCascade>(s->disk_.get(), s->index_.get(), &s->tier_layout_,
                                                 &s->mu_, hooks, co);
   }
   return std::unique_ptr<Store>(std::move(s));
@@ -113,7 +131,7 @@ Status StoreImpl::OpenTiers() {
   ho.pin = cpu_only ? HostArenaOptions::Pin::kOff : HostArenaOptions::Pin::kAuto;
   ho.device = std::max(0, options_.cuda_device);
   ho.shared = host_shared_;
-  auto host = HostArena::Open(layout_, ho);
+  auto host = HostArena::Open(tier_layout_, ho);
   if (!host.ok()) return host.status().WithContext("host tier");
   host_ = std::move(host).value();
 
@@ -126,10 +144,10 @@ Status StoreImpl::OpenTiers() {
     d.tier.wipe_unreadable_catalog = options_.wipe_unreadable_catalog;
     // The store evicts disk records itself, through the index, so that locked prefixes stay.
     d.queue_depth = options_.disk_queue_depth;
-    auto disk = DiskMover::Open(d, layout_, host_.get());
+    auto disk = DiskMover::Open(d, tier_layout_, host_.get());
     if (!disk.ok()) return disk.status().WithContext("disk tier");
     disk_ = std::move(disk).value();
-    auto orphans = RebuildIndexFromDisk(disk_->tier(), *index_, layout_);
+    auto orphans = RebuildIndexFromDisk(disk_->tier(), *index_, tier_layout_);
     if (!orphans.ok()) return orphans.status().WithContext("disk tier: rebuilding the index");
     const DiskTierStats opened = disk_->tier().stats();
     counters_.SetOpenedWith(opened.records_kv + opened.records_mamba + opened.records_window,
@@ -421,6 +439,7 @@ StoreStats StoreImpl::Stats() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     counters_.FillLocked(layout_, &st);
+    if (partials_) st.tp_partial_entries = partials_->SizeLocked();
     st.remote = RemoteStatsLocked();
     for (Kind k : kAllKinds) {
       const int i = static_cast<int>(k);
@@ -435,7 +454,7 @@ StoreStats StoreImpl::Stats() const {
     for (int t = 0; t < kNumLocalTiers; ++t) {
       for (int k = 0; k < kNumKinds; ++k) {
         st.resident_entries[t][k] = is.located[k][t];
-        st.resident_bytes[t][k] = is.located[k][t] * layout_.RecordBytes(static_cast<Kind>(k));
+        st.resident_bytes[t][k] = is.located[k][t] * tier_layout_.RecordBytes(static_cast<Kind>(k));
       }
     }
     if (mover_) {

@@ -72,6 +72,7 @@
 #include "store/store_faults.h"
 #include "store/task_queue.h"
 #include "store/tier_write_policy.h"
+#include "store/tp_partials.h"
 #include "tiers/device_pool_arena.h"
 #include "tiers/disk_record_copy.h"
 #include "tiers/host_arena.h"
@@ -203,6 +204,7 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   void DropLocked(const EntryKey& key) override { DropHostCopyLocked(key); }
   // Write-on-evict writes (disk or remote) or loads holding host pins are in flight.
   bool SpaceMayComeLocked() const override;
+  uint64_t ReclaimLocked(uint64_t bytes) override;
   // Frees the host copy of `key` (its location, its slot) and prunes what no tier holds.
   void DropHostCopyLocked(const EntryKey& key);
   // Forgets `key`'s Disk location (after the disk tier dropped or evicted the record).
@@ -231,6 +233,7 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
     size_t remaining = 1;
     Status first_error;
     std::vector<EntryKey> held;  // published entries kept in filling_ until the end
+    uint32_t tp_rank = 0;        // a group store: the rank whose shares the Save copies
     // One share done with `s`. The last one releases `held` and returns true: the caller
     // then calls Fire() after releasing mu_. Requires mu_.
     bool ReleaseLocked(const Status& s, StoreImpl* store);
@@ -246,6 +249,17 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   Status PrepareSaveChunk(std::span<const SaveWant> part, std::span<const PageHash> chain,
                           SaveProgress* progress, Operation* op,
                           std::vector<std::pair<EntryKey, HostSlotId>>* pending);
+  // PrepareSaveChunk for a tensor-parallel group's store: a new entry gets a slot for every
+  // rank's record and starts partial; a partial one lacking this rank's share gets the share
+  // copied into its slot (at tp_rank * layout_.RecordBytes(kind)). Requires mu_ (`lock`; waiting
+  // for room releases it).
+  Status PrepareGroupSaveChunkLocked(std::span<const SaveWant> part,
+                                     std::span<const PageHash> chain, SaveProgress* progress,
+                                     std::unique_lock<std::mutex>& lock, Operation* op,
+                                     std::vector<std::pair<EntryKey, HostSlotId>>* pending);
+  // Drops the partial entries that timed out (StoreOptions::tp_partial_timeout_ms): their slots
+  // freed, their chains pruned. Requires mu_.
+  void ExpirePartialsLocked();
   // When `inner` fires: FinishSaveLocked(pending) and progress->ReleaseLocked under mu_.
   void FinishSaveWhenDone(const Fence& inner, std::vector<std::pair<EntryKey, HostSlotId>> pending,
                           std::shared_ptr<SaveProgress> progress);
@@ -330,6 +344,7 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
     SteadyClock::time_point start;
     std::shared_ptr<DeferredStreamWaiter> deferred;
     bool per_layer = false;
+    uint32_t tp_rank = 0;  // a group store: the rank whose shares go to the device
   };
   // Reads the disk fills (none: goes on at once), then copies everything host -> device.
   void LoadFromDisk(PendingLoad load);
@@ -342,11 +357,14 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   void SubmitHostToDevice(const std::shared_ptr<TransferQueue>& mover,
                           std::vector<HostSource> sources, std::shared_ptr<FenceCompleter> outer,
                           bool per_layer, SteadyClock::time_point start,
-                          std::shared_ptr<DeferredStreamWaiter> deferred);
+                          std::shared_ptr<DeferredStreamWaiter> deferred, uint32_t tp_rank);
   void CountHitLocked(const EntryKey& key);
 
   StoreOptions options_;
-  ModelLayout layout_;
+  ModelLayout layout_;  // a rank's records: the API's, the device pool's and the mover's
+  // The tiers' records (host, disk, remote): every rank's record of an entry in one
+  // (layouts/layout_tp.h, GroupLayout); layout_ itself when tp_size is 1.
+  ModelLayout tier_layout_;
   std::unique_ptr<PageHasher> hasher_;
   std::unique_ptr<PrefixIndex> index_;
   std::unique_ptr<HostArena> host_;
@@ -370,7 +388,10 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   bool registering_ = false;  // Register/UnregisterDevicePool at work; guarded by mu_
   bool host_shared_ = false;  // set by Open
   std::unordered_set<EntryKey, EntryKeyHasher> filling_;  // guarded by mu_
-  uint64_t loads_pinning_host_ = 0;                       // loads holding host pins; guarded by mu_
+  // A tensor-parallel group's store (layout tp_size > 1): the entries not every rank saved yet
+  // (also in filling_); null otherwise. Guarded by mu_.
+  std::unique_ptr<TpPartials> partials_;
+  uint64_t loads_pinning_host_ = 0;  // loads holding host pins; guarded by mu_
   // What the store counts of its own calls (store/store_counters.h: its event counters are
   // guarded by mu_, its lookup counters and latencies need no lock).
   StoreCounters counters_;

@@ -25,6 +25,11 @@ StatusOr<Fence> StoreImpl::LoadVia(std::shared_ptr<TransferQueue> via, const Pre
                                    std::optional<uint64_t> device_state_slot,
                                    const LoadOptions& opts) {
   const auto start = SteadyClock::now();
+  if (opts.tp_rank >= layout_.tp_size) {
+    return Status::InvalidArgument("LoadOptions.tp_rank: " + std::to_string(opts.tp_rank) +
+                                   " (layout '" + layout_.model + "' has tp_size " +
+                                   std::to_string(layout_.tp_size) + ")");
+  }
   size_t first = opts.first_page;
   const size_t count = device_pages.size();
   if (!layout_.has_attention()) {
@@ -112,7 +117,8 @@ StatusOr<Fence> StoreImpl::LoadVia(std::shared_ptr<TransferQueue> via, const Pre
   Fence result = outer->fence();
   OperationStarted();
   if (fills.empty() && remote_fills.empty()) {
-    SubmitHostToDevice(mover, std::move(sources), outer, opts.per_layer_fences, start, nullptr);
+    SubmitHostToDevice(mover, std::move(sources), outer, opts.per_layer_fences, start, nullptr,
+                       opts.tp_rank);
     return result;
   }
   std::shared_ptr<DeferredStreamWaiter> deferred;
@@ -122,8 +128,8 @@ StatusOr<Fence> StoreImpl::LoadVia(std::shared_ptr<TransferQueue> via, const Pre
     internal::FenceAccess::SetStreamWaiter(
         result, [deferred](void* stream) { return deferred->Wait(stream); });
   }
-  PendingLoad pending{mover, std::move(sources), std::move(fills),     outer,
-                      start, deferred,           opts.per_layer_fences};
+  PendingLoad pending{mover, std::move(sources), std::move(fills),      outer,
+                      start, deferred,           opts.per_layer_fences, opts.tp_rank};
   if (remote_fills.empty()) {
     LoadFromDisk(std::move(pending));
     return result;
@@ -168,7 +174,7 @@ void StoreImpl::FailLoad(PendingLoad& load, const Status& why) {
 void StoreImpl::LoadFromDisk(PendingLoad load) {
   if (load.fills.empty()) {
     SubmitHostToDevice(load.mover, std::move(load.sources), load.outer, load.per_layer, load.start,
-                       load.deferred);
+                       load.deferred, load.tp_rank);
     return;
   }
   DiskOp op = disk_->Load(DiskReadsOf(load.fills));
@@ -185,7 +191,7 @@ void StoreImpl::LoadFromDisk(PendingLoad load) {
       return;
     }
     SubmitHostToDevice(load.mover, std::move(load.sources), load.outer, load.per_layer, load.start,
-                       load.deferred);
+                       load.deferred, load.tp_rank);
   });
 }
 
@@ -216,12 +222,15 @@ void StoreImpl::SubmitHostToDevice(const std::shared_ptr<TransferQueue>& mover,
                                    std::vector<HostSource> sources,
                                    std::shared_ptr<FenceCompleter> outer, bool per_layer,
                                    SteadyClock::time_point start,
-                                   std::shared_ptr<DeferredStreamWaiter> deferred) {
+                                   std::shared_ptr<DeferredStreamWaiter> deferred,
+                                   uint32_t tp_rank) {
   Operation op;
   op.direction = Direction::kLoad;
   op.per_layer_fences = per_layer;
   for (const HostSource& s : sources) {
-    op.units.push_back({s.key.kind, {Tier::kHost, s.slot}, {Tier::kDevice, s.device_slot}});
+    // A group store's host record holds every rank's: this rank's share is at its offset.
+    const uint64_t offset = uint64_t{tp_rank} * layout_.RecordBytes(s.key.kind);
+    op.units.push_back({s.key.kind, {Tier::kHost, s.slot, offset}, {Tier::kDevice, s.device_slot}});
   }
   const uint64_t submit_start = profile::Now();
   Fence inner = mover->Submit(std::move(op));

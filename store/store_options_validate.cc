@@ -46,6 +46,7 @@ Status StoreOptions::Validate() const {
   CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs("host_space_wait_ms", host_space_wait_ms));
   CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs("host_pinning_wait_ms", host_pinning_wait_ms));
   CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs("stream_wait_ms", stream_wait_ms));
+  CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs("tp_partial_timeout_ms", tp_partial_timeout_ms));
   CACHEPAWL_RETURN_IF_ERROR(CheckCudaDevice(cuda_device));
   CACHEPAWL_RETURN_IF_ERROR(CheckStreamPriority("load_stream_priority", load_stream_priority));
   CACHEPAWL_RETURN_IF_ERROR(CheckStreamPriority("write_stream_priority", write_stream_priority));

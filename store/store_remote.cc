@@ -10,14 +10,14 @@ namespace cachepawl {
 
 Status StoreImpl::OpenRemote() {
   if (!options_.remote.enabled()) return Status::OK();
-  auto remote = RemoteTier::Open(ToRemoteTierOptions(options_.remote), layout_);
+  auto remote = RemoteTier::Open(ToRemoteTierOptions(options_.remote), tier_layout_);
   if (!remote.ok()) return remote.status().WithContext("StoreOptions.remote");
   remote_ = std::move(remote).value();
   RemoteReader::Options ro;
   ro.threads = options_.remote.reader_threads;
   ro.lookup_deadline = std::chrono::milliseconds(options_.remote.lookup_deadline_ms);
   ro.track_interval_pages = options_.track_interval_pages;
-  remote_reader_ = std::make_unique<RemoteReader>(remote_.get(), &layout_, ro);
+  remote_reader_ = std::make_unique<RemoteReader>(remote_.get(), &tier_layout_, ro);
   remote_policy_ =
       TierWritePolicy::Make(options_.remote.write_policy, options_.remote.selective_min_hits);
   if (remote_policy_ != nullptr) {
@@ -25,7 +25,7 @@ Status StoreImpl::OpenRemote() {
     wo.max_queued_writes = options_.remote.max_queued_writes;
     wo.on_evict = remote_policy_->OnEvict();
     remote_writer_ = std::make_unique<RemoteWriter>(
-        remote_.get(), index_.get(), host_.get(), &layout_, &mu_,
+        remote_.get(), index_.get(), host_.get(), &tier_layout_, &mu_,
         [this] { host_space_->NotifyLocked(); }, wo);
   }
   return Status::OK();

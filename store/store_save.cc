@@ -31,6 +31,11 @@ StatusOr<Fence> StoreImpl::SaveVia(std::shared_ptr<TransferQueue> via, const Sav
     computed = hasher_->HashTokens(req.ns, req.tokens);
     hashes = computed;
   }
+  if (req.tp_rank >= layout_.tp_size) {
+    return Status::InvalidArgument("SaveRequest.tp_rank: " + std::to_string(req.tp_rank) +
+                                   " (layout '" + layout_.model + "' has tp_size " +
+                                   std::to_string(layout_.tp_size) + ")");
+  }
   const size_t n = hashes.size();
   const size_t first = req.first_page;
   const size_t count = req.device_pages.size();
@@ -105,19 +110,27 @@ StatusOr<Fence> StoreImpl::SaveVia(std::shared_ptr<TransferQueue> via, const Sav
     CACHEPAWL_RETURN_IF_ERROR(
         index_->InsertChain(std::nullopt, hashes.first(chain)).WithContext("SaveRequest"));
     // `fresh` in kind order: full KV, windowed KV, the state (PrepareSaveChunk allocates runs
-    // per kind in that order).
+    // per kind in that order). A group store's partial entry is fresh for a rank whose share it
+    // lacks (PrepareSaveChunk copies the share into its slot).
+    if (partials_) ExpirePartialsLocked();
+    auto consider = [&](const SaveWant& w) {
+      const bool partial = partials_ && partials_->ContainsLocked(w.key);
+      if (partial ? !partials_->LacksLocked(w.key, req.tp_rank) : CachedLocked(w.key)) {
+        counters_.CountRefreshedLocked();
+      } else {
+        fresh.push_back(w);
+      }
+    };
     for (size_t j = 0; full_kv && j < count; ++j) {
-      const SaveWant w{{hashes[first + j], Kind::kKV}, req.device_pages[j]};
-      CachedLocked(w.key) ? counters_.CountRefreshedLocked() : fresh.push_back(w);
+      consider({{hashes[first + j], Kind::kKV}, req.device_pages[j]});
     }
     for (size_t j = 0; j < count; ++j) {
-      if (!keeps_window(first + j)) continue;
-      const SaveWant w{{hashes[first + j], Kind::kWindowKV}, req.device_pages[j]};
-      CachedLocked(w.key) ? counters_.CountRefreshedLocked() : fresh.push_back(w);
+      if (keeps_window(first + j)) {
+        consider({{hashes[first + j], Kind::kWindowKV}, req.device_pages[j]});
+      }
     }
     if (req.device_state_slot) {
-      const SaveWant w{{hashes[state_pages - 1], Kind::kMamba}, *req.device_state_slot};
-      CachedLocked(w.key) ? counters_.CountRefreshedLocked() : fresh.push_back(w);
+      consider({{hashes[state_pages - 1], Kind::kMamba}, *req.device_state_slot});
     }
     counters_.CountSaveLocked();
     profile::Add(profile::Stage::kSaveIndex, index_start);
@@ -136,6 +149,7 @@ StatusOr<Fence> StoreImpl::SaveVia(std::shared_ptr<TransferQueue> via, const Sav
   // operation's entries are published (or dropped), with the first error.
   auto progress = std::make_shared<SaveProgress>();
   progress->start = start;
+  progress->tp_rank = req.tp_rank;
   Fence result = progress->outer.fence();
   OperationStarted();
   const size_t per_op = std::max<size_t>(1, options_.save_chunk_entries);
@@ -185,6 +199,7 @@ Status StoreImpl::PrepareSaveChunk(std::span<const SaveWant> part, std::span<con
   const uint64_t allocate_start = profile::Now();
   std::unique_lock<std::mutex> lock(mu_);
   if (closed_) return Status::FailedPrecondition("store is closed");
+  if (partials_) return PrepareGroupSaveChunkLocked(part, chain, progress, lock, op, pending);
   // Host slots, as runs per kind, in the order of `part`: full KV, windowed KV, the state (at
   // most one, at the end).
   std::vector<HostSlotId> slots;
@@ -286,10 +301,92 @@ void StoreImpl::FinishSaveWhenDone(const Fence& inner,
   });
 }
 
+Status StoreImpl::PrepareGroupSaveChunkLocked(
+    std::span<const SaveWant> part, std::span<const PageHash> chain, SaveProgress* progress,
+    std::unique_lock<std::mutex>& lock, Operation* op,
+    std::vector<std::pair<EntryKey, HostSlotId>>* pending) {
+  const uint32_t rank = progress->tp_rank;
+  // New entries need a slot for the group's record; the partial ones have theirs.
+  std::vector<HostSlotId> slots;
+  std::vector<size_t> allocated_for;  // index into part of slots[k]
+  bool released = false;
+  Status st;
+  for (Kind kind : {Kind::kKV, Kind::kWindowKV, Kind::kMamba}) {
+    size_t n = 0;
+    for (size_t i = 0; i < part.size(); ++i) {
+      if (part[i].key.kind == kind && !partials_->ContainsLocked(part[i].key)) {
+        allocated_for.push_back(i);
+        ++n;
+      }
+    }
+    if (n > 0 && st.ok()) st = host_space_->AllocateLocked(kind, n, lock, &slots, &released);
+  }
+  if (st.ok() && slots.size() != allocated_for.size()) st = Status::Internal("host slot count");
+  if (st.ok()) st = index_->InsertChain(std::nullopt, chain).WithContext("SaveRequest");
+  if (!st.ok()) {
+    for (HostSlotId slot : slots) (void)host_->Free(slot);
+    for (size_t i = chain.size(); i-- > 0;) PruneLocked(chain[i]);
+    return st;
+  }
+  std::vector<std::optional<HostSlotId>> own(part.size());
+  for (size_t k = 0; k < slots.size(); ++k) own[allocated_for[k]] = slots[k];
+  const auto now = SteadyClock::now();
+  for (size_t i = 0; i < part.size(); ++i) {
+    const EntryKey& key = part[i].key;
+    std::optional<HostSlotId> slot;
+    if (partials_->ContainsLocked(key)) {
+      // Another rank started it (maybe while this one waited for room): its slot.
+      slot = partials_->JoinLocked(key, rank, now);
+      if (own[i]) (void)host_->Free(*own[i]);
+    } else if (CachedLocked(key) || !own[i]) {
+      // Published meanwhile (every rank saved), or gone while this one waited (its other ranks'
+      // copies failed or it expired): nothing to add to.
+      if (own[i]) (void)host_->Free(*own[i]);
+    } else {
+      slot = own[i];
+      partials_->StartLocked(key, *slot, rank, now);
+      filling_.insert(key);
+    }
+    if (!slot) {
+      counters_.CountRefreshedLocked();
+      continue;
+    }
+    pending->emplace_back(key, *slot);
+    op->units.push_back({key.kind,
+                         {Tier::kDevice, part[i].device_slot},
+                         {Tier::kHost, *slot, uint64_t{rank} * layout_.RecordBytes(key.kind)}});
+  }
+  if (!op->units.empty()) ++progress->remaining;
+  return Status::OK();
+}
+
+void StoreImpl::ExpirePartialsLocked() {
+  const auto expired = partials_->ExpireLocked(SteadyClock::now());
+  for (const auto& [key, slot] : expired) {
+    filling_.erase(key);
+    (void)host_->Free(slot);
+    PruneLocked(key.hash);
+  }
+  counters_.CountPartialsDroppedLocked(expired.size());
+}
+
 void StoreImpl::FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotId>>& pending,
                                  const Status& s, SaveProgress* progress) {
   std::vector<EntryKey> to_disk, to_remote;
   for (const auto& [key, slot] : pending) {
+    if (partials_) {
+      // A group store: this rank's share landed (or not). The entry is published only with
+      // every rank's share; until then it stays partial (and in filling_).
+      const TpPartials::Ended ended =
+          partials_->EndLocked(key, progress->tp_rank, s.ok(), SteadyClock::now());
+      if (ended.abandoned) {
+        filling_.erase(key);
+        (void)host_->Free(slot);
+        PruneLocked(key.hash);
+        continue;
+      }
+      if (!ended.complete) continue;
+    }
     Status located = s;
     if (s.ok()) located = index_->SetLocation(key.hash, key.kind, Tier::kHost, slot);
     if (!located.ok()) {

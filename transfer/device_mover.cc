@@ -66,10 +66,18 @@ StatusOr<std::unique_ptr<DeviceMover>> DeviceMover::Create(const ModelLayout& la
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
   CACHEPAWL_RETURN_IF_ERROR(layout.Validate().WithContext("device mover layout"));
   if (host == nullptr) return Status::InvalidArgument("device mover: host arena is null");
-  if (host->layout().Fingerprint() != layout.Fingerprint()) {
+  // The host arena holds this layout's records, or (a tensor-parallel group's store) records
+  // of every rank of it, tp_size times as large (layouts/layout_tp.h, GroupLayout).
+  const ModelLayout& held = host->layout();
+  bool group = layout.tp_size > 1 && held.tp_size == layout.tp_size && held.tp_rank == 0 &&
+               held.page_size_tokens == layout.page_size_tokens;
+  for (Kind k : kAllKinds) {
+    group = group && held.RecordBytes(k) == uint64_t{layout.tp_size} * layout.RecordBytes(k);
+  }
+  if (held.Fingerprint() != layout.Fingerprint() && !group) {
     return Status::InvalidArgument("device mover: the host arena's layout (" +
-                                   host->layout().FingerprintHex() +
-                                   ") differs from the mover's (" + layout.FingerprintHex() + ")");
+                                   held.FingerprintHex() + ") differs from the mover's (" +
+                                   layout.FingerprintHex() + ")");
   }
   CACHEPAWL_RETURN_IF_ERROR(pool.Validate(layout));
   // kAuto follows the pool (a pool on a GPU passed Validate only with a GPU usable); kOn and kOff
@@ -188,6 +196,14 @@ Status DeviceMover::Validate(const Operation& op) const {
     }
     Status st = host_->CheckSlot(host.slot, u.kind);
     if (!st.ok()) return st.WithContext(at(i) + (saving ? ".dst" : ".src"));
+    const uint64_t payload = host_->SlotBytes(host.slot) - kRecordHeaderBytes;
+    if (host.offset > payload || m.record_bytes > payload - host.offset) {
+      return Status::InvalidArgument(at(i) + (saving ? ".dst.offset: " : ".src.offset: ") +
+                                     std::to_string(host.offset) + " (a record of " +
+                                     std::to_string(m.record_bytes) + " bytes there passes the " +
+                                     std::to_string(payload) + "-byte payload of host slot " +
+                                     std::to_string(host.slot) + ")");
+    }
     destinations.push_back((u.dst.slot << 2) | static_cast<uint64_t>(u.kind));  // slots < 2^62
   }
   std::sort(destinations.begin(), destinations.end());
@@ -233,7 +249,7 @@ Fence DeviceMover::Submit(Operation op) {
   std::vector<internal::HostPlacement> placements(op.units.size());
   for (size_t i = 0; i < op.units.size(); ++i) {
     const TierSlot& host = op.direction == Direction::kSave ? op.units[i].dst : op.units[i].src;
-    placements[i] = {host_->SlotPayload(host.slot), host_->RegionOf(host.slot)};
+    placements[i] = {host_->SlotPayload(host.slot) + host.offset, host_->RegionOf(host.slot)};
   }
   const RecordMap* maps[kNumKinds] = {};
   for (int k = 0; k < kNumKinds; ++k) maps[k] = maps_[k].get();

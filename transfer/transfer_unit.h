@@ -14,9 +14,12 @@ namespace cachepawl {
 //   Device: for KV, a page index in the device pool; for Mamba, a state slot index.
 //   Host:   a HostSlotId (tiers/host_memory.h).
 //   Disk:   an extent id of the disk tier.
+// `offset` (host slots only): where in the slot's payload the moved record starts, 0 but for a
+// tensor-parallel rank's share of a group record (layouts/layout_tp.h, GroupLayout).
 struct TierSlot {
   Tier tier = Tier::kHost;
   uint64_t slot = 0;
+  uint64_t offset = 0;
   friend bool operator==(const TierSlot&, const TierSlot&) = default;
 };
 

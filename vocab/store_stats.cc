@@ -132,6 +132,8 @@ std::string StoreStats::ToJson() const {
       {"evicted_ahead", evicted_ahead},
       {"disk_admission_refused", disk_admission_refused},
       {"evict_write_failures", evict_write_failures},
+      {"tp_partial_entries", tp_partial_entries},
+      {"tp_partials_dropped", tp_partials_dropped},
       {"disk_records_recovered", disk_records_recovered},
       {"disk_unreachable_at_open", disk_unreachable_at_open},
       {"failed_operations", failed_operations},
@@ -198,6 +200,12 @@ std::string StoreStats::ToPrometheus() const {
   PromScalar(o, "evict_write_failures_total", "counter",
              "write-on-evict disk writes that failed (the entries leave host memory unwritten)",
              static_cast<double>(evict_write_failures));
+  PromScalar(o, "tp_partial_entries", "gauge",
+             "tensor-parallel entries some ranks saved and others not yet",
+             static_cast<double>(tp_partial_entries));
+  PromScalar(o, "tp_partials_dropped_total", "counter",
+             "tensor-parallel partial entries dropped (timed out, or freed for room)",
+             static_cast<double>(tp_partials_dropped));
   PromScalar(o, "disk_records_recovered", "gauge", "disk records the store opened with",
              static_cast<double>(disk_records_recovered));
   PromScalar(o, "disk_unreachable_at_open", "gauge",

@@ -95,6 +95,11 @@ struct StoreStats {
   // Write-on-evict victims whose disk write failed (I/O error, no space after one retry): they
   // leave host memory unwritten at their next eviction.
   uint64_t evict_write_failures = 0;
+  // Tensor-parallel group stores: entries some ranks saved and others not yet (no hits; each
+  // holds a host slot), and those dropped (timed out, StoreOptions::tp_partial_timeout_ms, or
+  // freed for room when nothing else could go).
+  uint64_t tp_partial_entries = 0;
+  uint64_t tp_partials_dropped = 0;
   // Restart: disk records the store opened with (kept by the disk tier's checks and reachable
   // from the index), and records reclaimed at open because no lookup could reach them (their
   // parent page, or the page a state sits on, was not recovered).

@@ -43,6 +43,7 @@ class ScriptedVictims : public HostSpace::Victims {
     dropped.push_back(key);
   }
   bool SpaceMayComeLocked() const override { return in_flight > 0; }
+  uint64_t ReclaimLocked(uint64_t) override { return 0; }
 
   HostSpace::Verdict verdict = HostSpace::Verdict::kDrop;
   std::vector<std::pair<PageHash, HostSpace::Verdict>> verdict_of;  // before `verdict`
