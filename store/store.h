@@ -13,6 +13,11 @@
 // on the store's own threads. Errors: every method returns a Status naming the argument and
 // value at fault; no method throws. A miss is not an error (reusable_pages == 0).
 //
+// Tensor-parallel groups (a layout with tp_size N > 1): one store holds every rank's share of an
+// entry in one record; Save and Load name the rank (SaveRequest::tp_rank, LoadOptions::tp_rank)
+// and move that rank's share; an entry is a hit (and evictable, and written on) only once every
+// rank's share was saved (docs/DESIGN.md, "Tensor-parallel entries").
+//
 // Pure SSM layouts (no attention layers, e.g. Mamba-2). The page hash chain still names every
 // prefix, but a page holds no KV: an entry is a link of the chain, and a prefix of n pages is
 // reusable when a state of depth exactly n * page_size exists (the chain leading to it always

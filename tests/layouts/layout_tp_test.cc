@@ -183,5 +183,33 @@ TEST(LayoutTpTest, HfConfigsSplitAsTheirWholeLayoutDoes) {
   hf_test::ExpectInvalid(kJamba, {"attention_layers[0].num_kv_heads: 8", "tp_size 3"}, o);
 }
 
+TEST(LayoutTpTest, TheGroupLayoutHoldsEveryRanksRecordAndIsTheSameForEveryRank) {
+  const ModelLayout whole = Preset("jamba-v0.1");
+  EXPECT_TRUE(*GroupLayout(whole) == whole) << "tp_size 1 is its own group";
+  for (uint32_t n : {2u, 4u}) {
+    const ModelLayout rank1 = Rank(whole, n, 1);
+    auto group = GroupLayout(rank1);
+    ASSERT_TRUE(group.ok()) << group.status().ToString();
+    for (Kind k : {Kind::kKV, Kind::kMamba}) {
+      EXPECT_EQ(group->RecordBytes(k), n * rank1.RecordBytes(k));
+    }
+    EXPECT_EQ(group->tp_size, n);
+    EXPECT_EQ(group->tp_rank, 0u);
+    for (uint32_t r = 0; r < n; ++r) {
+      EXPECT_EQ(GroupLayout(Rank(whole, n, r))->FingerprintHex(), group->FingerprintHex()) << r;
+      EXPECT_NE(Rank(whole, n, r).FingerprintHex(), group->FingerprintHex()) << r;
+    }
+    // The same bytes as the whole model's records, arranged rank after rank: another
+    // fingerprint, so that neither store reads the other's records.
+    EXPECT_EQ(group->RecordBytes(Kind::kKV), whole.RecordBytes(Kind::kKV));
+    EXPECT_NE(group->FingerprintHex(), whole.FingerprintHex());
+  }
+  // Widened sizes that overflow are refused by name.
+  ModelLayout huge = Expected("m", 1, {}, {Ssm(0, "mamba1", {uint64_t{1} << 44, 3}, {1, 1})});
+  huge.tp_size = 1u << 20;
+  auto refused = GroupLayout(huge);
+  EXPECT_TRUE(refused.status().IsInvalidArgument()) << refused.status().ToString();
+}
+
 }  // namespace
 }  // namespace cachepawl

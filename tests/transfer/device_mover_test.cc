@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <thread>
 #include <tuple>
 
+#include "layouts/layout_tp.h"
 #include "tests/transfer/transfer_test_util.h"
 
 namespace cachepawl {
@@ -213,7 +215,10 @@ TEST_F(MoverFixture, BadOperationsFireTheirFenceWithAnErrorNamingTheUnit) {
   Operation bad_kind = Save({{0, kv}});
   bad_kind.units[0].kind = static_cast<Kind>(7);
   expect_error(bad_kind, "units[0].kind: 7");
-  EXPECT_EQ(mover->stats().invalid_operations, 9u);
+  Operation past = Save({{0, kv}});
+  past.units[0].dst.offset = uint64_t{1} << 30;  // the record would end past the slot's payload
+  expect_error(past, "units[0].dst.offset: 1073741824 (a record of ");
+  EXPECT_EQ(mover->stats().invalid_operations, 10u);
   EXPECT_EQ(mover->stats().submitted[0], 0u);
   // The empty operation is fine.
   Operation empty;
@@ -314,6 +319,52 @@ TEST_F(MoverFixture, DestructionWaitsForEveryFence) {
   for (const Fence& f : fences) {
     ASSERT_TRUE(f.Ready());
     EXPECT_TRUE(f.status().ok()) << f.status().ToString();
+  }
+}
+
+// A tensor-parallel group's host arena (GroupLayout) under a rank's mover: each rank's share of
+// an entry goes to its offset in one host slot, rank after rank, and comes back from there.
+TEST(GroupArenaTest, EachRanksShareMovesAtItsOffsetInOneHostSlot) {
+  ModelLayout rank = MakeHybridLayout(16, 2, 2, 64, DType::kBf16, 2, 256, 64);
+  rank.tp_size = 3;
+  const ModelLayout group = GroupLayout(rank).value();
+  TestPool pool(rank, -1, PoolForm::kInterleaved, 8, 8);
+  auto arena = HostArena::Open(group, ArenaOptions(8 << 20)).value();
+  auto mover = DeviceMover::Create(rank, pool.desc(), arena.get(), CpuMover()).value();
+  // A mover of another layout than the arena's records is refused.
+  ModelLayout other = rank;
+  other.tp_size = 1;
+  EXPECT_TRUE(DeviceMover::Create(other, pool.desc(), arena.get(), CpuMover())
+                  .status()
+                  .IsInvalidArgument());
+  pool.FillRandom(77);
+  const HostSlotId kv = arena->Allocate(Kind::kKV).value();
+  const HostSlotId state = arena->Allocate(Kind::kMamba).value();
+  const uint64_t kv_bytes = rank.RecordBytes(Kind::kKV),
+                 state_bytes = rank.RecordBytes(Kind::kMamba);
+  for (uint64_t r = 0; r < rank.tp_size; ++r) {  // rank r's share from device slot r
+    Operation save;
+    save.direction = Direction::kSave;
+    save.units.push_back({Kind::kKV, {Tier::kDevice, r}, {Tier::kHost, kv, r * kv_bytes}});
+    save.units.push_back({Kind::kMamba, {Tier::kDevice, r}, {Tier::kHost, state, r * state_bytes}});
+    ASSERT_TRUE(mover->Submit(std::move(save)).Wait(std::chrono::seconds(30)).ok());
+  }
+  for (uint64_t r = 0; r < rank.tp_size; ++r) {
+    const auto want = pool.ReadRecord(rank, Kind::kKV, r);
+    EXPECT_EQ(std::memcmp(arena->SlotPayload(kv) + r * kv_bytes, want.data(), kv_bytes), 0) << r;
+  }
+  for (uint64_t r = 0; r < rank.tp_size; ++r) {  // and back, into slots 4 + r, poisoned
+    pool.PoisonRecord(rank, Kind::kKV, 4 + r, 0xEE);
+    pool.PoisonRecord(rank, Kind::kMamba, 4 + r, 0xEE);
+    Operation load;
+    load.direction = Direction::kLoad;
+    load.units.push_back({Kind::kKV, {Tier::kHost, kv, r * kv_bytes}, {Tier::kDevice, 4 + r}});
+    load.units.push_back(
+        {Kind::kMamba, {Tier::kHost, state, r * state_bytes}, {Tier::kDevice, 4 + r}});
+    ASSERT_TRUE(mover->Submit(std::move(load)).Wait(std::chrono::seconds(30)).ok());
+    EXPECT_EQ(pool.ReadRecord(rank, Kind::kKV, 4 + r), pool.ReadRecord(rank, Kind::kKV, r)) << r;
+    EXPECT_EQ(pool.ReadRecord(rank, Kind::kMamba, 4 + r), pool.ReadRecord(rank, Kind::kMamba, r))
+        << r;
   }
 }
 
