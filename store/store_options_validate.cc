@@ -47,6 +47,10 @@ Status StoreOptions::Validate() const {
   CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs("host_pinning_wait_ms", host_pinning_wait_ms));
   CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs("stream_wait_ms", stream_wait_ms));
   CACHEPAWL_RETURN_IF_ERROR(CheckWaitMs("tp_partial_timeout_ms", tp_partial_timeout_ms));
+  if (tp_partial_timeout_ms == 0) {
+    // Expired before the next rank's Save could join it, no entry would ever complete.
+    return InvalidStoreOption("tp_partial_timeout_ms", "0", "must be > 0");
+  }
   CACHEPAWL_RETURN_IF_ERROR(CheckCudaDevice(cuda_device));
   CACHEPAWL_RETURN_IF_ERROR(CheckStreamPriority("load_stream_priority", load_stream_priority));
   CACHEPAWL_RETURN_IF_ERROR(CheckStreamPriority("write_stream_priority", write_stream_priority));

@@ -306,15 +306,28 @@ Status StoreImpl::PrepareGroupSaveChunkLocked(
     std::unique_lock<std::mutex>& lock, Operation* op,
     std::vector<std::pair<EntryKey, HostSlotId>>* pending) {
   const uint32_t rank = progress->tp_rank;
-  // New entries need a slot for the group's record; the partial ones have theirs.
+  const auto now = SteadyClock::now();
+  // This rank joins the partial entries first: its copy in flight keeps them from expiring or
+  // giving way to the allocation below. The others need a slot for the group's record.
+  std::vector<std::optional<HostSlotId>> slot_of(part.size());
+  std::vector<bool> joined(part.size(), false), refreshed(part.size(), false);
   std::vector<HostSlotId> slots;
   std::vector<size_t> allocated_for;  // index into part of slots[k]
+  for (size_t i = 0; i < part.size(); ++i) {
+    if (partials_->ContainsLocked(part[i].key)) {
+      slot_of[i] = partials_->JoinLocked(part[i].key, rank, now);
+      joined[i] = slot_of[i].has_value();
+      refreshed[i] = !joined[i];
+    } else if (CachedLocked(part[i].key)) {
+      refreshed[i] = true;
+    }
+  }
   bool released = false;
   Status st;
   for (Kind kind : {Kind::kKV, Kind::kWindowKV, Kind::kMamba}) {
     size_t n = 0;
     for (size_t i = 0; i < part.size(); ++i) {
-      if (part[i].key.kind == kind && !partials_->ContainsLocked(part[i].key)) {
+      if (part[i].key.kind == kind && !joined[i] && !refreshed[i]) {
         allocated_for.push_back(i);
         ++n;
       }
@@ -325,36 +338,46 @@ Status StoreImpl::PrepareGroupSaveChunkLocked(
   if (st.ok()) st = index_->InsertChain(std::nullopt, chain).WithContext("SaveRequest");
   if (!st.ok()) {
     for (HostSlotId slot : slots) (void)host_->Free(slot);
+    for (size_t i = 0; i < part.size(); ++i) {
+      if (!joined[i]) continue;
+      const TpPartials::Ended ended =
+          partials_->EndLocked(part[i].key, rank, /*ok=*/false, SteadyClock::now());
+      if (ended.abandoned) {
+        filling_.erase(part[i].key);
+        (void)host_->Free(ended.slot);
+      }
+    }
     for (size_t i = chain.size(); i-- > 0;) PruneLocked(chain[i]);
     return st;
   }
-  std::vector<std::optional<HostSlotId>> own(part.size());
-  for (size_t k = 0; k < slots.size(); ++k) own[allocated_for[k]] = slots[k];
-  const auto now = SteadyClock::now();
-  for (size_t i = 0; i < part.size(); ++i) {
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const size_t i = allocated_for[k];
     const EntryKey& key = part[i].key;
-    std::optional<HostSlotId> slot;
     if (partials_->ContainsLocked(key)) {
-      // Another rank started it (maybe while this one waited for room): its slot.
-      slot = partials_->JoinLocked(key, rank, now);
-      if (own[i]) (void)host_->Free(*own[i]);
-    } else if (CachedLocked(key) || !own[i]) {
-      // Published meanwhile (every rank saved), or gone while this one waited (its other ranks'
-      // copies failed or it expired): nothing to add to.
-      if (own[i]) (void)host_->Free(*own[i]);
+      // Another rank started it while this one waited for room: its slot.
+      (void)host_->Free(slots[k]);
+      slot_of[i] = partials_->JoinLocked(key, rank, now);
+      refreshed[i] = !slot_of[i].has_value();
+    } else if (CachedLocked(key)) {
+      (void)host_->Free(slots[k]);  // published (or being filled) meanwhile
+      refreshed[i] = true;
     } else {
-      slot = own[i];
-      partials_->StartLocked(key, *slot, rank, now);
+      slot_of[i] = slots[k];
+      partials_->StartLocked(key, slots[k], rank, now);
       filling_.insert(key);
     }
-    if (!slot) {
+  }
+  for (size_t i = 0; i < part.size(); ++i) {
+    const EntryKey& key = part[i].key;
+    if (refreshed[i] || !slot_of[i]) {
       counters_.CountRefreshedLocked();
       continue;
     }
-    pending->emplace_back(key, *slot);
-    op->units.push_back({key.kind,
-                         {Tier::kDevice, part[i].device_slot},
-                         {Tier::kHost, *slot, uint64_t{rank} * layout_.RecordBytes(key.kind)}});
+    pending->emplace_back(key, *slot_of[i]);
+    op->units.push_back(
+        {key.kind,
+         {Tier::kDevice, part[i].device_slot},
+         {Tier::kHost, *slot_of[i], uint64_t{rank} * layout_.RecordBytes(key.kind)}});
   }
   if (!op->units.empty()) ++progress->remaining;
   return Status::OK();

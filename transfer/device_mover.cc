@@ -66,18 +66,18 @@ StatusOr<std::unique_ptr<DeviceMover>> DeviceMover::Create(const ModelLayout& la
   CACHEPAWL_RETURN_IF_ERROR(options.Validate());
   CACHEPAWL_RETURN_IF_ERROR(layout.Validate().WithContext("device mover layout"));
   if (host == nullptr) return Status::InvalidArgument("device mover: host arena is null");
-  // The host arena holds this layout's records, or (a tensor-parallel group's store) records
-  // of every rank of it, tp_size times as large (layouts/layout_tp.h, GroupLayout).
+  // The host arena holds this layout's records, or (a tensor-parallel group's store) the
+  // group's, every rank's share of an entry in one (GroupLayout).
   const ModelLayout& held = host->layout();
-  bool group = layout.tp_size > 1 && held.tp_size == layout.tp_size && held.tp_rank == 0 &&
-               held.page_size_tokens == layout.page_size_tokens;
-  for (Kind k : kAllKinds) {
-    group = group && held.RecordBytes(k) == uint64_t{layout.tp_size} * layout.RecordBytes(k);
+  bool fits = held.Fingerprint() == layout.Fingerprint();
+  if (!fits && layout.tp_size > 1) {
+    auto group = GroupLayout(layout);
+    fits = group.ok() && group->Fingerprint() == held.Fingerprint();
   }
-  if (held.Fingerprint() != layout.Fingerprint() && !group) {
+  if (!fits) {
     return Status::InvalidArgument("device mover: the host arena's layout (" +
-                                   held.FingerprintHex() + ") differs from the mover's (" +
-                                   layout.FingerprintHex() + ")");
+                                   held.FingerprintHex() + ") is neither the mover's (" +
+                                   layout.FingerprintHex() + ") nor its tensor-parallel group's");
   }
   CACHEPAWL_RETURN_IF_ERROR(pool.Validate(layout));
   // kAuto follows the pool (a pool on a GPU passed Validate only with a GPU usable); kOn and kOff

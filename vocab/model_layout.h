@@ -159,6 +159,15 @@ struct ModelLayout {
   std::string Describe() const;
 };
 
+// The layout of the records a store for a tensor-parallel group keeps in its tiers (host, disk,
+// remote): one record of each kind holds every rank's record of it, rank after rank (rank r's at
+// r * rank.RecordBytes(kind)). Its shapes are the rank's widened tp_size times (KV heads, conv
+// and state channels), so that its RecordBytes are tp_size times the rank's; its tp_size is the
+// rank's and its tp_rank 0, so its fingerprint is neither a rank's nor a whole model's, and any
+// rank's layout gives the same group layout. A layout with tp_size 1 is its own group layout.
+// InvalidArgument when the widened sizes overflow (ModelLayout::Validate).
+[[nodiscard]] StatusOr<ModelLayout> GroupLayout(const ModelLayout& rank);
+
 // ---- Files (vocab/layout_json.cc) ----
 
 // The schema is in docs/MODELS.md. "model" and "num_layers" are required, "page_size_tokens"

@@ -162,7 +162,7 @@ struct StoreOptions {
   uint32_t stream_wait_ms = 60000;
   // Tensor-parallel group stores (a layout with tp_size > 1): an entry some ranks saved and
   // others did not is no hit and holds a host slot; untouched this long with no copy in flight
-  // (a rank died, or never saves that page) it is dropped at the next Save. 0: at once.
+  // (a rank died, or never saves that page) it is dropped at the next Save. > 0.
   uint32_t tp_partial_timeout_ms = 30000;
 
   // InvalidArgument naming the field and value at fault.

@@ -167,6 +167,20 @@ static void rank_shares(void) {
   EXPECT_ERR(cachepawl_layout_tp(whole, NULL, &r), CACHEPAWL_INVALID_ARGUMENT, "tp_size: null");
   EXPECT_ERR(cachepawl_layout_tp(whole, &size, NULL), CACHEPAWL_INVALID_ARGUMENT, "tp_rank: null");
   CHECK(rank == NULL);
+  /* A store of a rank's layout is a tensor-parallel group's, whose saves and loads name their
+   * rank: the C ABI cannot yet, and refuses to open one (it would never hit). */
+  {
+    cachepawl_options* o = NULL;
+    cachepawl_store* s = NULL;
+    EXPECT_OK(cachepawl_layout_shard(whole, 2, 0, &rank));
+    EXPECT_OK(cachepawl_options_new(&o));
+    EXPECT_OK(cachepawl_options_set_layout(o, rank));
+    EXPECT_ERR(cachepawl_store_open(o, &s), CACHEPAWL_INVALID_ARGUMENT,
+               "options.layout: tp_size 2 (a tensor-parallel group's store needs each save's");
+    CHECK(s == NULL);
+    cachepawl_options_free(o);
+    cachepawl_layout_free(rank);
+  }
   cachepawl_layout_free(whole);
 }
 

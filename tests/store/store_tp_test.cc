@@ -186,15 +186,15 @@ TEST_F(StoreTpTest, RanksOutOfRangeAreRefusedByName) {
 
 TEST_F(StoreTpTest, APartialEntryTimesOutAndFreesItsSlot) {
   StoreOptions o = Options();
-  o.tp_partial_timeout_ms = 0;
+  o.tp_partial_timeout_ms = 1;
   auto store = OpenOrDie(o);
   ASSERT_NE(store, nullptr);
   const auto lost = Tokens(1, 8);
   ASSERT_TRUE(SaveAsRank(store.get(), lost, 0).ok());  // rank 1 never saves it
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // The next Save (of anything) drops it; rank 1's share alone then starts a new partial entry.
   ASSERT_TRUE(SaveAsRank(store.get(), Tokens(500, 4), 0).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GE(store->Stats().tp_partials_dropped, 3u) << "2 pages and the state of the lost prompt";
   ASSERT_TRUE(SaveAsRank(store.get(), lost, 1).ok());
   EXPECT_EQ(Reusable(store.get(), lost), 0u) << "rank 0's share was dropped with the entry";
   // Only complete entries hold host bytes as entries; the index keeps no chain of lost ones.
@@ -310,6 +310,13 @@ TEST_F(StoreTpTest, TheTiersKeepTheGroupLayoutAndTheApiTheRanks) {
   for (Kind k : {Kind::kKV, Kind::kMamba}) {
     EXPECT_EQ(group->RecordBytes(k), kRanks * store->layout().RecordBytes(k));
   }
+  StoreOptions zero = Options();
+  zero.tp_partial_timeout_ms = 0;
+  auto no_timeout = Store::Open(zero);
+  ASSERT_FALSE(no_timeout.ok());
+  EXPECT_NE(no_timeout.status().message().find("tp_partial_timeout_ms: 0 (must be > 0)"),
+            std::string::npos)
+      << no_timeout.status().ToString();
   StoreOptions too_many = Options();
   too_many.layout->tp_size = 65;
   auto refused = Store::Open(too_many);
