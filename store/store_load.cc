@@ -3,6 +3,7 @@
 // get host slots (allocated as runs), are read and verified by the disk mover, and then join the
 // host -> device operation. One fence for everything.
 #include <algorithm>
+#include <array>
 
 #include "store/store_impl.h"
 #include "vocab/internal/fence_access.h"
@@ -227,10 +228,16 @@ void StoreImpl::SubmitHostToDevice(const std::shared_ptr<TransferQueue>& mover,
   Operation op;
   op.direction = Direction::kLoad;
   op.per_layer_fences = per_layer;
+  // A group store's host record holds every rank's: this rank's share is at its offset (once per
+  // kind, not per unit: RecordBytes walks the layers).
+  std::array<uint64_t, kNumKinds> offset{};
+  if (tp_rank > 0) {
+    for (Kind k : kAllKinds) offset[static_cast<int>(k)] = tp_rank * layout_.RecordBytes(k);
+  }
   for (const HostSource& s : sources) {
-    // A group store's host record holds every rank's: this rank's share is at its offset.
-    const uint64_t offset = uint64_t{tp_rank} * layout_.RecordBytes(s.key.kind);
-    op.units.push_back({s.key.kind, {Tier::kHost, s.slot, offset}, {Tier::kDevice, s.device_slot}});
+    op.units.push_back({s.key.kind,
+                        {Tier::kHost, s.slot, offset[static_cast<int>(s.key.kind)]},
+                        {Tier::kDevice, s.device_slot}});
   }
   const uint64_t submit_start = profile::Now();
   Fence inner = mover->Submit(std::move(op));

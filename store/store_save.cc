@@ -2,6 +2,7 @@
 // get host slots allocated as runs (adjacent where the arena allows) and move in one transfer
 // operation; what is already cached is only refreshed (see store_impl.h).
 #include <algorithm>
+#include <array>
 
 #include "store/store_impl.h"
 #include "vocab/internal/fence_access.h"
@@ -367,6 +368,8 @@ Status StoreImpl::PrepareGroupSaveChunkLocked(
       filling_.insert(key);
     }
   }
+  std::array<uint64_t, kNumKinds> offset{};  // this rank's share in a group record, per kind
+  for (Kind k : kAllKinds) offset[static_cast<int>(k)] = uint64_t{rank} * layout_.RecordBytes(k);
   for (size_t i = 0; i < part.size(); ++i) {
     const EntryKey& key = part[i].key;
     if (refreshed[i] || !slot_of[i]) {
@@ -374,10 +377,9 @@ Status StoreImpl::PrepareGroupSaveChunkLocked(
       continue;
     }
     pending->emplace_back(key, *slot_of[i]);
-    op->units.push_back(
-        {key.kind,
-         {Tier::kDevice, part[i].device_slot},
-         {Tier::kHost, *slot_of[i], uint64_t{rank} * layout_.RecordBytes(key.kind)}});
+    op->units.push_back({key.kind,
+                         {Tier::kDevice, part[i].device_slot},
+                         {Tier::kHost, *slot_of[i], offset[static_cast<int>(key.kind)]}});
   }
   if (!op->units.empty()) ++progress->remaining;
   return Status::OK();
