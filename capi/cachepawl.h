@@ -411,8 +411,11 @@ CACHEPAWL_API cachepawl_status cachepawl_options_validate(const cachepawl_option
  * ---------------------------------------------------------------------------------------- */
 
 /* Opens (or creates) a store; a disk tier reopens its catalog. `options` is only read (the
- * caller keeps and frees it). Errors: INVALID_ARGUMENT, INCOMPATIBLE (disk data of another
- * layout), IO_ERROR, ... */
+ * caller keeps and frees it). A rank's layout (cachepawl_layout_shard, tp_size > 1) opens a
+ * tensor-parallel group's store: an entry is a hit once every rank saved its share; this
+ * process's loads and saves move its layout's rank's shares, and the other ranks' processes
+ * attach (cachepawl_store_serve, cachepawl_store_attach). Errors: INVALID_ARGUMENT,
+ * INCOMPATIBLE (disk data of another layout), IO_ERROR, ... */
 CACHEPAWL_API cachepawl_status cachepawl_store_open(const cachepawl_options* options,
                                                     cachepawl_store** out);
 /* Opens a store as cachepawl_store_open does, as the owner of a store the node's other
@@ -430,7 +433,9 @@ CACHEPAWL_API cachepawl_status cachepawl_store_serve(const cachepawl_options* op
  * tiers; this process's own copy engines move the bytes between its device pool and the
  * owner's host tier (mapped here). `expected_layout` (may be NULL: any) makes the attach fail
  * with INCOMPATIBLE when the owner serves another layout; cachepawl_store_layout says which it
- * serves. `cuda_device` -1: CPU mode (device pools in host memory); `device_pool_bytes` > 0: a
+ * serves. A tensor-parallel group's owner (a layout of cachepawl_layout_shard): an expected
+ * layout of rank r (of the same group) attaches as rank r, whose shares this process's loads
+ * and saves move (NULL: rank 0). `cuda_device` -1: CPU mode (device pools in host memory); `device_pool_bytes` > 0: a
  * device pool of this process's own (cachepawl_store_allocate_slot), 0: register one.
  * `call_timeout_ms` (0: 10000) bounds each call's wait for the owner and, while operations are
  * pending, the owner's silence: an owner gone or silent fails every pending call and fence, and

@@ -77,14 +77,6 @@ Status ValidateOptions(const cachepawl_options& options) {
         "options.layout: not set (call cachepawl_options_set_layout_preset, "
         "_set_layout_json_file, _set_layout_json_string or _set_layout)");
   }
-  if (options.options.layout->tp_size > 1) {
-    // A group store needs each Save's and Load's rank (SaveRequest::tp_rank): without it every
-    // entry would stay partial, never a hit.
-    return Status::InvalidArgument(
-        "options.layout: tp_size " + std::to_string(options.options.layout->tp_size) +
-        " (a tensor-parallel group's store needs each save's and load's rank, which the C ABI "
-        "does not pass yet: use the C++ API, Store::Open with SaveRequest::tp_rank)");
-  }
   return options.options.Validate();
 }
 

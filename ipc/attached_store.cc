@@ -61,13 +61,21 @@ StatusOr<std::unique_ptr<Store>> AttachedStore::Attach(const AttachOptions& opti
 
 Status AttachedStore::Connect() {
   std::string expected_json;
+  uint32_t tp_rank = 0;
   if (options_.layout || !options_.layout_name.empty()) {
     StatusOr<ModelLayout> want =
         options_.layout ? StatusOr<ModelLayout>(*options_.layout)
                         : ResolveLayout(options_.layout_name, options_.page_size_tokens);
     if (!want.ok()) return want.status().WithContext("AttachOptions.layout_name");
     expected_json = LayoutToJson(*want);
+    if (options_.tp_rank && *options_.tp_rank != want->tp_rank && want->tp_size > 1) {
+      return Status::InvalidArgument("AttachOptions.tp_rank: " + std::to_string(*options_.tp_rank) +
+                                     " (the expected layout is rank " +
+                                     std::to_string(want->tp_rank) + "'s)");
+    }
+    tp_rank = want->tp_rank;
   }
+  if (options_.tp_rank) tp_rank = *options_.tp_rank;
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno("socket", errno);
   channel_ = std::make_shared<Channel>(fd, options_.call_timeout_ms);
@@ -89,6 +97,7 @@ Status AttachedStore::Connect() {
   hello.layout_json = expected_json;
   hello.pid = getpid();
   hello.gpu_copies = options_.cuda_device >= 0 && cuda::GpuAvailable();
+  hello.tp_rank = tp_rank;
   CACHEPAWL_RETURN_IF_ERROR(channel_->Send(static_cast<uint16_t>(Msg::kHello), 0, Encode(hello)));
   Frame frame;
   Status s = channel_->Receive(&frame, static_cast<int>(options_.call_timeout_ms));
@@ -118,13 +127,23 @@ Status AttachedStore::Connect() {
   auto layout = ParseLayoutJson(ok.layout_json);
   if (!layout.ok()) return layout.status().WithContext("the owner's layout");
   layout_ = *layout;
+  if (layout_.tp_rank != tp_rank) {
+    return Status::InvalidArgument("HelloOk.layout: rank " + std::to_string(layout_.tp_rank) +
+                                   "'s, this process asked for rank " + std::to_string(tp_rank));
+  }
+  // A group's host records hold every rank's share; this rank's starts at its offset.
+  auto group = GroupLayout(layout_);
+  if (!group.ok()) return group.status().WithContext("the owner's layout");
+  for (Kind k : kAllKinds) {
+    rank_offset_[static_cast<int>(k)] = uint64_t{tp_rank} * layout_.RecordBytes(k);
+  }
   auto hasher = PageHasher::Create(layout_.page_size_tokens);
   if (!hasher.ok()) return hasher.status();
   hasher_ = std::make_unique<PageHasher>(std::move(hasher).value());
   max_prompt_tokens_ = ok.max_prompt_tokens;
   owner_pid_ = ok.owner_pid;
   gpu_ = hello.gpu_copies;
-  auto view = HostArenaView::Open(layout_, arena_fd.fd, {ok.arena_bytes, ok.chunk_bytes}, gpu_,
+  auto view = HostArenaView::Open(*group, arena_fd.fd, {ok.arena_bytes, ok.chunk_bytes}, gpu_,
                                   std::max(0, options_.cuda_device));
   if (!view.ok()) return view.status();
   view_ = std::move(view).value();
@@ -457,6 +476,12 @@ void AttachedStore::RunCopy(uint64_t op_id, CopyOrder order) {
     return;
   }
   const bool per_layer = order.op.per_layer_fences;
+  if (layout_.tp_rank > 0) {
+    const bool save = order.op.direction == Direction::kSave;
+    for (CacheTransferUnit& u : order.op.units) {
+      (save ? u.dst : u.src).offset = rank_offset_[static_cast<int>(u.kind)];
+    }
+  }
   Fence inner = mover->Submit(std::move(order.op));
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -587,11 +612,20 @@ Status AttachedStore::Unlock(PrefixLock& lock) {
   return Status::OK();
 }
 
+Status AttachedStore::CheckRank(std::string_view field, std::optional<uint32_t> rank) const {
+  if (!rank || *rank == layout_.tp_rank) return Status::OK();
+  return Status::InvalidArgument(
+      std::string(field) + ": " + std::to_string(*rank) + " (this process attached as rank " +
+      std::to_string(layout_.tp_rank) + " of " + std::to_string(layout_.tp_size) +
+      ": it moves that rank's shares only; attach once per rank, AttachOptions.tp_rank)");
+}
+
 StatusOr<Fence> AttachedStore::Load(const PrefixMatch& match,
                                     std::span<const uint64_t> device_pages,
                                     std::optional<uint64_t> device_state_slot,
                                     const LoadOptions& opts) {
   CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
+  CACHEPAWL_RETURN_IF_ERROR(CheckRank("LoadOptions.tp_rank", opts.tp_rank));
   CACHEPAWL_RETURN_IF_ERROR(CheckPages("match.hashes", match.hashes.size()));
   auto user =
       std::make_shared<FenceCompleter>(opts.per_layer_fences ? layout_.attention_layers.size() : 0);
@@ -618,6 +652,7 @@ StatusOr<Fence> AttachedStore::Load(const PrefixMatch& match,
 
 StatusOr<Fence> AttachedStore::Save(const SaveRequest& request) {
   CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
+  CACHEPAWL_RETURN_IF_ERROR(CheckRank("SaveRequest.tp_rank", request.tp_rank));
   if (!request.hashes.empty() && !request.tokens.empty()) {
     return Status::InvalidArgument("SaveRequest: give tokens or hashes, not both");
   }

@@ -14,6 +14,7 @@
 // when none waits, by a reader thread; fences fire on those or on the device mover's threads.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -109,10 +110,16 @@ class AttachedStore final : public Store {
                     std::shared_ptr<DeferredStreamWaiter> deferred, bool complete_on_copy);
   void ForgetFence(uint64_t id);
   Status CheckPages(std::string_view what, uint64_t pages) const;
+  // A call's explicit rank (SaveRequest::tp_rank, LoadOptions::tp_rank): none or this
+  // process's; else InvalidArgument naming `field`.
+  Status CheckRank(std::string_view field, std::optional<uint32_t> rank) const;
   Status CreateMover(const DevicePoolDescription& pool);
 
   const AttachOptions options_;
-  ModelLayout layout_;
+  ModelLayout layout_;  // a group store's: this process's rank's (tp_rank)
+  // Where this rank's share starts in a group's host record, per kind (0 for rank 0 and
+  // tp_size 1); set at attach.
+  std::array<uint64_t, kNumKinds> rank_offset_{};
   std::unique_ptr<PageHasher> hasher_;
   uint64_t max_prompt_tokens_ = 0;
   int64_t owner_pid_ = 0;

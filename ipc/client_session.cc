@@ -65,10 +65,11 @@ class ClientSession::Queue final : public TransferQueue {
 };
 
 ClientSession::ClientSession(std::unique_ptr<Channel> channel, PeerCredentials peer,
-                             bool gpu_copies, ServerContext* context)
+                             const Hello& hello, ServerContext* context)
     : channel_(std::move(channel)),
       peer_(peer),
-      gpu_copies_(gpu_copies),
+      gpu_copies_(hello.gpu_copies),
+      tp_rank_(hello.tp_rank),
       context_(context),
       store_(context->store) {}
 
@@ -415,6 +416,7 @@ void ClientSession::HandleAsync(Frame frame) {
         return Reply(frame.id, s.WithContext("Load"));
       }
       fence_id = call.fence_id;
+      call.opts.tp_rank = tp_rank_;
       fence = store_->LoadVia(std::make_shared<Queue>(self, fence_id), call.match,
                               call.device_pages, call.state_slot, call.opts);
     } else if (type == Msg::kSave) {
@@ -430,6 +432,7 @@ void ClientSession::HandleAsync(Frame frame) {
       req.device_pages = call.device_pages;
       req.device_state_slot = call.state_slot;
       req.state_depth_tokens = call.state_depth_tokens;
+      req.tp_rank = tp_rank_;
       fence = store_->SaveVia(std::make_shared<Queue>(self, fence_id), req);
     } else {
       Reader r(frame.payload);

@@ -45,9 +45,10 @@ struct ServerContext {
 
 class ClientSession : public std::enable_shared_from_this<ClientSession> {
  public:
-  // `gpu_copies`: the client's copies run on copy engines (its Hello says): the session polls
-  // for their CopyDone (ServeOptions::inflight_spin_us) rather than sleep.
-  ClientSession(std::unique_ptr<Channel> channel, PeerCredentials peer, bool gpu_copies,
+  // `hello`: what the client said at attach. With GPU copies (copy engines) the session polls
+  // for their CopyDone (ServeOptions::inflight_spin_us) rather than sleep; in a tensor-parallel
+  // group's store its Loads and Saves move rank hello.tp_rank's shares.
+  ClientSession(std::unique_ptr<Channel> channel, PeerCredentials peer, const Hello& hello,
                 ServerContext* context);
   ~ClientSession();
 
@@ -87,6 +88,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   std::unique_ptr<Channel> channel_;
   const PeerCredentials peer_;
   const bool gpu_copies_;
+  const uint32_t tp_rank_;
   ServerContext* const context_;
   StoreImpl* const store_;
 

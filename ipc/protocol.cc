@@ -77,6 +77,7 @@ std::string Encode(const Hello& m) {
   w.Str(m.layout_json);
   w.I64(m.pid);
   w.U8(m.gpu_copies ? 1 : 0);
+  w.U32(m.tp_rank);
   return std::move(w.bytes());
 }
 
@@ -92,6 +93,7 @@ Status Decode(std::string_view in, Hello* m) {
   m->layout_json = r.Str("Hello.layout", kMaxJson);
   m->pid = r.I64("Hello.pid");
   m->gpu_copies = r.Bool("Hello.gpu_copies");
+  m->tp_rank = r.U32("Hello.tp_rank");
   return r.Finish();
 }
 

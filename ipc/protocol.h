@@ -3,7 +3,7 @@
 // Reply, names a fence (FenceDone) or a copy (Copy, CopyDone).
 //
 //   client -> owner                         owner -> client
-//   Hello (version, build, layout?)         HelloOk (layout, arena geometry; the memfd) | Refused
+//   Hello (version, build, layout?, rank)   HelloOk (layout, arena geometry; the memfd) | Refused
 //   LookupHashes, Lock, Unlock, Stats,      Reply (status, body)
 //     Load, Save, Prefetch (each a call)
 //   CancelPrefetch (no reply)
@@ -42,7 +42,7 @@
 
 namespace cachepawl::ipc {
 
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 
 enum class Msg : uint16_t {
   kHello = 1,
@@ -79,6 +79,9 @@ struct Hello {
   std::string layout_json;  // empty: any layout
   int64_t pid = 0;
   bool gpu_copies = false;  // the client's copies run on a GPU's copy engines (not CPU threads)
+  // A tensor-parallel group's store: the rank whose shares this client moves (its layout's
+  // tp_rank when it names one; < the owner's tp_size). The owner's HelloOk layout is that rank's.
+  uint32_t tp_rank = 0;
 };
 struct HelloOk {
   std::string layout_json;

@@ -78,19 +78,6 @@ class ServingStore final : public Store {
 StatusOr<std::unique_ptr<Store>> Store::Serve(const StoreOptions& options,
                                               const ServeOptions& serve) {
   CACHEPAWL_RETURN_IF_ERROR(serve.Validate());
-  // A tensor-parallel group's store is refused before Open touches its disk tier (a mismatched
-  // catalog may be wiped there). The protocol does not carry a rank's share yet.
-  uint32_t tp_size = options.layout ? options.layout->tp_size : 1;
-  if (!options.layout) {
-    auto named = ResolveLayout(options.layout_name, options.page_size_tokens);
-    if (named.ok()) tp_size = named->tp_size;  // (an unresolvable name fails in Open)
-  }
-  if (tp_size > 1) {
-    return Status::InvalidArgument(
-        "StoreOptions.layout.tp_size: " + std::to_string(tp_size) +
-        " (a tensor-parallel group's store serves its ranks in one process for now: open it with "
-        "Store::Open and name each rank in SaveRequest.tp_rank and LoadOptions.tp_rank)");
-  }
   CACHEPAWL_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
                              StoreImpl::Open(options, {}, /*host_shared=*/true));
   auto server = ipc::StoreServer::Start(static_cast<StoreImpl*>(store.get()), serve);

@@ -126,12 +126,11 @@ void StoreServer::AcceptLoop() {
     Session* raw = entry.get();
     const PeerCredentials who = *peer;
     raw->thread = std::thread([this, raw, who, channel = std::move(channel)]() mutable {
-      bool gpu_copies = false;
-      if (Greet(*channel, who, &gpu_copies)) {
+      Hello hello;
+      if (Greet(*channel, who, &hello)) {
         {
           std::lock_guard<std::mutex> lock(sessions_mu_);  // (Stop reads it under the lock)
-          raw->session =
-              std::make_shared<ClientSession>(std::move(channel), who, gpu_copies, &context_);
+          raw->session = std::make_shared<ClientSession>(std::move(channel), who, hello, &context_);
         }
         raw->session->Run(closing_);
       }
@@ -152,7 +151,26 @@ void StoreServer::Refuse(Channel& channel, const PeerCredentials& peer, const St
   (void)channel.Send(static_cast<uint16_t>(Msg::kRefused), 0, w.bytes());
 }
 
-bool StoreServer::Greet(Channel& channel, const PeerCredentials& peer, bool* gpu_copies) {
+Status StoreServer::CheckClientLayout(const Hello& hello) const {
+  const ModelLayout& mine = context_.store->layout();
+  auto theirs = ParseLayoutJson(hello.layout_json);
+  if (!theirs.ok()) return theirs.status().WithContext("Hello.layout");
+  if (theirs->tp_size > 1 && theirs->tp_rank != hello.tp_rank) {
+    return Status::InvalidArgument("Hello.tp_rank: " + std::to_string(hello.tp_rank) +
+                                   " (the client's layout is rank " +
+                                   std::to_string(theirs->tp_rank) + "'s)");
+  }
+  ModelLayout as_mine = *theirs;  // the group's ranks differ in tp_rank only
+  as_mine.tp_rank = mine.tp_rank;
+  if (LayoutToJson(as_mine) == layout_json_) return Status::OK();
+  return Status::Incompatible("the client expects layout '" + theirs->model + "' (tp_size " +
+                              std::to_string(theirs->tp_size) + ", fingerprint " +
+                              theirs->FingerprintHex().substr(0, 16) + "), the owner serves '" +
+                              mine.model + "' (tp_size " + std::to_string(mine.tp_size) +
+                              ", fingerprint " + mine.FingerprintHex().substr(0, 16) + ")");
+}
+
+bool StoreServer::Greet(Channel& channel, const PeerCredentials& peer, Hello* hello_out) {
   if (peer.uid != owner_uid_ && !(group_ != static_cast<gid_t>(-1) && peer.gid == group_)) {
     Refuse(channel, peer,
            Status::FailedPrecondition(
@@ -176,14 +194,13 @@ bool StoreServer::Greet(Channel& channel, const PeerCredentials& peer, bool* gpu
     s = Status::Incompatible("the client's build '" + hello.build + "' is not the owner's '" +
                              build_id_ + "'");
   }
-  if (s.ok() && !hello.layout_json.empty() && hello.layout_json != layout_json_) {
-    auto theirs = ParseLayoutJson(hello.layout_json);
-    s = Status::Incompatible(
-        "the client expects layout '" + (theirs.ok() ? theirs->model : std::string("?")) +
-        "' (fingerprint " + (theirs.ok() ? theirs->FingerprintHex().substr(0, 16) : "?") +
-        "), the owner serves '" + context_.store->layout().model + "' (fingerprint " +
-        context_.store->layout().FingerprintHex().substr(0, 16) + ")");
+  const ModelLayout& mine = context_.store->layout();
+  if (s.ok() && hello.tp_rank >= mine.tp_size) {
+    s = Status::InvalidArgument("Hello.tp_rank: " + std::to_string(hello.tp_rank) +
+                                " (the owner's layout '" + mine.model + "' has tp_size " +
+                                std::to_string(mine.tp_size) + ")");
   }
+  if (s.ok() && !hello.layout_json.empty()) s = CheckClientLayout(hello);
   if (!s.ok()) {
     if (s.IsInvalidArgument() || s.IsUnavailable() || s.IsTimedOut()) {
       std::lock_guard<std::mutex> lock(context_.mu);
@@ -192,10 +209,15 @@ bool StoreServer::Greet(Channel& channel, const PeerCredentials& peer, bool* gpu
     Refuse(channel, peer, s.WithContext("attach"));
     return false;
   }
-  *gpu_copies = hello.gpu_copies;
+  *hello_out = hello;
   const HostArena& arena = context_.store->host_arena();
   HelloOk ok;
   ok.layout_json = layout_json_;
+  if (hello.tp_rank != mine.tp_rank) {
+    ModelLayout rank = mine;  // (the same shapes on every rank: ShardLayout)
+    rank.tp_rank = hello.tp_rank;
+    ok.layout_json = LayoutToJson(rank);
+  }
   ok.arena_bytes = arena.capacity_bytes();
   ok.chunk_bytes = arena.chunk_bytes();
   ok.max_prompt_tokens = context_.store->options().max_prompt_tokens;

@@ -46,9 +46,13 @@ class StoreServer {
   StoreServer() = default;
   void AcceptLoop();
   // The Hello exchange; true when the client was accepted (HelloOk sent).
-  // `gpu_copies`: what the client's Hello says of its copies.
-  bool Greet(Channel& channel, const PeerCredentials& peer, bool* gpu_copies);
+  // `hello`: what the client said (its copies, its rank).
+  bool Greet(Channel& channel, const PeerCredentials& peer, Hello* hello);
   void Refuse(Channel& channel, const PeerCredentials& peer, const Status& why);
+  // The layout a client expects (Hello.layout_json, not empty): the owner's, or, in a
+  // tensor-parallel group's store, another rank's of the same group with tp_rank hello.tp_rank.
+  // Incompatible naming both layouts, or InvalidArgument naming the field.
+  Status CheckClientLayout(const Hello& hello) const;
   void ReapDone();  // joins sessions that ended; requires sessions_mu_
 
   ServerContext context_;

@@ -14,9 +14,11 @@
 // value at fault; no method throws. A miss is not an error (reusable_pages == 0).
 //
 // Tensor-parallel groups (a layout with tp_size N > 1): one store holds every rank's share of an
-// entry in one record; Save and Load name the rank (SaveRequest::tp_rank, LoadOptions::tp_rank)
-// and move that rank's share; an entry is a hit (and evictable, and written on) only once every
-// rank's share was saved (docs/DESIGN.md, "Tensor-parallel entries").
+// entry in one record; Save and Load move one rank's share (the rank of the layout the store was
+// opened or attached with, layout().tp_rank, unless SaveRequest::tp_rank or LoadOptions::tp_rank
+// names another); an entry is a hit (and evictable, and written on) only once every rank's share
+// was saved (docs/DESIGN.md, "Tensor-parallel entries"). A process attached with rank r's layout
+// moves rank r's shares only (one process, one GPU, one rank, as the engines run).
 //
 // Pure SSM layouts (no attention layers, e.g. Mamba-2). The page hash chain still names every
 // prefix, but a page holds no KV: an entry is a link of the chain, and a prefix of n pages is
@@ -89,8 +91,8 @@ struct LoadOptions {
   size_t first_page = 0;
   bool per_layer_fences = false;  // one sub-fence per attention layer (GPU mode; none: 0)
   // Tensor-parallel group stores (layout tp_size > 1): the rank whose share this Load copies
-  // into the device pool (< tp_size; 0 otherwise).
-  uint32_t tp_rank = 0;
+  // into the device pool (< tp_size). Unset: the store's own, layout().tp_rank.
+  std::optional<uint32_t> tp_rank;
 };
 
 struct SaveRequest {
@@ -102,8 +104,9 @@ struct SaveRequest {
   std::optional<uint64_t> device_state_slot;  // a Mamba state to save, taken at...
   uint64_t state_depth_tokens = 0;            // ...this depth (a multiple of the page size)
   // Tensor-parallel group stores (layout tp_size > 1): the rank whose share this Save copies
-  // (< tp_size; 0 otherwise). An entry becomes a hit once every rank saved its share.
-  uint32_t tp_rank = 0;
+  // (< tp_size). Unset: the store's own, layout().tp_rank. An entry becomes a hit once every
+  // rank saved its share.
+  std::optional<uint32_t> tp_rank;
 };
 
 class Store {

@@ -26,8 +26,9 @@ StatusOr<Fence> StoreImpl::LoadVia(std::shared_ptr<TransferQueue> via, const Pre
                                    std::optional<uint64_t> device_state_slot,
                                    const LoadOptions& opts) {
   const auto start = SteadyClock::now();
-  if (opts.tp_rank >= layout_.tp_size) {
-    return Status::InvalidArgument("LoadOptions.tp_rank: " + std::to_string(opts.tp_rank) +
+  const uint32_t tp_rank = opts.tp_rank.value_or(layout_.tp_rank);
+  if (tp_rank >= layout_.tp_size) {
+    return Status::InvalidArgument("LoadOptions.tp_rank: " + std::to_string(tp_rank) +
                                    " (layout '" + layout_.model + "' has tp_size " +
                                    std::to_string(layout_.tp_size) + ")");
   }
@@ -119,7 +120,7 @@ StatusOr<Fence> StoreImpl::LoadVia(std::shared_ptr<TransferQueue> via, const Pre
   OperationStarted();
   if (fills.empty() && remote_fills.empty()) {
     SubmitHostToDevice(mover, std::move(sources), outer, opts.per_layer_fences, start, nullptr,
-                       opts.tp_rank);
+                       tp_rank);
     return result;
   }
   std::shared_ptr<DeferredStreamWaiter> deferred;
@@ -130,7 +131,7 @@ StatusOr<Fence> StoreImpl::LoadVia(std::shared_ptr<TransferQueue> via, const Pre
         result, [deferred](void* stream) { return deferred->Wait(stream); });
   }
   PendingLoad pending{mover, std::move(sources), std::move(fills),      outer,
-                      start, deferred,           opts.per_layer_fences, opts.tp_rank};
+                      start, deferred,           opts.per_layer_fences, tp_rank};
   if (remote_fills.empty()) {
     LoadFromDisk(std::move(pending));
     return result;

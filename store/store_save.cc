@@ -32,8 +32,9 @@ StatusOr<Fence> StoreImpl::SaveVia(std::shared_ptr<TransferQueue> via, const Sav
     computed = hasher_->HashTokens(req.ns, req.tokens);
     hashes = computed;
   }
-  if (req.tp_rank >= layout_.tp_size) {
-    return Status::InvalidArgument("SaveRequest.tp_rank: " + std::to_string(req.tp_rank) +
+  const uint32_t tp_rank = req.tp_rank.value_or(layout_.tp_rank);
+  if (tp_rank >= layout_.tp_size) {
+    return Status::InvalidArgument("SaveRequest.tp_rank: " + std::to_string(tp_rank) +
                                    " (layout '" + layout_.model + "' has tp_size " +
                                    std::to_string(layout_.tp_size) + ")");
   }
@@ -116,7 +117,7 @@ StatusOr<Fence> StoreImpl::SaveVia(std::shared_ptr<TransferQueue> via, const Sav
     if (partials_) ExpirePartialsLocked();
     auto consider = [&](const SaveWant& w) {
       const bool partial = partials_ && partials_->ContainsLocked(w.key);
-      if (partial ? !partials_->LacksLocked(w.key, req.tp_rank) : CachedLocked(w.key)) {
+      if (partial ? !partials_->LacksLocked(w.key, tp_rank) : CachedLocked(w.key)) {
         counters_.CountRefreshedLocked();
       } else {
         fresh.push_back(w);
@@ -150,7 +151,7 @@ StatusOr<Fence> StoreImpl::SaveVia(std::shared_ptr<TransferQueue> via, const Sav
   // operation's entries are published (or dropped), with the first error.
   auto progress = std::make_shared<SaveProgress>();
   progress->start = start;
-  progress->tp_rank = req.tp_rank;
+  progress->tp_rank = tp_rank;
   Fence result = progress->outer.fence();
   OperationStarted();
   const size_t per_op = std::max<size_t>(1, options_.save_chunk_entries);

@@ -54,6 +54,11 @@ struct AttachOptions {
   std::optional<ModelLayout> layout;
   std::string layout_name;
   uint32_t page_size_tokens = 16;
+  // A tensor-parallel group's store (a layout with tp_size > 1): the rank whose shares this
+  // process loads and saves (one process, one GPU, one rank). Unset: the expected layout's
+  // tp_rank, or 0 without one. Attach fails (InvalidArgument) when it is not < the owner's
+  // tp_size, or differs from the expected layout's tp_rank.
+  std::optional<uint32_t> tp_rank;
   // -1: CPU mode (device pools in host memory). >= 0: the GPU this process copies with; the
   // shared host arena is registered with CUDA at attach (seconds for hundreds of GiB).
   int cuda_device = 0;

@@ -145,7 +145,8 @@ class Store(_lib.Owner):
         ``device_pool_bytes``: a pool of this process's own (0: ``register_tensors``).
         ``call_timeout_ms`` (0: 10000) bounds each call and, while operations are pending, the
         owner's silence: an owner that goes fails them, and every later call, with Unavailable
-        (attach again)."""
+        (attach again). A tensor-parallel group's owner: ``layout=whole.shard(n, r)`` attaches
+        as rank r, whose shares this process's loads and saves move."""
         expected = None
         if isinstance(layout, str):
             expected = Layout.from_preset(layout, page_size_tokens)

@@ -81,3 +81,51 @@ def test_attach_refusals(tmp_path: Path, owner) -> None:  # type: ignore[no-unty
         cachepawl.Store.attach(sock, layout=other, cuda_device=-1)
     with pytest.raises(cachepawl.InvalidArgument, match="socket_path"):
         cachepawl.Store.attach("x" * 200, cuda_device=-1)
+
+
+def rank_layout_json(rank: int) -> str:
+    """The tiny layout as rank ``rank`` of a 2-rank tensor-parallel group (same shapes)."""
+    return TINY_LAYOUT_JSON.replace(
+        '"page_size_tokens": 4,', f'"page_size_tokens": 4, "tp_size": 2, "tp_rank": {rank},'
+    )
+
+
+def test_rank_processes_share_one_group_store(tmp_path: Path) -> None:
+    """The owner serves rank 0 of a tensor-parallel group; this process attaches as rank 1.
+    A prompt only rank 0 saved is a miss; once rank 1 saved its shares it is a hit, and rank
+    1's load gets rank 1's bytes back (not rank 0's)."""
+    import json
+
+    sock = str(tmp_path / "owner.sock")
+    tests = str(Path(__file__).resolve().parent)
+    pkg = str(Path(__file__).resolve().parents[1])
+    code = OWNER.format(pkg=pkg, sock=sock, layout=rank_layout_json(0))
+    env = dict(os.environ, PYTHONPATH=tests + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    )
+    try:
+        line = b""
+        while not line.startswith(b"{"):
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            assert line, "the owner process ended before it served"
+        owners = json.loads(line)
+        rank1 = cachepawl.Layout.from_json(rank_layout_json(1))
+        with cachepawl.Store.attach(
+            sock, layout=rank1, cuda_device=-1, device_pool_bytes=1 << 20
+        ) as s:
+            assert (s.layout.tp_size, s.layout.tp_rank) == (2, 1)
+            toks = tokens(3 * PAGE, first=5000)
+            assert s.lookup(toks).reusable_pages == 0  # rank 1's shares are missing
+            kv, state = save_all(s, toks, seed=9)
+            m = s.lookup(toks)
+            assert m.reusable_pages == 3
+            assert kv[0] != bytes.fromhex(owners["kv"][0])
+            load_and_compare(s, m, kv, state)
+        with pytest.raises(cachepawl.Incompatible, match="tp_size 1"):
+            cachepawl.Store.attach(
+                sock, layout=cachepawl.Layout.from_json(TINY_LAYOUT_JSON), cuda_device=-1
+            )
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

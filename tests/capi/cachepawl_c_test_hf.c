@@ -167,17 +167,23 @@ static void rank_shares(void) {
   EXPECT_ERR(cachepawl_layout_tp(whole, NULL, &r), CACHEPAWL_INVALID_ARGUMENT, "tp_size: null");
   EXPECT_ERR(cachepawl_layout_tp(whole, &size, NULL), CACHEPAWL_INVALID_ARGUMENT, "tp_rank: null");
   CHECK(rank == NULL);
-  /* A store of a rank's layout is a tensor-parallel group's, whose saves and loads name their
-   * rank: the C ABI cannot yet, and refuses to open one (it would never hit). */
+  /* A store of a rank's layout is a tensor-parallel group's: it opens as that rank (its saves
+   * and loads move rank 1's shares; the other ranks attach with theirs). */
   {
     cachepawl_options* o = NULL;
     cachepawl_store* s = NULL;
-    EXPECT_OK(cachepawl_layout_shard(whole, 2, 0, &rank));
+    cachepawl_layout* got = NULL;
+    EXPECT_OK(cachepawl_layout_shard(whole, 2, 1, &rank));
     EXPECT_OK(cachepawl_options_new(&o));
     EXPECT_OK(cachepawl_options_set_layout(o, rank));
-    EXPECT_ERR(cachepawl_store_open(o, &s), CACHEPAWL_INVALID_ARGUMENT,
-               "options.layout: tp_size 2 (a tensor-parallel group's store needs each save's");
-    CHECK(s == NULL);
+    EXPECT_OK(cachepawl_options_set_host_bytes(o, 1u << 20));
+    EXPECT_OK(cachepawl_options_set_cuda_device(o, -1));
+    EXPECT_OK(cachepawl_store_open(o, &s));
+    EXPECT_OK(cachepawl_store_layout(s, &got));
+    EXPECT_OK(cachepawl_layout_tp(got, &size, &r));
+    CHECK(size == 2 && r == 1);
+    cachepawl_layout_free(got);
+    cachepawl_store_free(s);
     cachepawl_options_free(o);
     cachepawl_layout_free(rank);
   }

@@ -2,8 +2,9 @@
 //
 //   ipc_peer serve SOCKET HOST_MIB [DISK_DIR DISK_MIB]   an owner (TinyHybrid, CPU mode) until
 //                                                        SIGTERM; prints "ready"
-//   ipc_peer client SOCKET [--layout attention] STEP...  attaches (CPU mode, its own device
-//                                                        pool) and runs the steps in order
+//   ipc_peer client SOCKET [--layout attention|tpR/N] STEP...  attaches (CPU mode, its own
+//                                     device pool; tpR/N: as rank R of TinyHybrid over N ranks,
+//                                     whose shares' contents are the rank's) and runs the steps
 //
 // Steps: save SEED PAGES (a prompt of PAGES pages and its state, contents by hash), load SEED
 // PAGES (looks up, locks, loads into poisoned slots, compares every byte, unlocks), hold SEED
@@ -143,7 +144,17 @@ int Client(int argc, char** argv) {
   ao.call_timeout_ms = 5000;
   int i = 3;
   if (i + 1 < argc && std::string(argv[i]) == "--layout") {
-    ao.layout = std::string(argv[i + 1]) == "attention" ? TinyAttentionOnly() : TinyHybrid();
+    const std::string name = argv[i + 1];
+    unsigned rank = 0, ranks = 0;
+    if (name == "attention") {
+      ao.layout = TinyAttentionOnly();
+    } else if (std::sscanf(name.c_str(), "tp%u/%u", &rank, &ranks) == 2) {
+      ao.layout = TinyHybrid();
+      ao.layout->tp_rank = rank;
+      ao.layout->tp_size = ranks;
+    } else {
+      ao.layout = TinyHybrid();
+    }
     i += 2;
   }
   auto store = Store::Attach(ao);

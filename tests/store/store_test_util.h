@@ -84,7 +84,9 @@ inline std::vector<std::byte> Content(const ModelLayout& layout, const PageHash&
   std::vector<std::byte> bytes(layout.RecordBytes(kind));
   uint64_t seed;
   std::memcpy(&seed, h.bytes.data(), sizeof(seed));
-  testing::FillRandom(bytes, seed ^ (kind == Kind::kMamba ? 0x5a5a5a5aull : 0));
+  // (A tensor-parallel rank's share differs from every other rank's.)
+  testing::FillRandom(bytes, seed ^ (kind == Kind::kMamba ? 0x5a5a5a5aull : 0) ^
+                                 (uint64_t{layout.tp_rank} * 0x9e3779b97f4a7c15ull));
   return bytes;
 }
 

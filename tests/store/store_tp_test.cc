@@ -54,8 +54,10 @@ class StoreTpTest : public ::testing::Test {
   }
 
   // Rank `rank` saves every page of `tokens` and the state at its end, from device slots it
-  // fills with its shares. Returns the Save's status (after its fence).
-  Status SaveAsRank(Store* store, const std::vector<uint32_t>& tokens, uint32_t rank) {
+  // fills with its shares. Returns the Save's status (after its fence). `name_rank` false: the
+  // request leaves tp_rank unset (the store's layout's rank is `rank`).
+  Status SaveAsRank(Store* store, const std::vector<uint32_t>& tokens, uint32_t rank,
+                    bool name_rank = true) {
     const ModelLayout& l = store->layout();
     const auto hashes = store->HashTokens("", tokens);
     std::vector<uint64_t> pages;
@@ -71,7 +73,7 @@ class StoreTpTest : public ::testing::Test {
         store->WriteDeviceRecord(Kind::kMamba, *state, Share(l, hashes.back(), Kind::kMamba, rank))
             .ok());
     SaveRequest req = WholePromptSave(tokens, pages, *state);
-    req.tp_rank = rank;
+    if (name_rank) req.tp_rank = rank;
     auto fence = store->Save(req);
     const Status s = fence.ok() ? fence->Wait(std::chrono::seconds(30)) : fence.status();
     for (uint64_t p : pages) EXPECT_TRUE(store->FreeDeviceSlot(Kind::kKV, p).ok());
@@ -80,8 +82,8 @@ class StoreTpTest : public ::testing::Test {
   }
 
   // Rank `rank` loads the whole match into poisoned slots and compares every byte with its
-  // shares. Returns the Load's status.
-  Status LoadAsRank(Store* store, const PrefixMatch& m, uint32_t rank) {
+  // shares. Returns the Load's status. `name_rank` as for SaveAsRank.
+  Status LoadAsRank(Store* store, const PrefixMatch& m, uint32_t rank, bool name_rank = true) {
     const ModelLayout& l = store->layout();
     std::vector<uint64_t> pages;
     const std::vector<std::byte> poison_kv(l.RecordBytes(Kind::kKV), std::byte{0xEE});
@@ -96,7 +98,7 @@ class StoreTpTest : public ::testing::Test {
     if (!state.ok()) return state.status();
     EXPECT_TRUE(store->WriteDeviceRecord(Kind::kMamba, *state, poison_state).ok());
     LoadOptions lo;
-    lo.tp_rank = rank;
+    if (name_rank) lo.tp_rank = rank;
     auto fence = store->Load(m, pages, *state, lo);
     const Status s = fence.ok() ? fence->Wait(std::chrono::seconds(30)) : fence.status();
     if (s.ok()) {
@@ -291,14 +293,22 @@ TEST_F(StoreTpTest, PartialEntriesGiveWayWhenNothingElseCan) {
   EXPECT_GT(store->Stats().tp_partial_entries, 0u);
 }
 
-TEST_F(StoreTpTest, AGroupStoreIsNotServedToOtherProcessesYet) {
-  ServeOptions so;
-  so.socket_path = dir_.str() + "/sock";
-  auto s = Store::Serve(Options(), so);
-  ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(s.status().IsInvalidArgument()) << s.status().ToString();
-  EXPECT_NE(s.status().message().find("StoreOptions.layout.tp_size: 2"), std::string::npos)
-      << s.status().ToString();
+TEST_F(StoreTpTest, ARequestWithoutARankMovesTheStoresOwnRanksShares) {
+  StoreOptions o = Options();
+  ModelLayout rank1 = RankLayout();
+  rank1.tp_rank = 1;
+  o.layout = rank1;
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  const auto tokens = Tokens(700, 2 * store->layout().page_size_tokens);
+  ASSERT_TRUE(SaveAsRank(store.get(), tokens, 1, /*name_rank=*/false).ok());
+  EXPECT_EQ(Reusable(store.get(), tokens), 0u);  // rank 0's shares are missing
+  ASSERT_TRUE(SaveAsRank(store.get(), tokens, 0).ok());
+  auto m = store->Lookup("", tokens);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 2u);
+  EXPECT_TRUE(LoadAsRank(store.get(), *m, 1, /*name_rank=*/false).ok());
+  EXPECT_TRUE(LoadAsRank(store.get(), *m, 0).ok());
 }
 
 TEST_F(StoreTpTest, TheTiersKeepTheGroupLayoutAndTheApiTheRanks) {

@@ -26,6 +26,8 @@ TEST(CmdServeTest, ArgumentErrorsExitTwoNamingTheValue) {
       {{"--max-clients", "0"}, "ServeOptions.max_clients: 0"},
       {{"--socket-group", "no-such-group-cachepawl"}, "'no-such-group-cachepawl' (no such group)"},
       {{"--frobnicate"}, "--frobnicate"},
+      {{"--tp-size", "3"}, "--tp-size 3: InvalidArgument: attention_layers[0].num_kv_heads: 8"},
+      {{"--tp-size", "0"}, "tp_size: 0"},
   };
   for (const auto& [extra, want] : cases) {
     std::vector<std::string> args = good;

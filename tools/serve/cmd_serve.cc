@@ -1,11 +1,14 @@
 // cachepawl serve --dir D --layout L --host-bytes B [--disk-bytes B] [--socket PATH]
-//                 [--socket-group G] [--page-size P] [--device N] [--write-policy P] [--json]
+//                 [--socket-group G] [--page-size P] [--tp-size N] [--device N]
+//                 [--write-policy P] [--json]
 // Runs an owner store as its own process (Store::Serve): the engine's processes attach to it
 // (Store::Attach, cachepawl.Store.attach), and its host and disk tiers outlive an engine's
 // restart. In the foreground; the log goes to stderr. SIGTERM or SIGINT: a clean shutdown (the
 // attached processes' next calls fail with Unavailable; the disk catalog is persisted). SIGUSR1,
 // and the end with --json: one line of the store's stats as JSON on stdout (StoreStats, with
-// the attached processes under "serve").
+// the attached processes under "serve"). --tp-size N: one store for the N ranks of a
+// tensor-parallel deployment (layouts/layout_tp.h splits L); each rank's process attaches with
+// its rank's layout (AttachOptions::tp_rank) and moves its own shares.
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +16,8 @@
 #include <ostream>
 #include <string>
 
+#include "layouts/layout_presets.h"
+#include "layouts/layout_tp.h"
 #include "store/store.h"
 #include "tools/cli_args.h"
 #include "tools/command.h"
@@ -25,7 +30,7 @@ int CmdServe(const std::vector<std::string>& args, CommandIo& io) {
   CLI::App app{"Run an owner store other processes attach to (Store::Attach)", "cachepawl serve"};
   std::string dir, layout, socket, group, write_policy = "through";
   uint64_t host_bytes = 0, disk_bytes = 0;
-  uint32_t page_size = 16, max_clients = 256;
+  uint32_t page_size = 16, max_clients = 256, tp_size = 1;
   int device = -1;
   bool json = false, verbose = false;
   app.add_option("--dir", dir, "Folder of the disk tier's catalog and data (and the socket)")
@@ -39,6 +44,9 @@ int CmdServe(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--socket", socket, "The socket clients attach to (default DIR/cachepawl.sock)");
   app.add_option("--socket-group", group, "Admit this group too (socket mode 0660)");
   app.add_option("--page-size", page_size, "Tokens per page (presets)");
+  app.add_option("--tp-size", tp_size,
+                 "Serve the N ranks of a tensor-parallel deployment of the layout (each rank "
+                 "attaches with its own share, Store::Attach with tp_rank)");
   app.add_option("--device", device,
                  "a CUDA device whose context pins the host tier (default -1: none; the owner "
                  "copies nothing to a GPU itself, its clients register their own mappings)");
@@ -60,6 +68,16 @@ int CmdServe(const std::vector<std::string>& args, CommandIo& io) {
   StoreOptions o;
   o.layout_name = layout;
   o.page_size_tokens = page_size;
+  if (tp_size != 1) {
+    auto whole = ResolveLayout(layout, page_size);
+    auto rank = whole.ok() ? ShardLayout(*whole, tp_size, 0) : whole;
+    if (!rank.ok()) {
+      io.err << "cachepawl serve: --layout '" << layout << "' --tp-size " << tp_size << ": "
+             << rank.status().ToString() << "\n";
+      return kExitUsage;
+    }
+    o.layout = std::move(rank).value();
+  }
   o.host_bytes = host_bytes;
   o.disk_dir = dir;
   o.disk_bytes = disk_bytes;
