@@ -50,6 +50,14 @@ TEST(CmdBenchStoreTest, ArgumentErrorsExitTwoNamingTheValue) {
       {{"--host-free-target", "12q"}, "--host-free-target: '12q'"},
       {{"--host-free-target", "1T"}, "--host-free-target: 1099511627776"},
       {{"--watchdog", "soon"}, "--watchdog: 'soon'"},
+      {{"--tp-size", "0"}, "--tp-size: 0 (must be 1 to 8)"},
+      {{"--tp-size", "9"}, "--tp-size: 9 (must be 1 to 8)"},
+      {{"--tp-size", "2", "--processes", "1"}, "--tp-size with --processes"},
+      {{"--tp-size", "2", "--layouts", "llama-3.1-8b,jamba-v0.1"}, "names 2 layouts (give one)"},
+      {{"--tp-size", "2", "--layouts", "jamba-v0.1", "--pages", "16,128"}, "gives 2 values"},
+      {{"--tp-size", "3", "--layouts", "jamba-v0.1"}, "--tp-size 3: attention_layers[0]"},
+      // (This test's binary is not cachepawl: a run would start it again as its ranks.)
+      {{"--tp-size", "2", "--layouts", "jamba-v0.1"}, "starts the cachepawl binary again"},
       {{"--frobnicate"}, "--frobnicate"},
   };
   for (const auto& [args, want] : cases) {
@@ -60,6 +68,24 @@ TEST(CmdBenchStoreTest, ArgumentErrorsExitTwoNamingTheValue) {
     EXPECT_EQ(r.code, kExitUsage) << args[0] << " " << (args.size() > 1 ? args[1] : "");
     EXPECT_NE(r.err.find(want), std::string::npos) << "want '" << want << "' in: " << r.err;
   }
+}
+
+// --tp-size: rank processes of the real binary attached to one owner, each loading and saving
+// its own shares at once; every loaded byte checked in the rank that loaded it.
+TEST(CmdBenchStoreTest, TpSizeRunsARankProcessPerRankAndChecksEveryByte) {
+  testing::TempDir dir;
+  const BinaryResult run = RunBinary(
+      CACHEPAWL_BINARY, {"bench", "store", "--tp-size", "2", "--cpu", "--layouts", "jamba-v0.1",
+                         "--pages", "8", "--iters", "2", "--host-bytes", "64M", "--device-bytes",
+                         "32M", "--dir", dir.str(), "--watchdog", "120s"});
+  ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.output;
+  for (const char* line : {"cachepawl bench store --tp-size 2: jamba-v0.1, 8 pages a request; 2 "
+                           "rank processes",
+                           "rank0    rank1  aggregate    limit  /limit  limit alone", "\nload ",
+                           "\nsave ", "wrong bytes: 0 records; errors: 0"}) {
+    EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the owner's folder was left behind";
 }
 
 TEST(CmdBenchStoreTest, DryRunNamesWhatDoesNotFit) {

@@ -27,10 +27,12 @@
 #include <sstream>
 
 #include "cuda/gpu_runtime.h"
+#include "layouts/layout_tp.h"
 #include "tiers/machine_probe.h"
 #include "tools/bench/bench_lookup_load.h"
 #include "tools/bench/bench_store.h"
 #include "tools/bench/bench_store_report.h"
+#include "tools/bench/bench_store_tp.h"
 #include "tools/cli_args.h"
 #include "tools/cli_values.h"
 #include "tools/command.h"
@@ -83,6 +85,57 @@ void DryRun(const Config& c, std::ostream& out) {
   }
   out << "about " << HumanBytes(static_cast<uint64_t>(link)) << " through device copies and "
       << HumanBytes(static_cast<uint64_t>(disk)) << " written to and read from disk\n";
+}
+
+// --tp-size N: its own flags' checks, then RunTpBench (tools/bench/bench_store_tp.h).
+// `pages_text`: the default --pages ("" when given).
+int RunTpCommand(const CLI::App& app, const Config& c, uint32_t tp_size,
+                 const std::string& pages_text, const std::string& watchdog_text, CommandIo& io) {
+  auto usage = [&](const std::string& what) {
+    io.err << kName << ": " << what << "\n";
+    return kExitUsage;
+  };
+  if (tp_size == 0 || tp_size > 8) {
+    return usage("--tp-size: " + std::to_string(tp_size) + " (must be 1 to 8)");
+  }
+  if (app.count("--processes") > 0) {
+    return usage("--tp-size with --processes: give one (--tp-size starts its own rank processes)");
+  }
+  if (c.layouts.size() != 1) {
+    return usage("--tp-size: --layouts names " + std::to_string(c.layouts.size()) +
+                 " layouts (give one)");
+  }
+  if (pages_text.empty() && c.pages.size() != 1) {
+    return usage("--tp-size: --pages gives " + std::to_string(c.pages.size()) +
+                 " values (give one)");
+  }
+  if (auto rank = ShardLayout(c.layouts[0], tp_size, 0); !rank.ok()) {
+    return usage("--tp-size " + std::to_string(tp_size) + ": " + rank.status().message());
+  }
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec || std::filesystem::path(self).filename() != "cachepawl") {
+    return usage("--tp-size: starts the cachepawl binary again, not '" + self + "'");
+  }
+  const auto watchdog = ParseWatchdogLimit(watchdog_text);
+  if (!watchdog.ok()) return usage(watchdog.status().message());
+  TpBenchConfig t;
+  t.layout_name = c.layout_names[0];
+  t.whole = c.layouts[0];
+  t.tp_size = tp_size;
+  t.pages = pages_text.empty() ? c.pages[0] : std::stoull(pages_text);
+  t.iters = c.iters;
+  t.host_bytes = c.host_bytes;
+  t.device_bytes = c.device_bytes;
+  t.gpu = c.gpu;
+  t.self = self;
+  t.dir = c.dir;
+  t.seed = c.seed;
+  t.watchdog_seconds = *watchdog > 0 ? *watchdog : 1e9;
+  // (The ranks' own watchdogs fire first and print their threads.)
+  std::optional<StallWatchdog> dog;
+  if (*watchdog > 0) dog.emplace(kName, *watchdog + 60);
+  return RunTpBench(t, io.out, io.err);
 }
 
 int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
@@ -157,10 +210,20 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   uint32_t poll_spin_us = ServeOptions().poll_spin_us;
   app.add_option("--poll-spin-us", poll_spin_us,
                  "with --processes: ServeOptions and AttachOptions::poll_spin_us (default 200)");
+  uint32_t tp_size = 0;
+  app.add_option(
+      "--tp-size", tp_size,
+      "N: one tensor-parallel group's store, its N ranks in N processes (rank r on the "
+      "r-th visible GPU) loading and saving their shares of one prompt at once, per rank "
+      "and aggregate GB/s next to N contiguous copies at once; one layout, one --pages "
+      "value (default 2048; --quick 16)");
   std::string lookup_load;  // internal: this process is another engine process's lookups
   app.add_option("--lookup-load", lookup_load)->group("");
+  std::string tp_rank_worker;  // internal: this process is a rank of --tp-size
+  app.add_option("--tp-rank-worker", tp_rank_worker)->group("");
   if (auto exit = ParseArgs(app, args, io)) return *exit;
   if (!lookup_load.empty()) return RunLookupLoad(lookup_load);
+  if (!tp_rank_worker.empty()) return RunTpRank(tp_rank_worker);
   auto usage = [&](const std::string& what) {
     io.err << kName << ": " << what << "\n";
     return kExitUsage;
@@ -270,6 +333,10 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   if (profile_stages) profile::SetEnabled(true);
   c.seed = seed;
   c.gpu = gpu;
+  if (app.count("--tp-size") > 0) {
+    return RunTpCommand(app, c, tp_size, app.count("--pages") > 0 ? "" : (quick ? "16" : "2048"),
+                        watchdog_text, io);
+  }
   if (c.gpu && device_bytes <= kGpuReserveBytes) {
     return usage("--device-bytes: " + HumanBytes(device_bytes) + " (GPU mode keeps " +
                  HumanBytes(kGpuReserveBytes) + " for staging; give more)");

@@ -1,0 +1,381 @@
+#include "tools/bench/bench_store_tp.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "cuda/gpu_runtime.h"
+#include "layouts/layout_tp.h"
+#include "store/store.h"
+#include "tools/bench/bench_store.h"
+#include "tools/human_bytes.h"
+#include "tools/stall_watchdog.h"
+
+extern char** environ;
+
+namespace cachepawl::tools::bench_store {
+namespace {
+
+// A step's span on one rank (CLOCK_MONOTONIC ns).
+struct Span {
+  int64_t start = 0, end = 0;
+};
+
+// What /proc says each thread of `pid` waits on (a rank that stopped answering).
+std::string PeekProcess(pid_t pid) {
+  std::ostringstream o;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator(task_dir, ec)) {
+    std::ifstream comm(t.path() / "comm"), stat(t.path() / "stat"), wchan(t.path() / "wchan");
+    std::string name, fields, where;
+    std::getline(comm, name);
+    std::getline(stat, fields);
+    std::getline(wchan, where);
+    const size_t paren = fields.rfind(')');
+    const char state =
+        paren != std::string::npos && paren + 2 < fields.size() ? fields[paren + 2] : '?';
+    o << "  thread " << t.path().filename().string() << " \"" << name << "\" state " << state
+      << " wchan " << (where.empty() ? "-" : where) << "\n";
+  }
+  if (ec) o << "  (" << task_dir << ": " << ec.message() << ")\n";
+  return o.str();
+}
+
+// The rank processes, SIGKILLed and reaped when this goes.
+class Ranks {
+ public:
+  ~Ranks() {
+    for (Worker& w : workers_) {
+      if (w.in >= 0) close(w.in);
+      if (w.out >= 0) close(w.out);
+      if (w.pid > 0) {
+        kill(w.pid, SIGKILL);
+        int st = 0;
+        while (waitpid(w.pid, &st, 0) < 0 && errno == EINTR) {
+        }
+      }
+    }
+  }
+
+  // Starts rank `rank` with `spec`; `gpu_list`: CUDA_VISIBLE_DEVICES for it ("" leaves it).
+  Status Start(const std::string& self, const std::string& spec, const std::string& gpu) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
+      return Status::FromErrno("rank process: pipe", errno);
+    }
+    std::vector<std::string> args = {self, "bench", "store", "--tp-rank-worker", spec};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_text;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (gpu.empty() || std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_text.push_back(*e);
+    }
+    if (!gpu.empty()) env_text.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
+    std::vector<char*> envp;
+    for (std::string& e : env_text) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    Worker w;
+    const int rc = posix_spawn(&w.pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    close(in[0]);
+    close(out[1]);
+    w.in = in[1];
+    w.out = out[0];
+    if (rc != 0) w.pid = -1;
+    workers_.push_back(std::move(w));
+    if (rc != 0) return Status::FromErrno("rank process: starting '" + self + "'", rc);
+    return Status::OK();
+  }
+
+  pid_t pid(size_t r) const { return workers_[r].pid; }
+  size_t size() const { return workers_.size(); }
+
+  Status Send(size_t r, const std::string& line) {
+    const std::string text = line + "\n";
+    if (write(workers_[r].in, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      return Status::Unavailable("rank " + std::to_string(r) + " (pid " +
+                                 std::to_string(workers_[r].pid) + ") is gone");
+    }
+    return Status::OK();
+  }
+
+  // Rank r's next line; TimedOut after `seconds`, Unavailable when its stdout ended.
+  StatusOr<std::string> Read(size_t r, double seconds) {
+    Worker& w = workers_[r];
+    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+    for (;;) {
+      const size_t nl = w.buffer.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = w.buffer.substr(0, nl);
+        w.buffer.erase(0, nl + 1);
+        return line;
+      }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return Status::TimedOut("rank " + std::to_string(r));
+      pollfd p{w.out, POLLIN, 0};
+      const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+      if (n < 0 && errno != EINTR) return Status::FromErrno("poll", errno);
+      if (n <= 0) continue;
+      char chunk[4096];
+      const ssize_t got = read(w.out, chunk, sizeof(chunk));
+      if (got <= 0) {
+        return Status::Unavailable("rank " + std::to_string(r) + " (pid " + std::to_string(w.pid) +
+                                   ") ended");
+      }
+      w.buffer.append(chunk, static_cast<size_t>(got));
+    }
+  }
+
+ private:
+  struct Worker {
+    pid_t pid = -1;
+    int in = -1, out = -1;
+    std::string buffer;
+  };
+  std::vector<Worker> workers_;
+};
+
+// The GPU rank r uses: the r-th (modulo their number) of those visible here.
+std::string GpuOf(uint32_t r) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::vector<std::string> ids;
+  if (visible != nullptr && *visible != '\0') {
+    std::stringstream in(visible);
+    for (std::string id; std::getline(in, id, ',');) ids.push_back(id);
+  } else {
+    for (int i = 0; i < cuda::DeviceCount(); ++i) ids.push_back(std::to_string(i));
+  }
+  return ids.empty() ? "" : ids[r % ids.size()];
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+class Run {
+ public:
+  Run(const TpBenchConfig& c, std::ostream& err) : c_(c), err_(err) {}
+
+  // Sends `step` to ranks [0, n) at once and collects their spans. A rank that answers "err"
+  // fails the step; one silent past the watchdog is a stall (stalled_ set, its threads printed).
+  StatusOr<std::vector<Span>> Step(const std::string& step, size_t n) {
+    for (size_t r = 0; r < n; ++r) CACHEPAWL_RETURN_IF_ERROR(ranks_.Send(r, step));
+    std::vector<Span> spans(n);
+    Status first;
+    for (size_t r = 0; r < n; ++r) {
+      auto line = ranks_.Read(r, c_.watchdog_seconds + 30);
+      if (!line.ok()) {
+        if (line.status().IsTimedOut()) {
+          stalled_ = true;
+          err_ << "bench store --tp-size: rank " << r << " (pid " << ranks_.pid(r)
+               << ") did not answer '" << step << "' within " << c_.watchdog_seconds + 30
+               << " s; its threads:\n"
+               << PeekProcess(ranks_.pid(r));
+        }
+        return line.status().WithContext("step '" + step + "'");
+      }
+      std::istringstream in(*line);
+      std::string word;
+      in >> word >> spans[r].start >> spans[r].end;
+      if (word != "ok" && first.ok()) {
+        first = Status::Internal("rank " + std::to_string(r) + ", step '" + step + "': " + *line);
+      }
+    }
+    Progress("tp step");
+    if (!first.ok()) return first;
+    return spans;
+  }
+
+  int Main(std::ostream& out);
+
+ private:
+  Status StartRanks(const std::string& socket, uint64_t* bytes);
+
+  const TpBenchConfig& c_;
+  std::ostream& err_;
+  Ranks ranks_;
+  bool stalled_ = false;
+};
+
+Status Run::StartRanks(const std::string& socket, uint64_t* bytes) {
+  for (uint32_t r = 0; r < c_.tp_size; ++r) {
+    std::ostringstream spec;
+    spec << r << "," << c_.tp_size << "," << c_.pages << "," << c_.device_bytes << ","
+         << (c_.gpu ? 1 : 0) << "," << c_.seed << "," << std::max(0.0, c_.watchdog_seconds - 10)
+         << "," << socket;
+    CACHEPAWL_RETURN_IF_ERROR(ranks_.Start(c_.self, spec.str(), c_.gpu ? GpuOf(r) : ""));
+  }
+  for (uint32_t r = 0; r < c_.tp_size; ++r) {
+    CACHEPAWL_ASSIGN_OR_RETURN(std::string line, ranks_.Read(r, 600));
+    if (line.rfind("ready ", 0) != 0) {
+      return Status::Internal("rank " + std::to_string(r) + ": " + line);
+    }
+    *bytes = std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  return Status::OK();
+}
+
+int Run::Main(std::ostream& out) {
+  auto rank0 = ShardLayout(c_.whole, c_.tp_size, 0);
+  if (!rank0.ok()) {
+    err_ << "bench store --tp-size: " << rank0.status().ToString() << "\n";
+    return 1;
+  }
+  auto group = GroupLayout(*rank0);
+  if (!group.ok()) {
+    err_ << "bench store --tp-size: " << group.status().ToString() << "\n";
+    return 1;
+  }
+  const uint64_t per_round =
+      c_.pages * (group->has_attention() ? group->RecordBytes(Kind::kKV) : 0) +
+      (group->has_ssm() ? group->RecordBytes(Kind::kMamba) : 0);
+  const uint64_t rounds = static_cast<uint64_t>(c_.iters) + 1;
+  if (rounds * per_round > c_.host_bytes / 10 * 9) {
+    err_ << "bench store --tp-size: --host-bytes " << HumanBytes(c_.host_bytes)
+         << " holds fewer than " << rounds << " rounds of " << HumanBytes(per_round)
+         << " (every rank's shares of " << c_.pages
+         << " pages and a state); give more, or fewer --iters or --pages\n";
+    return 2;
+  }
+  char tmpl[4096];
+  std::snprintf(tmpl, sizeof(tmpl), "%s/cachepawl-bench-tp-XXXXXX", c_.dir.c_str());
+  if (mkdtemp(tmpl) == nullptr) {
+    err_ << "bench store --tp-size: mkdtemp under '" << c_.dir << "': " << std::strerror(errno)
+         << "\n";
+    return 1;
+  }
+  const std::string work = tmpl;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{work};
+  StoreOptions o;
+  o.layout = *rank0;
+  o.host_bytes = c_.host_bytes / 4096 * 4096;
+  o.cuda_device = -1;  // the owner copies nothing to a GPU: the ranks do
+  o.max_prompt_tokens = std::max<uint64_t>(o.max_prompt_tokens, c_.pages * rank0->page_size_tokens);
+  ServeOptions so;
+  so.socket_path = work + "/owner.sock";
+  auto owner = Store::Serve(o, so);
+  if (!owner.ok()) {
+    err_ << "bench store --tp-size: " << owner.status().ToString() << "\n";
+    return owner.status().IsInvalidArgument() ? 2 : 1;
+  }
+  uint64_t bytes = 0;
+  if (Status s = StartRanks(so.socket_path, &bytes); !s.ok()) {
+    err_ << "bench store --tp-size: " << s.ToString() << "\n";
+    return 1;
+  }
+  // Per step: each rank's GB/s and the aggregate, per timed round.
+  std::map<std::string, std::vector<std::vector<double>>> per_rank;
+  std::map<std::string, std::vector<double>> aggregate;
+  uint64_t wrong = 0;
+  Status failed;
+  auto record = [&](const std::string& name, const std::vector<Span>& spans, bool timed) {
+    if (!timed) return;
+    int64_t lo = spans[0].start, hi = spans[0].end;
+    auto& ranks = per_rank[name];
+    ranks.resize(spans.size());
+    for (size_t r = 0; r < spans.size(); ++r) {
+      lo = std::min(lo, spans[r].start);
+      hi = std::max(hi, spans[r].end);
+      ranks[r].push_back(static_cast<double>(bytes) /
+                         std::max<int64_t>(1, spans[r].end - spans[r].start));
+    }
+    aggregate[name].push_back(static_cast<double>(bytes) * spans.size() /
+                              std::max<int64_t>(1, hi - lo));
+  };
+  for (uint64_t round = 0; round < rounds && failed.ok(); ++round) {
+    const bool timed = round > 0;
+    for (const char* step : {"limit load", "limit save"}) {
+      auto alone = Step(step, 1);
+      auto all = alone.ok() ? Step(step, c_.tp_size) : alone;
+      if (!all.ok()) {
+        failed = all.status();
+        break;
+      }
+      record(std::string(step) + " alone", *alone, timed);
+      record(step, *all, timed);
+    }
+    for (const char* step : {"save", "load"}) {
+      if (!failed.ok()) break;
+      auto spans = Step(std::string(step) + " " + std::to_string(round), c_.tp_size);
+      if (!spans.ok()) {
+        failed = spans.status();
+        break;
+      }
+      record(step, *spans, timed);
+    }
+    if (!failed.ok()) break;
+    auto checked = Step("verify", c_.tp_size);
+    if (!checked.ok()) {
+      failed = checked.status();
+      break;
+    }
+    for (const Span& s : *checked) wrong += static_cast<uint64_t>(s.start);
+  }
+  for (size_t r = 0; r < ranks_.size(); ++r) (void)ranks_.Send(r, "quit");
+
+  out << "cachepawl bench store --tp-size " << c_.tp_size << ": " << c_.layout_name << ", "
+      << c_.pages << " pages a request; " << c_.tp_size << " rank processes attached to one owner"
+      << (c_.gpu ? " (rank r on the r-th visible GPU)" : " (CPU mode)") << "\n"
+      << "host tier " << HumanBytes(c_.host_bytes) << " (the owner's), device pools "
+      << HumanBytes(c_.device_bytes) << " per rank; " << HumanBytes(bytes)
+      << " of records per rank and request; median of " << c_.iters << " rounds (+1 warm-up)\n"
+      << "GB/s: bytes over the step's span (aggregate: every rank's bytes from the first start "
+         "to the last end); limit: one contiguous copy of the same bytes per rank, all ranks at "
+         "once\n";
+  out << std::left << std::setw(6) << "op" << std::right;
+  for (uint32_t r = 0; r < c_.tp_size; ++r) out << std::setw(9) << ("rank" + std::to_string(r));
+  out << std::setw(11) << "aggregate" << std::setw(9) << "limit" << std::setw(8) << "/limit"
+      << std::setw(13) << "limit alone"
+      << "\n";
+  out << std::fixed << std::setprecision(2);
+  for (const char* op : {"load", "save"}) {
+    const std::string limit = std::string("limit ") + op;
+    if (aggregate[op].empty()) continue;
+    out << std::left << std::setw(6) << op << std::right;
+    for (uint32_t r = 0; r < c_.tp_size; ++r) out << std::setw(9) << Median(per_rank[op][r]);
+    const double agg = Median(aggregate[op]), lim = Median(aggregate[limit]);
+    out << std::setw(11) << agg << std::setw(9) << lim << std::setw(8) << (lim > 0 ? agg / lim : 0)
+        << std::setw(13) << Median(aggregate[limit + " alone"]) << "\n";
+  }
+  out << "wrong bytes: " << wrong << " records; errors: " << (failed.ok() ? 0 : 1) << "\n";
+  if (!failed.ok()) err_ << "bench store --tp-size: " << failed.ToString() << "\n";
+  if (stalled_) return kExitStalled;
+  return failed.ok() && wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int RunTpBench(const TpBenchConfig& c, std::ostream& out, std::ostream& err) {
+  Run run(c, err);
+  return run.Main(out);
+}
+
+}  // namespace cachepawl::tools::bench_store
