@@ -1,30 +1,20 @@
 #include "tools/bench/bench_store_tp.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <map>
 #include <ostream>
 #include <sstream>
 
-#include "cuda/gpu_runtime.h"
 #include "layouts/layout_tp.h"
 #include "store/store.h"
 #include "tools/bench/bench_store.h"
 #include "tools/human_bytes.h"
+#include "tools/rank_processes.h"
 #include "tools/stall_watchdog.h"
-
-extern char** environ;
 
 namespace cachepawl::tools::bench_store {
 namespace {
@@ -33,140 +23,6 @@ namespace {
 struct Span {
   int64_t start = 0, end = 0;
 };
-
-// What /proc says each thread of `pid` waits on (a rank that stopped answering).
-std::string PeekProcess(pid_t pid) {
-  std::ostringstream o;
-  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
-  std::error_code ec;
-  for (const auto& t : std::filesystem::directory_iterator(task_dir, ec)) {
-    std::ifstream comm(t.path() / "comm"), stat(t.path() / "stat"), wchan(t.path() / "wchan");
-    std::string name, fields, where;
-    std::getline(comm, name);
-    std::getline(stat, fields);
-    std::getline(wchan, where);
-    const size_t paren = fields.rfind(')');
-    const char state =
-        paren != std::string::npos && paren + 2 < fields.size() ? fields[paren + 2] : '?';
-    o << "  thread " << t.path().filename().string() << " \"" << name << "\" state " << state
-      << " wchan " << (where.empty() ? "-" : where) << "\n";
-  }
-  if (ec) o << "  (" << task_dir << ": " << ec.message() << ")\n";
-  return o.str();
-}
-
-// The rank processes, SIGKILLed and reaped when this goes.
-class Ranks {
- public:
-  ~Ranks() {
-    for (Worker& w : workers_) {
-      if (w.in >= 0) close(w.in);
-      if (w.out >= 0) close(w.out);
-      if (w.pid > 0) {
-        kill(w.pid, SIGKILL);
-        int st = 0;
-        while (waitpid(w.pid, &st, 0) < 0 && errno == EINTR) {
-        }
-      }
-    }
-  }
-
-  // Starts rank `rank` with `spec`; `gpu_list`: CUDA_VISIBLE_DEVICES for it ("" leaves it).
-  Status Start(const std::string& self, const std::string& spec, const std::string& gpu) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
-      return Status::FromErrno("rank process: pipe", errno);
-    }
-    std::vector<std::string> args = {self, "bench", "store", "--tp-rank-worker", spec};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_text;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (gpu.empty() || std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_text.push_back(*e);
-    }
-    if (!gpu.empty()) env_text.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
-    std::vector<char*> envp;
-    for (std::string& e : env_text) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    Worker w;
-    const int rc = posix_spawn(&w.pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    close(in[0]);
-    close(out[1]);
-    w.in = in[1];
-    w.out = out[0];
-    if (rc != 0) w.pid = -1;
-    workers_.push_back(std::move(w));
-    if (rc != 0) return Status::FromErrno("rank process: starting '" + self + "'", rc);
-    return Status::OK();
-  }
-
-  pid_t pid(size_t r) const { return workers_[r].pid; }
-  size_t size() const { return workers_.size(); }
-
-  Status Send(size_t r, const std::string& line) {
-    const std::string text = line + "\n";
-    if (write(workers_[r].in, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-      return Status::Unavailable("rank " + std::to_string(r) + " (pid " +
-                                 std::to_string(workers_[r].pid) + ") is gone");
-    }
-    return Status::OK();
-  }
-
-  // Rank r's next line; TimedOut after `seconds`, Unavailable when its stdout ended.
-  StatusOr<std::string> Read(size_t r, double seconds) {
-    Worker& w = workers_[r];
-    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-    for (;;) {
-      const size_t nl = w.buffer.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = w.buffer.substr(0, nl);
-        w.buffer.erase(0, nl + 1);
-        return line;
-      }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return Status::TimedOut("rank " + std::to_string(r));
-      pollfd p{w.out, POLLIN, 0};
-      const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
-      if (n < 0 && errno != EINTR) return Status::FromErrno("poll", errno);
-      if (n <= 0) continue;
-      char chunk[4096];
-      const ssize_t got = read(w.out, chunk, sizeof(chunk));
-      if (got <= 0) {
-        return Status::Unavailable("rank " + std::to_string(r) + " (pid " + std::to_string(w.pid) +
-                                   ") ended");
-      }
-      w.buffer.append(chunk, static_cast<size_t>(got));
-    }
-  }
-
- private:
-  struct Worker {
-    pid_t pid = -1;
-    int in = -1, out = -1;
-    std::string buffer;
-  };
-  std::vector<Worker> workers_;
-};
-
-// The GPU rank r uses: the r-th (modulo their number) of those visible here.
-std::string GpuOf(uint32_t r) {
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  std::vector<std::string> ids;
-  if (visible != nullptr && *visible != '\0') {
-    std::stringstream in(visible);
-    for (std::string id; std::getline(in, id, ',');) ids.push_back(id);
-  } else {
-    for (int i = 0; i < cuda::DeviceCount(); ++i) ids.push_back(std::to_string(i));
-  }
-  return ids.empty() ? "" : ids[r % ids.size()];
-}
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -192,7 +48,7 @@ class Run {
           err_ << "bench store --tp-size: rank " << r << " (pid " << ranks_.pid(r)
                << ") did not answer '" << step << "' within " << c_.watchdog_seconds + 30
                << " s; its threads:\n"
-               << PeekProcess(ranks_.pid(r));
+               << DescribeThreadsOf(ranks_.pid(r));
         }
         return line.status().WithContext("step '" + step + "'");
       }
@@ -215,7 +71,7 @@ class Run {
 
   const TpBenchConfig& c_;
   std::ostream& err_;
-  Ranks ranks_;
+  RankProcesses ranks_;
   bool stalled_ = false;
 };
 
@@ -225,7 +81,9 @@ Status Run::StartRanks(const std::string& socket, uint64_t* bytes) {
     spec << r << "," << c_.tp_size << "," << c_.pages << "," << c_.device_bytes << ","
          << (c_.gpu ? 1 : 0) << "," << c_.seed << "," << std::max(0.0, c_.watchdog_seconds - 10)
          << "," << socket;
-    CACHEPAWL_RETURN_IF_ERROR(ranks_.Start(c_.self, spec.str(), c_.gpu ? GpuOf(r) : ""));
+    CACHEPAWL_RETURN_IF_ERROR(
+        ranks_.Start(r, {c_.self, "bench", "store", "--tp-rank-worker", spec.str()},
+                     c_.gpu ? GpuOfRank(r) : ""));
   }
   for (uint32_t r = 0; r < c_.tp_size; ++r) {
     CACHEPAWL_ASSIGN_OR_RETURN(std::string line, ranks_.Read(r, 600));

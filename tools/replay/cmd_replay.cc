@@ -19,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/gpu_runtime.h"
 #include "layouts/layout_presets.h"
+#include "layouts/layout_tp.h"
 #include "store/store.h"
 #include "tools/cli_args.h"
 #include "tools/cli_values.h"
@@ -32,6 +34,7 @@
 #include "tools/replay/replay_runner.h"
 #include "tools/replay/replay_setup.h"
 #include "tools/replay/replay_sweep.h"
+#include "tools/replay/replay_tp.h"
 #include "tools/replay/replay_trace.h"
 #include "tools/replay/replay_workloads.h"
 
@@ -177,7 +180,18 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
                "stopping at the first");
   app.add_flag("--verbose,-v", verbose, "show the store's informational log lines (stderr)");
   app.add_flag("--json", json, "print one JSON object instead of the table (keys below)");
-  uint32_t processes = 1;
+  uint32_t processes = 1, tp_size = 0;
+  uint64_t kill_rank_every = 0;
+  std::string tp_rank_worker;  // internal: this process is a rank of --tp-size
+  app.add_option("--tp-rank-worker", tp_rank_worker)->group("");
+  app.add_option("--tp-size", tp_size,
+                 "N: a tensor-parallel deployment: one group store (its owner in this process, "
+                 "which also schedules: one lookup per request), N rank processes each loading "
+                 "and saving its shares of every request, every byte checked in its rank; "
+                 "every rank's depth must equal the scheduler's (one request at a time)");
+  app.add_option("--kill-rank-every", kill_rank_every,
+                 "with --tp-size: SIGKILL a random rank process during about one request in K, "
+                 "and start it again");
   bool kill_owner = false;
   std::string attach;
   app.add_option("--processes", processes,
@@ -195,6 +209,7 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--crash-child", crash_child)->group("");  // hidden from --help
   app.footer(WorkloadList() + "\n" + ReplayJsonKeysHelp() + "\n" + SweepHelp());
   if (auto done = ParseArgs(app, args, io)) return *done;
+  if (!tp_rank_worker.empty()) return RunTpReplayRank(tp_rank_worker);
   LogStoreToStderr(verbose);
   auto usage = [&](const std::string& message) {
     io.err << kName << ": " << message << "\n";
@@ -250,6 +265,22 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   }
   if (processes == 0 || processes > 64) {
     return usage("--processes: " + std::to_string(processes) + " (expected 1 to 64)");
+  }
+  if (app.count("--tp-size") > 0) {
+    const std::pair<bool, const char*> refused[] = {
+        {tp_size == 0 || tp_size > 8, "must be 1 to 8"},
+        {processes > 1, "with --processes (the ranks are the processes)"},
+        {crash_every > 0, "with --crash-every (--kill-rank-every kills ranks)"},
+        {replica_processes > 1 || !replica_text.empty(), "with --replicas"},
+        {sweep, "with --sweep"},
+        {concurrency != 1, "with --concurrency (one request at a time)"},
+        {!setup.remote_seeds.empty(), "with --remote"},
+        {!soak_text.empty(), "with --soak (one pass of the requests)"}};
+    for (const auto& [given, why] : refused) {
+      if (given) return usage("--tp-size " + std::to_string(tp_size) + ": " + why);
+    }
+  } else if (kill_rank_every > 0) {
+    return usage("--kill-rank-every: needs --tp-size");
   }
   if (kill_owner && (processes < 2 || crash_every == 0)) {
     return usage(
@@ -398,6 +429,26 @@ int RunReplayCommand(const std::vector<std::string>& args, CommandIo& io) {
   if (Status s = so.Validate(); !s.ok()) return usage(s.ToString());
   StoreFactory open_store = [so] { return Store::Open(so); };
   const ReplayEngineOptions eo = setup.EngineOptions();
+  if (tp_size > 0) {
+    TpReplayRun tr;
+    tr.tp_size = tp_size;
+    tr.whole = setup.layout;
+    tr.owner = so;
+    tr.block_size_tokens = block_size;
+    tr.device_bytes = setup.device_bytes;
+    tr.gpu = so.cuda_device >= 0 && cuda::GpuAvailable();
+    tr.self = SelfExecutable();
+    tr.source_name = setup.source;
+    tr.seed = seed;
+    tr.kill_rank_every = kill_rank_every;
+    if (std::filesystem::path(tr.self).filename() != "cachepawl") {
+      return usage("--tp-size: runs the cachepawl binary, not '" + tr.self + "'");
+    }
+    if (auto rank = ShardLayout(setup.layout, tp_size, 0); !rank.ok()) {
+      return usage("--tp-size " + std::to_string(tp_size) + ": " + rank.status().message());
+    }
+    return RunTpReplay(tr, source, io.out, io.err);
+  }
   if (processes > 1) {
     const std::string self = SelfExecutable();
     if (std::filesystem::path(self).filename() != "cachepawl") {

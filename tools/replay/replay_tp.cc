@@ -1,0 +1,439 @@
+#include "tools/replay/replay_tp.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "layouts/layout_tp.h"
+#include "store/store.h"
+#include "tools/human_bytes.h"
+#include "tools/rank_processes.h"
+#include "tools/replay/replay_content.h"
+#include "tools/stall_watchdog.h"
+
+namespace cachepawl::tools {
+namespace {
+
+// Rank r's shares differ from every other rank's (rank 0's are the replay's usual contents).
+uint64_t RankSeed(uint64_t seed, uint32_t rank) {
+  return seed ^ (uint64_t{rank} * 0x9e3779b97f4a7c15ull);
+}
+
+// ---- The rank process ----
+
+struct RankSpec {
+  uint32_t rank = 0;
+  uint64_t device_bytes = 0;
+  uint32_t block_pages = 0;
+  bool gpu = false;
+  std::string socket;
+};
+
+// "rank,device_bytes,block_pages,gpu,socket" (the socket last).
+StatusOr<RankSpec> ParseRankSpec(const std::string& text) {
+  RankSpec s;
+  std::istringstream in(text);
+  char c[4] = {};
+  int gpu = 0;
+  in >> s.rank >> c[0] >> s.device_bytes >> c[1] >> s.block_pages >> c[2] >> gpu >> c[3];
+  std::getline(in, s.socket);
+  const bool bad = std::any_of(std::begin(c), std::end(c), [](char x) { return x != ','; });
+  if (bad || s.block_pages == 0 || s.socket.empty()) {
+    return Status::InvalidArgument("--tp-rank-worker: '" + text + "'");
+  }
+  s.gpu = gpu != 0;
+  return s;
+}
+
+class ReplayRank {
+ public:
+  explicit ReplayRank(const RankSpec& spec) : spec_(spec) {}
+
+  Status Attach() {
+    AttachOptions ao;
+    ao.socket_path = spec_.socket;
+    ao.tp_rank = spec_.rank;
+    ao.cuda_device = spec_.gpu ? 0 : -1;  // (CUDA_VISIBLE_DEVICES names this rank's GPU)
+    ao.device_pool_bytes = spec_.device_bytes;
+    ao.call_timeout_ms = 120000;
+    ao.owner_timeout_ms = 120000;
+    CACHEPAWL_ASSIGN_OR_RETURN(store_, Store::Attach(ao));
+    return Status::OK();
+  }
+
+  // One request: `reuse` pages of `tokens` to load (the scheduler's depth), the rest to save.
+  // The answer: "done DEPTH WRONG_BYTES LOADED_BYTES SAVED_BYTES".
+  StatusOr<std::string> Request(const std::vector<uint32_t>& tokens, uint64_t reuse) {
+    const ModelLayout& l = store_->layout();
+    const std::vector<PageHash> hashes = store_->HashTokens("", tokens);
+    CACHEPAWL_ASSIGN_OR_RETURN(PrefixMatch m, store_->LookupHashes(hashes));
+    uint64_t wrong = 0, loaded = 0, saved = 0;
+    Slots slots(store_.get());
+    if (reuse > 0 && m.reusable_pages == reuse) {
+      CACHEPAWL_RETURN_IF_ERROR(LoadPrefix(m, reuse, &slots, &wrong, &loaded));
+    }
+    // Save the rest: a chunk of pages up to every block boundary (and the prompt's end), each
+    // with the state at its end.
+    const uint64_t n = hashes.size();
+    std::vector<std::byte> record;
+    for (uint64_t from = reuse; from < n;) {
+      const uint64_t to = std::min<uint64_t>(n, (from / spec_.block_pages + 1) * spec_.block_pages);
+      std::vector<uint64_t> pages;
+      if (l.has_attention()) {
+        record.resize(l.RecordBytes(Kind::kKV));
+        for (uint64_t p = from; p < to; ++p) {
+          CACHEPAWL_ASSIGN_OR_RETURN(uint64_t slot, slots.Take(Kind::kKV));
+          FillContent(RankSeed(PageContentSeed(hashes[p]), spec_.rank), record);
+          CACHEPAWL_RETURN_IF_ERROR(store_->WriteDeviceRecord(Kind::kKV, slot, record));
+          pages.push_back(slot);
+        }
+      }
+      SaveRequest req;
+      req.hashes = std::span<const PageHash>(hashes).first(to);
+      req.first_page = from;
+      req.device_pages = pages;
+      if (l.has_ssm()) {
+        CACHEPAWL_ASSIGN_OR_RETURN(uint64_t state, slots.Take(Kind::kMamba));
+        record.resize(l.RecordBytes(Kind::kMamba));
+        FillContent(RankSeed(StateContentSeed(hashes[to - 1], to * l.page_size_tokens), spec_.rank),
+                    record);
+        CACHEPAWL_RETURN_IF_ERROR(store_->WriteDeviceRecord(Kind::kMamba, state, record));
+        req.device_state_slot = state;
+        req.state_depth_tokens = to * l.page_size_tokens;
+      }
+      auto fence = store_->Save(req);
+      Status s = fence.ok() ? fence->Wait() : fence.status();
+      // A full host tier is the store's business (the pages are just not cached); anything else
+      // is an error of the run.
+      if (!s.ok() && !s.IsNoSpace()) return s.WithContext("save");
+      if (s.ok())
+        saved += pages.size() * l.RecordBytes(Kind::kKV) + (l.has_ssm() ? record.size() : 0);
+      slots.FreeAll();
+      from = to;
+    }
+    std::ostringstream o;
+    o << "done " << m.reusable_pages << " " << wrong << " " << loaded << " " << saved;
+    return o.str();
+  }
+
+ private:
+  // Device slots of one request, freed when it ends.
+  class Slots {
+   public:
+    explicit Slots(Store* s) : store_(s) {}
+    ~Slots() { FreeAll(); }
+    StatusOr<uint64_t> Take(Kind k) {
+      CACHEPAWL_ASSIGN_OR_RETURN(uint64_t slot, store_->AllocateDeviceSlot(k));
+      held_.emplace_back(k, slot);
+      return slot;
+    }
+    void FreeAll() {
+      for (auto [k, slot] : held_) (void)store_->FreeDeviceSlot(k, slot);
+      held_.clear();
+    }
+
+   private:
+    Store* store_;
+    std::vector<std::pair<Kind, uint64_t>> held_;
+  };
+
+  Status LoadPrefix(const PrefixMatch& m, uint64_t reuse, Slots* slots, uint64_t* wrong,
+                    uint64_t* loaded) {
+    const ModelLayout& l = store_->layout();
+    std::vector<uint64_t> pages;
+    std::vector<std::byte> poison;
+    if (l.has_attention()) {
+      poison.assign(l.RecordBytes(Kind::kKV), std::byte{0x5A});
+      for (uint64_t p = 0; p < reuse; ++p) {
+        CACHEPAWL_ASSIGN_OR_RETURN(uint64_t slot, slots->Take(Kind::kKV));
+        CACHEPAWL_RETURN_IF_ERROR(store_->WriteDeviceRecord(Kind::kKV, slot, poison));
+        pages.push_back(slot);
+      }
+    }
+    std::optional<uint64_t> state;
+    if (l.has_ssm()) {
+      CACHEPAWL_ASSIGN_OR_RETURN(state, slots->Take(Kind::kMamba));
+      CACHEPAWL_RETURN_IF_ERROR(store_->WriteDeviceRecord(
+          Kind::kMamba, *state,
+          std::vector<std::byte>(l.RecordBytes(Kind::kMamba), std::byte{0x5A})));
+    }
+    LoadOptions lo;
+    lo.first_page = l.has_attention() ? 0 : reuse;
+    auto fence = store_->Load(m, pages, state, lo);
+    Status s = fence.ok() ? fence->Wait() : fence.status();
+    if (!s.ok()) return s.WithContext("load");
+    std::vector<std::byte> got(l.has_attention() ? l.RecordBytes(Kind::kKV) : 0);
+    for (uint64_t p = 0; p < pages.size(); ++p) {
+      CACHEPAWL_RETURN_IF_ERROR(store_->ReadDeviceRecord(Kind::kKV, pages[p], got));
+      *wrong += CountWrongBytes(RankSeed(PageContentSeed(m.hashes[p]), spec_.rank), got);
+      *loaded += got.size();
+    }
+    if (state) {
+      got.resize(l.RecordBytes(Kind::kMamba));
+      CACHEPAWL_RETURN_IF_ERROR(store_->ReadDeviceRecord(Kind::kMamba, *state, got));
+      *wrong += CountWrongBytes(
+          RankSeed(StateContentSeed(m.hashes[reuse - 1], reuse * l.page_size_tokens), spec_.rank),
+          got);
+      *loaded += got.size();
+    }
+    return Status::OK();
+  }
+
+  const RankSpec spec_;
+  std::unique_ptr<Store> store_;
+};
+
+// ---- The scheduler ----
+
+struct Totals {
+  uint64_t requests = 0, prompt_tokens = 0, reused_tokens = 0;
+  uint64_t depth_mismatches = 0, wrong_bytes = 0, errors = 0;
+  uint64_t loaded_bytes = 0, saved_bytes = 0;
+  uint64_t kills = 0, killed_requests = 0;
+  std::vector<std::string> first_errors;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const TpReplayRun& run, std::ostream& err) : run_(run), err_(err), rng_(run.seed) {}
+
+  int Main(const RequestSource& source, std::ostream& out);
+
+ private:
+  Status StartRank(uint32_t r) {
+    std::ostringstream spec;
+    spec << r << "," << run_.device_bytes << "," << block_pages_ << "," << (run_.gpu ? 1 : 0) << ","
+         << socket_;
+    CACHEPAWL_RETURN_IF_ERROR(ranks_.Start(r, {run_.self, "replay", "--tp-rank-worker", spec.str()},
+                                           run_.gpu ? GpuOfRank(r) : ""));
+    CACHEPAWL_ASSIGN_OR_RETURN(std::string line, ranks_.Read(r, 600));
+    if (line != "ready") return Status::Internal("rank " + std::to_string(r) + ": " + line);
+    return Status::OK();
+  }
+  void Error(const std::string& what) {
+    ++totals_.errors;
+    if (totals_.first_errors.size() < 10) totals_.first_errors.push_back(what);
+  }
+  // Runs one request on every rank; false when the run must end (a rank stalled or could not
+  // be started again).
+  bool Request(uint64_t index, const std::vector<uint32_t>& tokens, Store* owner);
+
+  const TpReplayRun& run_;
+  std::ostream& err_;
+  RankProcesses ranks_;
+  std::mt19937_64 rng_;
+  std::string socket_;
+  uint32_t block_pages_ = 1;
+  Totals totals_;
+  bool stalled_ = false;
+};
+
+bool Scheduler::Request(uint64_t index, const std::vector<uint32_t>& tokens, Store* owner) {
+  const ModelLayout& l = owner->layout();
+  const std::vector<PageHash> hashes = owner->HashTokens("", tokens);
+  auto match = owner->LookupHashes(hashes);
+  if (!match.ok()) {
+    Error("request " + std::to_string(index) + ": lookup: " + match.status().ToString());
+    return true;
+  }
+  const uint64_t reuse = match->reusable_pages;
+  std::optional<PrefixLock> lock;
+  if (reuse > 0) {
+    auto locked = owner->Lock(*match, reuse);
+    if (locked.ok()) lock = std::move(locked).value();
+  }
+  std::ostringstream msg;
+  msg << "req " << reuse << " " << tokens.size() << "\n";
+  for (size_t i = 0; i < tokens.size(); ++i) msg << (i ? " " : "") << tokens[i];
+  const std::string text = msg.str();
+  const bool kill = run_.kill_rank_every > 0 && rng_() % run_.kill_rank_every == 0;
+  const uint32_t victim = kill ? static_cast<uint32_t>(rng_() % run_.tp_size) : run_.tp_size;
+  for (uint32_t r = 0; r < run_.tp_size; ++r) {
+    if (Status s = ranks_.Send(r, text); !s.ok()) Error(s.ToString());
+  }
+  if (kill) {
+    std::this_thread::sleep_for(std::chrono::microseconds(rng_() % 3000));
+    ranks_.Kill(victim);
+    ++totals_.kills;
+  }
+  bool go_on = true;
+  for (uint32_t r = 0; r < run_.tp_size; ++r) {
+    auto line = r == victim ? StatusOr<std::string>(Status::Unavailable("killed"))
+                            : ranks_.Read(r, run_.watchdog_seconds);
+    if (!line.ok()) {
+      if (line.status().IsTimedOut()) {
+        stalled_ = true;
+        err_ << "replay --tp-size: rank " << r << " (pid " << ranks_.pid(r)
+             << ") did not answer request " << index << " within " << run_.watchdog_seconds
+             << " s; its threads:\n"
+             << DescribeThreadsOf(ranks_.pid(r));
+        go_on = false;
+        continue;
+      }
+      if (r != victim) Error("rank " + std::to_string(r) + ": " + line.status().ToString());
+      if (Status s = StartRank(r); !s.ok()) {
+        Error("rank " + std::to_string(r) + " could not start again: " + s.ToString());
+        go_on = false;
+      }
+      continue;
+    }
+    std::istringstream in(*line);
+    std::string word;
+    uint64_t depth = 0, wrong = 0, loaded = 0, saved = 0;
+    in >> word >> depth >> wrong >> loaded >> saved;
+    if (word != "done") {
+      Error("rank " + std::to_string(r) + ", request " + std::to_string(index) + ": " + *line);
+      continue;
+    }
+    if (depth != reuse) ++totals_.depth_mismatches;
+    totals_.wrong_bytes += wrong;
+    totals_.loaded_bytes += loaded;
+    totals_.saved_bytes += saved;
+  }
+  if (kill) ++totals_.killed_requests;
+  if (lock) (void)owner->Unlock(*lock);
+  ++totals_.requests;
+  totals_.prompt_tokens += tokens.size();
+  totals_.reused_tokens += reuse * l.page_size_tokens;
+  Progress("tp request");
+  return go_on;
+}
+
+int Scheduler::Main(const RequestSource& source, std::ostream& out) {
+  auto rank0 = ShardLayout(run_.whole, run_.tp_size, 0);
+  if (!rank0.ok()) {
+    err_ << "replay --tp-size: " << rank0.status().ToString() << "\n";
+    return 2;
+  }
+  block_pages_ = std::max<uint32_t>(1, run_.block_size_tokens / rank0->page_size_tokens);
+  auto group = GroupLayout(*rank0);
+  if (!group.ok()) {
+    err_ << "replay --tp-size: " << group.status().ToString() << "\n";
+    return 2;
+  }
+  StoreOptions o = run_.owner;
+  o.layout = *rank0;
+  o.layout_name.clear();
+  o.cuda_device = -1;  // the ranks copy; the owner moves nothing to a GPU
+  o.device_pool_bytes = 0;
+  char tmpl[] = "/tmp/cachepawl-replay-tp-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    err_ << "replay --tp-size: mkdtemp: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{tmpl};
+  socket_ = cleanup.dir + "/owner.sock";
+  ServeOptions so;
+  so.socket_path = socket_;
+  so.dead_client_grace_ms = 2000;
+  auto owner = Store::Serve(o, so);
+  if (!owner.ok()) {
+    err_ << "replay --tp-size: " << owner.status().ToString() << "\n";
+    return owner.status().IsInvalidArgument() ? 2 : 1;
+  }
+  for (uint32_t r = 0; r < run_.tp_size; ++r) {
+    if (Status s = StartRank(r); !s.ok()) {
+      err_ << "replay --tp-size: rank " << r << ": " << s.ToString() << "\n";
+      return 1;
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<TraceRequest> requests = source(0);
+  std::vector<uint32_t> tokens;
+  uint64_t index = 0;
+  for (const TraceRequest& req : requests) {
+    tokens.clear();
+    AppendPromptTokens(req, run_.block_size_tokens, &tokens);
+    tokens.resize(tokens.size() / rank0->page_size_tokens * rank0->page_size_tokens);
+    if (tokens.empty()) continue;
+    if (!Request(index++, tokens, owner->get())) break;
+  }
+  for (uint32_t r = 0; r < run_.tp_size; ++r) (void)ranks_.Send(r, "quit");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const StoreStats st = (*owner)->Stats();
+  const Totals& t = totals_;
+  out << "cachepawl replay --tp-size " << run_.tp_size << ": " << run_.source_name << ", layout '"
+      << run_.whole.model << "' (" << run_.tp_size << " ranks of "
+      << HumanBytes(rank0->has_attention() ? rank0->RecordBytes(Kind::kKV) : 0)
+      << " KV a page each; a group record "
+      << HumanBytes(group->has_attention() ? group->RecordBytes(Kind::kKV) : 0) << "), host tier "
+      << HumanBytes(o.host_bytes) << ", disk tier " << HumanBytes(o.disk_bytes)
+      << (run_.gpu ? ", rank r on the r-th visible GPU" : ", CPU mode") << "\n";
+  out << "requests " << t.requests << " in " << std::fixed << std::setprecision(1) << seconds
+      << " s; prompt tokens " << t.prompt_tokens << ", reused " << t.reused_tokens << " (hit rate "
+      << std::setprecision(4)
+      << (t.prompt_tokens ? static_cast<double>(t.reused_tokens) / t.prompt_tokens : 0.0) << ")\n";
+  out << "every rank's depth equal to the scheduler's: " << (t.depth_mismatches == 0 ? "yes" : "NO")
+      << " (" << t.depth_mismatches << " mismatches)\n";
+  out << "loaded " << HumanBytes(t.loaded_bytes) << " (all ranks, every byte compared), saved "
+      << HumanBytes(t.saved_bytes) << "; wrong bytes: " << t.wrong_bytes << "; errors: " << t.errors
+      << "\n";
+  out << "rank processes killed: " << t.kills << "; partial entries now " << st.tp_partial_entries
+      << ", dropped " << st.tp_partials_dropped << "\n";
+  for (const std::string& e : t.first_errors) err_ << "replay --tp-size: error: " << e << "\n";
+  if (stalled_) return kExitStalled;
+  const bool ok = t.requests > 0 && t.depth_mismatches == 0 && t.wrong_bytes == 0 &&
+                  (t.errors == 0 || (run_.kill_rank_every > 0 && t.errors <= t.kills));
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int RunTpReplay(const TpReplayRun& run, const RequestSource& source, std::ostream& out,
+                std::ostream& err) {
+  Scheduler s(run, err);
+  return s.Main(source, out);
+}
+
+int RunTpReplayRank(const std::string& spec_text) {
+  auto spec = ParseRankSpec(spec_text);
+  if (!spec.ok()) {
+    std::cout << "err " << spec.status().ToString() << std::endl;
+    return 2;
+  }
+  ReplayRank rank(*spec);
+  if (Status s = rank.Attach(); !s.ok()) {
+    std::cout << "err " << s.ToString() << std::endl;
+    return 1;
+  }
+  std::cout << "ready" << std::endl;
+  std::string header, body;
+  while (std::getline(std::cin, header)) {
+    if (header == "quit") return 0;
+    std::istringstream h(header);
+    std::string word;
+    uint64_t reuse = 0, n = 0;
+    h >> word >> reuse >> n;
+    if (word != "req" || !std::getline(std::cin, body)) {
+      std::cout << "err request '" << header << "'" << std::endl;
+      return 2;
+    }
+    std::vector<uint32_t> tokens;
+    tokens.reserve(n);
+    std::istringstream b(body);
+    for (uint32_t t; b >> t;) tokens.push_back(t);
+    auto answer = tokens.size() == n ? rank.Request(tokens, reuse)
+                                     : StatusOr<std::string>(Status::InvalidArgument(
+                                           "request of " + std::to_string(n) + " tokens, " +
+                                           std::to_string(tokens.size()) + " came"));
+    std::cout << (answer.ok() ? *answer : "err " + answer.status().ToString()) << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace cachepawl::tools
