@@ -180,9 +180,13 @@ int Run::Main(std::ostream& out) {
       record(std::string(step) + " alone", *alone, timed);
       record(step, *all, timed);
     }
-    for (const char* step : {"save", "load"}) {
+    // Save (every rank at once), rank 0's Load alone (the others wait), every rank's Load at
+    // once; then each rank checks what it loaded last.
+    for (const char* step : {"save", "load alone", "load"}) {
       if (!failed.ok()) break;
-      auto spans = Step(std::string(step) + " " + std::to_string(round), c_.tp_size);
+      const bool alone = std::strcmp(step, "load alone") == 0;
+      auto spans = Step(std::string(alone ? "load" : step) + " " + std::to_string(round),
+                        alone ? 1 : c_.tp_size);
       if (!spans.ok()) {
         failed = spans.status();
         break;
@@ -207,11 +211,11 @@ int Run::Main(std::ostream& out) {
       << " of records per rank and request; median of " << c_.iters << " rounds (+1 warm-up)\n"
       << "GB/s: bytes over the step's span (aggregate: every rank's bytes from the first start "
          "to the last end); limit: one contiguous copy of the same bytes per rank, all ranks at "
-         "once\n";
+         "once; alone: rank 0's while the other ranks wait\n";
   out << std::left << std::setw(6) << "op" << std::right;
   for (uint32_t r = 0; r < c_.tp_size; ++r) out << std::setw(9) << ("rank" + std::to_string(r));
   out << std::setw(11) << "aggregate" << std::setw(9) << "limit" << std::setw(8) << "/limit"
-      << std::setw(13) << "limit alone"
+      << std::setw(13) << "limit alone" << std::setw(13) << "rank0 alone"
       << "\n";
   out << std::fixed << std::setprecision(2);
   for (const char* op : {"load", "save"}) {
@@ -221,7 +225,10 @@ int Run::Main(std::ostream& out) {
     for (uint32_t r = 0; r < c_.tp_size; ++r) out << std::setw(9) << Median(per_rank[op][r]);
     const double agg = Median(aggregate[op]), lim = Median(aggregate[limit]);
     out << std::setw(11) << agg << std::setw(9) << lim << std::setw(8) << (lim > 0 ? agg / lim : 0)
-        << std::setw(13) << Median(aggregate[limit + " alone"]) << "\n";
+        << std::setw(13) << Median(aggregate[limit + " alone"]);
+    const auto alone = aggregate.find(std::string(op) + " alone");
+    if (alone != aggregate.end()) out << std::setw(13) << Median(alone->second);
+    out << "\n";
   }
   out << "wrong bytes: " << wrong << " records; errors: " << (failed.ok() ? 0 : 1) << "\n";
   if (!failed.ok()) err_ << "bench store --tp-size: " << failed.ToString() << "\n";
