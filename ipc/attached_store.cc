@@ -17,6 +17,7 @@
 #include "layouts/layout_presets.h"
 #include "store/owned_device_pool.h"
 #include "vocab/internal/fence_access.h"
+#include "vocab/internal/stage_profile.h"
 
 namespace cachepawl {
 
@@ -482,11 +483,15 @@ void AttachedStore::RunCopy(uint64_t op_id, CopyOrder order) {
       (save ? u.dst : u.src).offset = rank_offset_[static_cast<int>(u.kind)];
     }
   }
+  const uint64_t submit_ns = profile::Now();
   Fence inner = mover->Submit(std::move(order.op));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = fences_.find(order.fence_id);
     if (it != fences_.end()) {
+      if (!it->second.has_copy && it->second.start_ns != 0 && submit_ns >= it->second.start_ns) {
+        profile::AddNanos(profile::Stage::kAttachedCopyOrder, submit_ns - it->second.start_ns);
+      }
       it->second.last_copy = inner;
       it->second.has_copy = true;
       user = it->second.user;
@@ -515,11 +520,11 @@ void AttachedStore::RunCopy(uint64_t op_id, CopyOrder order) {
 
 uint64_t AttachedStore::NewFence(std::shared_ptr<FenceCompleter> user,
                                  std::shared_ptr<DeferredStreamWaiter> deferred,
-                                 bool complete_on_copy) {
+                                 bool complete_on_copy, uint64_t start_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
-  fences_[id] =
-      PendingFence{std::move(user), std::move(deferred), Fence(), false, complete_on_copy};
+  fences_[id] = PendingFence{std::move(user), std::move(deferred), Fence(),
+                             false,           complete_on_copy,    start_ns};
   if (fences_.size() == 1) reader_cv_.notify_one();
   return id;
 }
@@ -627,6 +632,7 @@ StatusOr<Fence> AttachedStore::Load(const PrefixMatch& match,
   CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
   CACHEPAWL_RETURN_IF_ERROR(CheckRank("LoadOptions.tp_rank", opts.tp_rank));
   CACHEPAWL_RETURN_IF_ERROR(CheckPages("match.hashes", match.hashes.size()));
+  const uint64_t start_ns = profile::Now();
   auto user =
       std::make_shared<FenceCompleter>(opts.per_layer_fences ? layout_.attention_layers.size() : 0);
   std::shared_ptr<DeferredStreamWaiter> deferred;
@@ -637,12 +643,13 @@ StatusOr<Fence> AttachedStore::Load(const PrefixMatch& match,
         user->fence(), [deferred](void* stream) { return deferred->Wait(stream); });
   }
   LoadCall call;
-  call.fence_id = NewFence(user, deferred, /*complete_on_copy=*/true);
+  call.fence_id = NewFence(user, deferred, /*complete_on_copy=*/true, start_ns);
   call.match = match;
   call.device_pages.assign(device_pages.begin(), device_pages.end());
   call.state_slot = device_state_slot;
   call.opts = opts;
   auto reply = Call(Msg::kLoad, Encode(call));
+  profile::Add(profile::Stage::kAttachedCall, start_ns);
   if (!reply.ok()) {
     ForgetFence(call.fence_id);
     return reply.status();

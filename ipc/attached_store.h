@@ -73,6 +73,7 @@ class AttachedStore final : public Store {
     // A Load: its fence fires when its copy has landed (the owner's fence of a Load fires with
     // its copy's status; FenceDone only brings the errors of a Load whose copy never came).
     bool complete_on_copy = false;
+    uint64_t start_ns = 0;  // profile::Now() at the call (stage profiling on), else 0
   };
   struct PendingCall {
     std::atomic<bool> done{false};  // set under mu_; read without it while spinning
@@ -107,7 +108,8 @@ class AttachedStore final : public Store {
   void Drop(const Status& why) const;
   Status CheckUsable() const;  // Unavailable once dropped; FailedPrecondition once closed
   uint64_t NewFence(std::shared_ptr<FenceCompleter> user,
-                    std::shared_ptr<DeferredStreamWaiter> deferred, bool complete_on_copy);
+                    std::shared_ptr<DeferredStreamWaiter> deferred, bool complete_on_copy,
+                    uint64_t start_ns = 0);
   void ForgetFence(uint64_t id);
   Status CheckPages(std::string_view what, uint64_t pages) const;
   // A call's explicit rank (SaveRequest::tp_rank, LoadOptions::tp_rank): none or this

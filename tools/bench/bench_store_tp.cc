@@ -65,6 +65,11 @@ class Run {
   }
 
   int Main(std::ostream& out);
+  // One rank's answer to `step` (a line), for the steps that answer with other than a span.
+  StatusOr<std::string> Line(const std::string& step, size_t r) {
+    CACHEPAWL_RETURN_IF_ERROR(ranks_.Send(r, step));
+    return ranks_.Read(r, c_.watchdog_seconds + 30);
+  }
 
  private:
   Status StartRanks(const std::string& socket, uint64_t* bytes);
@@ -80,7 +85,7 @@ Status Run::StartRanks(const std::string& socket, uint64_t* bytes) {
     std::ostringstream spec;
     spec << r << "," << c_.tp_size << "," << c_.pages << "," << c_.device_bytes << ","
          << (c_.gpu ? 1 : 0) << "," << c_.seed << "," << std::max(0.0, c_.watchdog_seconds - 10)
-         << "," << socket;
+         << "," << (c_.profile_stages ? 1 : 0) << "," << socket;
     CACHEPAWL_RETURN_IF_ERROR(
         ranks_.Start(r, {c_.self, "bench", "store", "--tp-rank-worker", spec.str()},
                      c_.gpu ? GpuOfRank(r) : ""));
@@ -154,6 +159,10 @@ int Run::Main(std::ostream& out) {
   std::map<std::string, std::vector<double>> aggregate;
   uint64_t wrong = 0;
   Status failed;
+  profile::Totals owner_stages;
+  std::map<std::string, std::vector<double>> rank0_stages;
+  uint64_t profiled_loads = 0;
+  if (c_.profile_stages) profile::SetEnabled(true);
   auto record = [&](const std::string& name, const std::vector<Span>& spans, bool timed) {
     if (!timed) return;
     int64_t lo = spans[0].start, hi = spans[0].end;
@@ -185,6 +194,11 @@ int Run::Main(std::ostream& out) {
     for (const char* step : {"save", "load alone", "load"}) {
       if (!failed.ok()) break;
       const bool alone = std::strcmp(step, "load alone") == 0;
+      const bool profiled = c_.profile_stages && timed && alone;
+      if (profiled) {
+        (void)Line("stages 1", 0);  // (what came before this Load)
+        profile::Reset();
+      }
       auto spans = Step(std::string(alone ? "load" : step) + " " + std::to_string(round),
                         alone ? 1 : c_.tp_size);
       if (!spans.ok()) {
@@ -192,6 +206,20 @@ int Run::Main(std::ostream& out) {
         break;
       }
       record(step, *spans, timed);
+      if (profiled) {
+        owner_stages += profile::Snapshot();
+        auto line = Line("stages 1", 0);
+        std::istringstream in(line.ok() ? *line : "");
+        std::string item;
+        in >> item;  // "ok"
+        while (in >> item) {
+          const size_t eq = item.find('=');
+          if (eq != std::string::npos) {
+            rank0_stages[item.substr(0, eq)].push_back(std::atof(item.c_str() + eq + 1));
+          }
+        }
+        ++profiled_loads;
+      }
     }
     if (!failed.ok()) break;
     auto checked = Step("verify", c_.tp_size);
@@ -228,6 +256,16 @@ int Run::Main(std::ostream& out) {
         << std::setw(13) << Median(aggregate[limit + " alone"]);
     const auto alone = aggregate.find(std::string(op) + " alone");
     if (alone != aggregate.end()) out << std::setw(13) << Median(alone->second);
+    out << "\n";
+  }
+  if (profiled_loads > 0) {
+    out << "stages of rank 0's Load alone, us (median of " << profiled_loads
+        << "): rank 0's process:";
+    for (const auto& [name, us] : rank0_stages) out << " " << name << " " << Median(us);
+    out << "\n  the owner's:";
+    for (const auto& [name, us] : ToStagesPerOp(owner_stages, profiled_loads).us) {
+      out << " " << name << " " << us;
+    }
     out << "\n";
   }
   out << "wrong bytes: " << wrong << " records; errors: " << (failed.ok() ? 0 : 1) << "\n";

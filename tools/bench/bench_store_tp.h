@@ -38,6 +38,9 @@ struct TpBenchConfig {
   std::string dir;   // a folder for the owner's socket
   uint64_t seed = 1;
   double watchdog_seconds = 300;  // a rank silent this long on a step: the run ends (exit 3)
+  // Time the stages (vocab/internal/stage_profile.h) of rank 0's timed Loads alone: the owner's
+  // (this process) and rank 0's (its client side), per Load.
+  bool profile_stages = false;
 };
 
 // Runs the bench and prints its table to `out` (progress and errors to `err`). Returns the

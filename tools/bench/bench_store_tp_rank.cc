@@ -6,6 +6,7 @@
 //   save R                  Save of round R's prompt from its own slots       -> ok START END
 //   load R                  LookupHashes, Load into poisoned slots            -> ok START END
 //   verify                  every loaded byte against what this rank saved    -> ok WRONG_RECORDS
+//   stages N                its stage profile since the last, per N Loads      -> ok NAME=US ...
 //   quit                                                                      (exits 0)
 //
 // START and END are CLOCK_MONOTONIC nanoseconds (comparable across the node's processes); a step
@@ -31,18 +32,19 @@ struct Spec {
   uint64_t pages = 0, device_bytes = 0, seed = 0;
   bool gpu = false;
   double watchdog_seconds = 0;
+  bool profile = false;
   std::string socket;
 };
 
-// "rank,tp_size,pages,device_bytes,gpu,seed,watchdog_seconds,socket" (the socket last: it may
-// hold commas).
+// "rank,tp_size,pages,device_bytes,gpu,seed,watchdog_seconds,profile,socket" (the socket last:
+// it may hold commas).
 StatusOr<Spec> ParseSpec(const std::string& text) {
   Spec s;
   std::istringstream in(text);
-  char c[7] = {};
-  int gpu = 0;
+  char c[8] = {};
+  int gpu = 0, profile = 0;
   in >> s.rank >> c[0] >> s.tp_size >> c[1] >> s.pages >> c[2] >> s.device_bytes >> c[3] >> gpu >>
-      c[4] >> s.seed >> c[5] >> s.watchdog_seconds >> c[6];
+      c[4] >> s.seed >> c[5] >> s.watchdog_seconds >> c[6] >> profile >> c[7];
   std::getline(in, s.socket);
   for (char sep : c) {
     if (sep != ',') return Status::InvalidArgument("--tp-rank-worker: '" + text + "'");
@@ -52,6 +54,7 @@ StatusOr<Spec> ParseSpec(const std::string& text) {
     return Status::InvalidArgument("--tp-rank-worker: '" + text + "'");
   }
   s.gpu = gpu != 0;
+  s.profile = profile != 0;
   return s;
 }
 
@@ -213,6 +216,7 @@ int RunTpRank(const std::string& spec_text) {
         "cachepawl bench store --tp-rank-worker (rank " + std::to_string(spec->rank) + ")",
         spec->watchdog_seconds);
   }
+  if (spec->profile) profile::SetEnabled(true);
   Rank rank(*spec);
   if (Status s = rank.Setup(); !s.ok()) {
     Answer("err " + s.ToString());
@@ -233,6 +237,12 @@ int RunTpRank(const std::string& spec_text) {
     } else if (step == "save" || step == "load") {
       const uint64_t round = std::strtoull(arg.c_str(), nullptr, 10);
       s = step == "save" ? rank.Save(round, &start, &end) : rank.Load(round, &start, &end);
+    } else if (step == "stages") {
+      const StagesPerOp st = TakeStages(std::strtoull(arg.c_str(), nullptr, 10));
+      std::string line = "ok";
+      for (const auto& [name, us] : st.us) line += " " + name + "=" + std::to_string(us);
+      Answer(line);
+      continue;
     } else if (step == "verify") {
       auto wrong = rank.Verify();
       Progress("verified");

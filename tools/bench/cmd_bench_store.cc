@@ -132,6 +132,7 @@ int RunTpCommand(const CLI::App& app, const Config& c, uint32_t tp_size,
   t.dir = c.dir;
   t.seed = c.seed;
   t.watchdog_seconds = *watchdog > 0 ? *watchdog : 1e9;
+  t.profile_stages = c.profile_stages;
   // (The ranks' own watchdogs fire first and print their threads.)
   std::optional<StallWatchdog> dog;
   if (*watchdog > 0) dog.emplace(kName, *watchdog + 60);

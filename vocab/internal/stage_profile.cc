@@ -29,13 +29,16 @@ Registry& R() {
 }
 
 constexpr std::string_view kStageNames[] = {
-    "lookup.check",       "lookup.match",       "lookup.build",     "save.hash",
-    "save.index",         "save.host_allocate", "host.evict",       "save.submit",
-    "save.copy",          "save.hop",           "save.finish",      "load.index",
-    "load.host_allocate", "load.submit",        "load.copy",        "load.hop",
-    "load.finish",        "mover.validate",     "mover.plan",       "mover.queue",
-    "mover.enqueue",      "mover.gpu",          "mover.fire",       "disk.read_setup",
-    "disk.read_submit",   "disk.read_wait",     "disk.read_verify", "disk.read_finish",
+    "lookup.check",       "lookup.match",   "lookup.build",
+    "save.hash",          "save.index",     "save.host_allocate",
+    "host.evict",         "save.submit",    "save.copy",
+    "save.hop",           "save.finish",    "load.index",
+    "load.host_allocate", "load.submit",    "load.copy",
+    "load.hop",           "load.finish",    "mover.validate",
+    "mover.plan",         "mover.queue",    "mover.enqueue",
+    "mover.gpu",          "mover.fire",     "disk.read_setup",
+    "disk.read_submit",   "disk.read_wait", "disk.read_verify",
+    "disk.read_finish",   "attached.call",  "attached.copy_order",
 };
 constexpr std::string_view kCounterNames[] = {
     "mover.copy_runs",

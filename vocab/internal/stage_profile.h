@@ -60,6 +60,9 @@ enum class Stage : uint8_t {
                     // the ring's completion thread waking)
   kDiskReadVerify,  // a record's header and checksum over the pieces that landed
   kDiskReadFinish,  // a read batch's result assembled and its fence fired (callbacks included)
+  // An attached store's Load (ipc/attached_store.h), in the attached process.
+  kAttachedCall,       // the call sent -> the owner's Reply taken
+  kAttachedCopyOrder,  // the call sent -> its Copy order taken, before the copy is submitted
   kCount
 };
 
