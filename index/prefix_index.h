@@ -130,6 +130,10 @@ class PrefixIndex final {
 
   // A copy of one entry; nullopt when the index does not have it. Does not change recency.
   std::optional<EntryInfo> Lookup(const PageHash& hash) const;
+  // Where `kind` of `hash` is in the local tiers (empty when nowhere); nullopt when the index
+  // does not have `hash`. Lookup's locations of that kind without the rest of the entry (the
+  // per-page check of Loads and Saves). Does not change recency.
+  std::optional<TierLocations> Locations(const PageHash& hash, Kind kind) const;
   // The chain that leads to `hash`: its ancestors' hashes, the chain's first page first and
   // `hash`'s parent last (empty for a first page); nullopt when the index does not have `hash`.
   // Does not change recency. O(depth) under the shared lock.

@@ -61,6 +61,22 @@ std::optional<EntryInfo> PrefixIndex::Lookup(const PageHash& hash) const {
   return m.Info(i);
 }
 
+std::optional<TierLocations> PrefixIndex::Locations(const PageHash& hash, Kind kind) const {
+  const Impl& m = *impl_;
+  std::shared_lock lock(m.mu);
+  const uint32_t i = m.FindIndex(hash);
+  if (i == kNone) return std::nullopt;
+  switch (kind) {
+    case Kind::kKV:
+      return m.KvLocations(i);
+    case Kind::kWindowKV:
+      return m.WindowLocations(i);
+    case Kind::kMamba:
+      return m.StateLocations(i);
+  }
+  return TierLocations{};
+}
+
 std::optional<std::vector<PageHash>> PrefixIndex::Ancestors(const PageHash& hash) const {
   const Impl& m = *impl_;
   std::shared_lock lock(m.mu);

@@ -1,6 +1,7 @@
 // StoreImpl's fill planner (store_impl.h): what a Load or a StartPrefetch reads into host memory
 // from disk or the remote tier, planned once for both, and the small steps both take afterwards.
 #include <algorithm>
+#include <array>
 
 #include "store/store_impl.h"
 
@@ -11,9 +12,12 @@ Status StoreImpl::PlanFillsLocked(const PrefixMatch& match, std::span<const Fill
                                   FillPlan* plan) {
   const bool load = mode == FillMode::kLoad;
   const uint64_t index_start = profile::Now();
+  // A Load's host-resident entries, pinned per kind in one index call once all are found.
+  std::array<std::vector<PageHash>, kNumKinds> to_pin;
+  bool pinned = false;
   auto rollback = [&](const Status& why) {
     for (const HostSource& s : plan->sources) {
-      (void)index_->Unpin(s.key.hash, s.key.kind, Tier::kHost);
+      if (pinned) (void)index_->Unpin(s.key.hash, s.key.kind, Tier::kHost);
     }
     AbandonFillsLocked(plan->fills);
     plan->sources.clear();
@@ -22,14 +26,12 @@ Status StoreImpl::PlanFillsLocked(const PrefixMatch& match, std::span<const Fill
   };
   for (const FillWant& w : wants) {
     const EntryKey& key = w.key;
-    auto e = index_->Lookup(key.hash);
-    const TierLocations* loc = e ? &LocationsOf(*e, key.kind) : nullptr;
+    const std::optional<TierLocations> found = index_->Locations(key.hash, key.kind);
+    const TierLocations* loc = found ? &*found : nullptr;
     const bool local = loc != nullptr && !loc->empty();
     if (local && loc->Has(Tier::kHost)) {
       if (!load) continue;  // in host memory already: nothing to prefetch
-      if (Status s = index_->PinForTransfer(key.hash, key.kind, Tier::kHost); !s.ok()) {
-        return rollback(s);
-      }
+      to_pin[static_cast<int>(key.kind)].push_back(key.hash);
       plan->sources.push_back({key, *loc->Slot(Tier::kHost), w.device_slot});
       counters_.CountLoadedLocked(Tier::kHost, key.kind);
       CountHitLocked(key);
@@ -62,6 +64,19 @@ Status StoreImpl::PlanFillsLocked(const PrefixMatch& match, std::span<const Fill
       CountHitLocked(key);
     }
   }
+  for (Kind kind : kAllKinds) {
+    const auto& hashes = to_pin[static_cast<int>(kind)];
+    if (hashes.empty()) continue;
+    if (Status s = index_->PinForTransfer(hashes, kind, Tier::kHost); !s.ok()) {
+      for (Kind done : kAllKinds) {  // (the kinds before this one were pinned)
+        if (done == kind) break;
+        const auto& pinned_hashes = to_pin[static_cast<int>(done)];
+        if (!pinned_hashes.empty()) (void)index_->Unpin(pinned_hashes, done, Tier::kHost);
+      }
+      return rollback(s);
+    }
+  }
+  pinned = true;
   if (load) profile::Add(profile::Stage::kLoadIndex, index_start);
   // Host slots for the fills, as runs per kind (a page's full and windowed KV interleave; the
   // state is last). Waiting for space releases mu_; the pinned sources and the filling_ marks

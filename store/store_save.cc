@@ -189,10 +189,9 @@ StatusOr<Fence> StoreImpl::SaveVia(std::shared_ptr<TransferQueue> via, const Sav
 }
 
 bool StoreImpl::CachedLocked(const EntryKey& key) {
-  auto e = index_->Lookup(key.hash);
-  if (!e) return false;
-  const TierLocations& loc = LocationsOf(*e, key.kind);
-  return loc.Has(Tier::kHost) || loc.Has(Tier::kDisk) || filling_.count(key) > 0;
+  const std::optional<TierLocations> loc = index_->Locations(key.hash, key.kind);
+  if (!loc) return false;
+  return loc->Has(Tier::kHost) || loc->Has(Tier::kDisk) || filling_.count(key) > 0;
 }
 
 Status StoreImpl::PrepareSaveChunk(std::span<const SaveWant> part, std::span<const PageHash> chain,

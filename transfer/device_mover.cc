@@ -1,6 +1,8 @@
 #include "transfer/device_mover.h"
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -169,9 +171,12 @@ Status DeviceMover::Validate(const Operation& op) const {
   }
   const Tier src_tier = saving ? Tier::kDevice : Tier::kHost;
   const Tier dst_tier = saving ? Tier::kHost : Tier::kDevice;
-  // Runs once per unit on the submitting thread: no allocation unless a unit is bad.
-  std::vector<uint64_t> destinations;  // (slot << 2) | kind, sorted below to find repeats
-  destinations.reserve(op.units.size());
+  // Runs once per unit on the submitting thread. A destination seen twice: a Load's are device
+  // slots, bounded by the pool (a bit per slot of each kind); a Save's are host slots (sorted).
+  std::array<std::vector<uint64_t>, kNumKinds> seen;
+  std::vector<uint64_t> host_destinations;  // a Save's: (slot << 2) | kind
+  if (saving) host_destinations.reserve(op.units.size());
+  std::optional<size_t> repeat;  // the first unit whose destination an earlier unit has
   const auto at = [](size_t i) { return "units[" + std::to_string(i) + "]"; };
   for (size_t i = 0; i < op.units.size(); ++i) {
     const CacheTransferUnit& u = op.units[i];
@@ -204,22 +209,34 @@ Status DeviceMover::Validate(const Operation& op) const {
                                      std::to_string(payload) + "-byte payload of host slot " +
                                      std::to_string(host.slot) + ")");
     }
-    destinations.push_back((u.dst.slot << 2) | static_cast<uint64_t>(u.kind));  // slots < 2^62
+    if (saving) {
+      host_destinations.push_back((u.dst.slot << 2) | static_cast<uint64_t>(u.kind));
+    } else if (!repeat) {
+      std::vector<uint64_t>& bits = seen[static_cast<int>(u.kind)];
+      if (bits.empty()) bits.assign((m.num_slots + 63) / 64, 0);
+      const uint64_t d = u.dst.slot;  // (< num_slots: checked above)
+      if (bits[d / 64] & (uint64_t{1} << (d % 64))) repeat = i;
+      bits[d / 64] |= uint64_t{1} << (d % 64);
+    }
   }
-  std::sort(destinations.begin(), destinations.end());
-  const auto repeat = std::adjacent_find(destinations.begin(), destinations.end());
-  if (repeat != destinations.end()) {
-    // Name the second unit with that destination, as a reader scanning the list would.
-    const uint64_t slot = *repeat >> 2;
-    const Kind kind = static_cast<Kind>(*repeat & 3);
-    size_t seen = 0;
-    for (size_t i = 0; i < op.units.size(); ++i) {
-      if (op.units[i].kind == kind && op.units[i].dst.slot == slot && ++seen == 2) {
-        return Status::InvalidArgument(at(i) + ".dst: " + std::string(TierName(dst_tier)) +
-                                       " slot " + std::to_string(slot) +
-                                       " is the destination of an earlier unit too");
+  if (saving) {
+    std::sort(host_destinations.begin(), host_destinations.end());
+    const auto twice = std::adjacent_find(host_destinations.begin(), host_destinations.end());
+    if (twice != host_destinations.end()) {
+      const uint64_t slot = *twice >> 2;
+      const Kind kind = static_cast<Kind>(*twice & 3);
+      size_t count = 0;
+      for (size_t i = 0; i < op.units.size() && !repeat; ++i) {
+        if (op.units[i].kind == kind && op.units[i].dst.slot == slot && ++count == 2) repeat = i;
       }
     }
+  }
+  if (repeat) {
+    // Named as a reader scanning the list would: the second unit with that destination.
+    const size_t i = *repeat;
+    return Status::InvalidArgument(at(i) + ".dst: " + std::string(TierName(dst_tier)) + " slot " +
+                                   std::to_string(op.units[i].dst.slot) +
+                                   " is the destination of an earlier unit too");
   }
   return Status::OK();
 }

@@ -163,6 +163,17 @@ class ModelRun {
     if (got) {
       EXPECT_TRUE(*got == ref_.Info(n)) << "entry at operation " << step_;
     }
+    // Locations: the same places as the entry's, kind by kind.
+    for (Kind k : {Kind::kKV, Kind::kWindowKV, Kind::kMamba}) {
+      const std::optional<TierLocations> loc = index_->Locations(h, k);
+      ASSERT_EQ(loc.has_value(), got.has_value()) << "Locations at operation " << step_;
+      if (loc) {
+        const TierLocations& want =
+            k == Kind::kKV ? got->kv : (k == Kind::kWindowKV ? got->window : got->state);
+        EXPECT_TRUE(*loc == want) << "Locations of kind " << static_cast<int>(k) << " at operation "
+                                  << step_;
+      }
+    }
   }
 
   void Step() {

@@ -209,6 +209,12 @@ TEST_F(MoverFixture, BadOperationsFireTheirFenceWithAnErrorNamingTheUnit) {
   load.direction = Direction::kLoad;
   load.units.push_back({Kind::kMamba, {Tier::kHost, mamba}, {Tier::kDevice, 8}});
   expect_error(load, "units[0].dst.slot: 8 (the device pool has 8 state slots)");
+  // A Load's device destinations: the second unit with a slot an earlier one has is named.
+  Operation twice;
+  twice.direction = Direction::kLoad;
+  for (uint64_t d : {3, 5, 31, 5, 3})
+    twice.units.push_back({Kind::kKV, {Tier::kHost, kv}, {Tier::kDevice, d}});
+  expect_error(twice, "units[3].dst: device slot 5 is the destination of an earlier unit too");
   Operation wl = Save({{0, kv}});
   wl.per_layer_fences = true;
   expect_error(wl, "per_layer_fences");
@@ -218,7 +224,7 @@ TEST_F(MoverFixture, BadOperationsFireTheirFenceWithAnErrorNamingTheUnit) {
   Operation past = Save({{0, kv}});
   past.units[0].dst.offset = uint64_t{1} << 30;  // the record would end past the slot's payload
   expect_error(past, "units[0].dst.offset: 1073741824 (a record of ");
-  EXPECT_EQ(mover->stats().invalid_operations, 10u);
+  EXPECT_EQ(mover->stats().invalid_operations, 11u);
   EXPECT_EQ(mover->stats().submitted[0], 0u);
   // The empty operation is fine.
   Operation empty;
