@@ -632,6 +632,69 @@ StatusOr<Fence> AttachedStore::Load(const PrefixMatch& match,
   CACHEPAWL_RETURN_IF_ERROR(CheckUsable());
   CACHEPAWL_RETURN_IF_ERROR(CheckRank("LoadOptions.tp_rank", opts.tp_rank));
   CACHEPAWL_RETURN_IF_ERROR(CheckPages("match.hashes", match.hashes.size()));
+  const size_t piece = options_.load_split_pages;
+  if (piece == 0 || opts.per_layer_fences || device_pages.size() < 2 * size_t{piece}) {
+    return LoadPiece(match, device_pages, device_state_slot, opts);
+  }
+  // Pieces of `piece` pages, one call after the other: piece k's copy runs while the owner
+  // handles piece k + 1. The state comes with the last piece (its depth is the Load's end).
+  std::vector<Fence> parts;
+  Status refused;
+  for (size_t at = 0; at < device_pages.size() && refused.ok(); at += piece) {
+    const size_t count = std::min<size_t>(piece, device_pages.size() - at);
+    const bool last = at + count == device_pages.size();
+    LoadOptions o = opts;
+    o.first_page = opts.first_page + at;
+    auto part = LoadPiece(match, device_pages.subspan(at, count),
+                          last ? device_state_slot : std::nullopt, o);
+    if (part.ok()) {
+      parts.push_back(*part);
+    } else {
+      refused = part.status();
+    }
+  }
+  if (!refused.ok()) {
+    // The engine may reuse the pages once Load returns: the pieces under way land first.
+    for (const Fence& f : parts) (void)f.Wait();
+    return refused;
+  }
+  return AllOf(std::move(parts));
+}
+
+Fence AttachedStore::AllOf(std::vector<Fence> parts) {
+  auto all = std::make_shared<FenceCompleter>();
+  struct Count {
+    std::mutex mu;
+    size_t left;
+    Status first;
+  };
+  auto count = std::make_shared<Count>();
+  count->left = parts.size();
+  Fence fence = all->fence();
+  // StreamWait: the engine's stream waits for every piece (each its own copy's event).
+  internal::FenceAccess::SetStreamWaiter(fence, [parts](void* stream) -> Status {
+    for (const Fence& f : parts) CACHEPAWL_RETURN_IF_ERROR(f.StreamWait(stream));
+    return Status::OK();
+  });
+  for (const Fence& f : parts) {
+    f.OnComplete([all, count](const Status& s) {
+      Status done;
+      {
+        std::lock_guard<std::mutex> lock(count->mu);
+        if (!s.ok() && count->first.ok()) count->first = s;
+        if (--count->left > 0) return;
+        done = count->first;
+      }
+      all->Complete(done);
+    });
+  }
+  return fence;
+}
+
+StatusOr<Fence> AttachedStore::LoadPiece(const PrefixMatch& match,
+                                         std::span<const uint64_t> device_pages,
+                                         std::optional<uint64_t> device_state_slot,
+                                         const LoadOptions& opts) {
   const uint64_t start_ns = profile::Now();
   auto user =
       std::make_shared<FenceCompleter>(opts.per_layer_fences ? layout_.attention_layers.size() : 0);

@@ -112,6 +112,12 @@ class AttachedStore final : public Store {
                     uint64_t start_ns = 0);
   void ForgetFence(uint64_t id);
   Status CheckPages(std::string_view what, uint64_t pages) const;
+  // One Load call (Load splits a long one into pieces: AttachOptions::load_split_pages).
+  StatusOr<Fence> LoadPiece(const PrefixMatch& match, std::span<const uint64_t> device_pages,
+                            std::optional<uint64_t> device_state_slot, const LoadOptions& opts);
+  // A fence that fires once every one of `parts` fired, with the first error; its StreamWait
+  // waits for each of them.
+  static Fence AllOf(std::vector<Fence> parts);
   // A call's explicit rank (SaveRequest::tp_rank, LoadOptions::tp_rank): none or this
   // process's; else InvalidArgument naming `field`.
   Status CheckRank(std::string_view field, std::optional<uint32_t> rank) const;

@@ -58,6 +58,8 @@ Status AttachOptions::Validate() const {
       CheckRange("AttachOptions.stream_wait_ms", stream_wait_ms, 0, 86400000));
   CACHEPAWL_RETURN_IF_ERROR(
       CheckRange("AttachOptions.page_size_tokens", page_size_tokens, 1, 1u << 20));
+  CACHEPAWL_RETURN_IF_ERROR(
+      CheckRange("AttachOptions.load_split_pages", load_split_pages, 0, 1u << 20));
   if (staging_bytes < (uint64_t{1} << 20)) {
     return Status::InvalidArgument("AttachOptions.staging_bytes: " + std::to_string(staging_bytes) +
                                    " (must be >= 1 MiB)");

@@ -73,6 +73,13 @@ struct AttachOptions {
   // While fences are pending, an owner silent this long (it is pinged at half of it) is gone:
   // every pending fence fails with Unavailable.
   uint32_t owner_timeout_ms = 10000;
+  // A Load of at least twice this many device pages is sent as several calls of this many pages
+  // (the last also takes the state), one after the other: each piece's copy crosses the link
+  // while the owner handles the next piece, instead of after the owner handled them all. The
+  // Load's fence fires once every piece landed (with the first error); a piece refused at its
+  // call fails the Load once the pieces before it have landed. 0: never split. Not with
+  // per-layer fences. At most 1048576.
+  uint32_t load_split_pages = 256;
   // StreamWait on the fence of a Load whose pages the owner reads from disk first blocks until
   // the copies are enqueued, at most this long (StoreOptions::stream_wait_ms, for a client).
   uint32_t stream_wait_ms = 60000;

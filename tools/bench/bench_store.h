@@ -29,6 +29,7 @@
 #include "tiers/host_arena.h"
 #include "transfer/device_mover.h"
 #include "transfer/transfer_unit.h"
+#include "vocab/attach_options.h"
 #include "vocab/device_pool.h"
 #include "vocab/fence.h"
 #include "vocab/internal/stage_profile.h"
@@ -73,7 +74,8 @@ struct Config {
   // (Store::Attach); N - 1 more processes attach and look up without pause during the lookups.
   uint32_t processes = 0;       // 0: the store in this process (Store::Open)
   uint32_t poll_spin_us = 200;  // ServeOptions / AttachOptions::poll_spin_us of those stores
-  std::string self;             // this program (--processes starts it again as a lookup load)
+  uint32_t load_split_pages = AttachOptions().load_split_pages;  // of the attached stores
+  std::string self;  // this program (--processes starts it again as a lookup load)
   uint64_t seed = 1;
   // Cases not started once this many seconds have passed since `started` are skipped (0: no
   // limit): a run that must end within a window still reports what it measured.

@@ -146,6 +146,7 @@ StatusOr<std::unique_ptr<Store>> LayoutRun::OpenStore(const std::string& pool, u
     ao.cuda_device = o.cuda_device;
     ao.device_pool_bytes = o.device_pool_bytes;
     ao.poll_spin_us = c_.poll_spin_us;
+    ao.load_split_pages = c_.load_split_pages;
     ao.call_timeout_ms = 60000;  // (a Load waits up to host_space_wait_ms in the owner)
     ao.owner_timeout_ms = 60000;
     CACHEPAWL_ASSIGN_OR_RETURN(store, Store::Attach(ao));

@@ -85,7 +85,7 @@ Status Run::StartRanks(const std::string& socket, uint64_t* bytes) {
     std::ostringstream spec;
     spec << r << "," << c_.tp_size << "," << c_.pages << "," << c_.device_bytes << ","
          << (c_.gpu ? 1 : 0) << "," << c_.seed << "," << std::max(0.0, c_.watchdog_seconds - 10)
-         << "," << (c_.profile_stages ? 1 : 0) << "," << socket;
+         << "," << (c_.profile_stages ? 1 : 0) << "," << c_.load_split_pages << "," << socket;
     CACHEPAWL_RETURN_IF_ERROR(
         ranks_.Start(r, {c_.self, "bench", "store", "--tp-rank-worker", spec.str()},
                      c_.gpu ? GpuOfRank(r) : ""));

@@ -41,6 +41,7 @@ struct TpBenchConfig {
   // Time the stages (vocab/internal/stage_profile.h) of rank 0's timed Loads alone: the owner's
   // (this process) and rank 0's (its client side), per Load.
   bool profile_stages = false;
+  uint32_t load_split_pages = 256;  // the ranks' AttachOptions::load_split_pages
 };
 
 // Runs the bench and prints its table to `out` (progress and errors to `err`). Returns the

@@ -33,18 +33,20 @@ struct Spec {
   bool gpu = false;
   double watchdog_seconds = 0;
   bool profile = false;
+  uint32_t load_split_pages = 0;
   std::string socket;
 };
 
-// "rank,tp_size,pages,device_bytes,gpu,seed,watchdog_seconds,profile,socket" (the socket last:
-// it may hold commas).
+// "rank,tp_size,pages,device_bytes,gpu,seed,watchdog_seconds,profile,load_split_pages,socket"
+// (the socket last: it may hold commas).
 StatusOr<Spec> ParseSpec(const std::string& text) {
   Spec s;
   std::istringstream in(text);
-  char c[8] = {};
+  char c[9] = {};
   int gpu = 0, profile = 0;
   in >> s.rank >> c[0] >> s.tp_size >> c[1] >> s.pages >> c[2] >> s.device_bytes >> c[3] >> gpu >>
-      c[4] >> s.seed >> c[5] >> s.watchdog_seconds >> c[6] >> profile >> c[7];
+      c[4] >> s.seed >> c[5] >> s.watchdog_seconds >> c[6] >> profile >> c[7] >>
+      s.load_split_pages >> c[8];
   std::getline(in, s.socket);
   for (char sep : c) {
     if (sep != ',') return Status::InvalidArgument("--tp-rank-worker: '" + text + "'");
@@ -85,6 +87,7 @@ class Rank {
     ao.device_pool_bytes = spec_.device_bytes;
     ao.call_timeout_ms = 120000;  // (a Save may wait for host room in the owner)
     ao.owner_timeout_ms = 120000;
+    ao.load_split_pages = spec_.load_split_pages;
     CACHEPAWL_ASSIGN_OR_RETURN(store_, Store::Attach(ao));
     const ModelLayout& l = store_->layout();
     kv_bytes_ = l.has_attention() ? l.RecordBytes(Kind::kKV) : 0;

@@ -133,6 +133,7 @@ int RunTpCommand(const CLI::App& app, const Config& c, uint32_t tp_size,
   t.seed = c.seed;
   t.watchdog_seconds = *watchdog > 0 ? *watchdog : 1e9;
   t.profile_stages = c.profile_stages;
+  t.load_split_pages = c.load_split_pages;
   // (The ranks' own watchdogs fire first and print their threads.)
   std::optional<StallWatchdog> dog;
   if (*watchdog > 0) dog.emplace(kName, *watchdog + 60);
@@ -218,6 +219,10 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
       "r-th visible GPU) loading and saving their shares of one prompt at once, per rank "
       "and aggregate GB/s next to N contiguous copies at once; one layout, one --pages "
       "value (default 2048; --quick 16)");
+  uint32_t load_split_pages = AttachOptions().load_split_pages;
+  app.add_option("--load-split-pages", load_split_pages,
+                 "with --processes or --tp-size: AttachOptions::load_split_pages of the attached "
+                 "stores (default 256; 0: a Load is one call)");
   std::string lookup_load;  // internal: this process is another engine process's lookups
   app.add_option("--lookup-load", lookup_load)->group("");
   std::string tp_rank_worker;  // internal: this process is a rank of --tp-size
@@ -332,6 +337,11 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
     c.host_free_target = *v;
   }
   if (profile_stages) profile::SetEnabled(true);
+  if (load_split_pages > (1u << 20)) {
+    return usage("--load-split-pages: " + std::to_string(load_split_pages) +
+                 " (must be at most 1048576)");
+  }
+  c.load_split_pages = load_split_pages;
   c.seed = seed;
   c.gpu = gpu;
   if (app.count("--tp-size") > 0) {
