@@ -26,6 +26,10 @@ not a pass: the kernels differ).
 Usage (the GPU machine; the library from a build of this repository):
   CACHEPAWL_LIBRARY=build/libcachepawl.so PYTHONPATH=python \\
       python3 examples/hf_hybrid_restore.py [--families mamba2,jamba,gemma3_text|all] [--workdir DIR]
+      [--page-size 16] [--prompt-pages 6] [--decode-steps 32] [--set [FAMILY.]KEY=JSON ...]
+
+--set changes the tiny configs (shapes, layer patterns): `--set hidden_size=512` for every
+family whose config class has the key, `--set jamba.attn_layer_period=4` for one family.
 
 Prints one summary line per family and exits non-zero on any mismatch. Needs torch with CUDA
 and transformers >= 5 (whose DynamicCache holds every family's recurrent state per layer).
@@ -45,7 +49,7 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-PAGE = 16  # tokens per page (the store's page size)
+PAGE = 16  # tokens per page (the store's page size; --page-size)
 VOCAB = 512
 
 COMMON = dict(vocab_size=VOCAB, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
@@ -90,15 +94,22 @@ FAMILIES: Dict[str, Dict[str, Any]] = {
                              shared_expert_intermediate_size=128),
     "lfm2": dict(layer_types=["conv", "full_attention", "conv", "full_attention"],
                  conv_L_cache=3, block_dim=256),
+    "lfm2_moe": dict(layer_types=["conv", "full_attention", "conv", "full_attention"],
+                     conv_L_cache=3, num_experts=2, num_experts_per_tok=1, num_dense_layers=1,
+                     moe_intermediate_size=128),
+    "gpt_oss": dict(sliding_window=32, num_local_experts=2, num_experts_per_tok=1),
     "llama": dict(),
 }
 ALIASES = {"gemma3": "gemma3_text", "mamba-2": "mamba2"}
 DEFAULT_FAMILIES = "all"
 
 SEED = 20261124
-PROMPT_PAGES = 6
-DECODE_STEPS = 32
+PROMPT_PAGES = 6  # --prompt-pages
+DECODE_STEPS = 32  # --decode-steps
+# --set: config overrides, "*" for every family, else per family.
+SETS: Dict[str, Dict[str, Any]] = {}
 NS_A, NS_B, NS_C = "tenant-a", "tenant-b", "tenant-c"
+B_PAGES = 2  # the pages saved again under NS_B
 
 
 class CheckFailed(Exception):
@@ -137,6 +148,8 @@ def write_config(family: str, config_dir: str) -> None:
 
     defaults = AutoConfig.for_model(family).to_dict()
     overrides = {**{k: v for k, v in COMMON.items() if k in defaults}, **FAMILIES[family]}
+    overrides.update({k: v for k, v in SETS.get("*", {}).items() if k in defaults})
+    overrides.update(SETS.get(family, {}))
     AutoConfig.for_model(family, **overrides).save_pretrained(config_dir)
 
 
@@ -373,7 +386,7 @@ def phase_save(family: str, work: str) -> Dict[str, Any]:
         miss = store.lookup(tokens, namespace=NS_B)
         require(miss.reusable_pages == 0 and miss.kv_only_pages == 0,
                 f"{NS_B} sees {NS_A}'s entries before saving any: {miss.kv_only_pages} pages")
-        b_pages = 2
+        b_pages = B_PAGES
         for p in range(b_pages):
             slot = 2 * PROMPT_PAGES + p
             for k_pool, v_pool in pool.kv:
@@ -457,7 +470,7 @@ def phase_restore(family: str, work: str, saved: Dict[str, Any]) -> Dict[str, An
         m2 = store.lookup(longer, namespace=NS_A)
         require(m2.reusable_pages == PROMPT_PAGES,
                 f"a longer prompt reuses {m2.reusable_pages} pages, expected {PROMPT_PAGES}")
-        shorter = tokens[:(PROMPT_PAGES - 1) * PAGE + 7]
+        shorter = tokens[:(PROMPT_PAGES - 1) * PAGE + PAGE // 2]
         m3 = store.lookup(shorter, namespace=NS_A)
         require(m3.reusable_pages == PROMPT_PAGES - 1,
                 f"a prompt of {len(shorter)} tokens reuses {m3.reusable_pages} pages, expected "
@@ -476,9 +489,10 @@ def phase_restore(family: str, work: str, saved: Dict[str, Any]) -> Dict[str, An
 
         # Namespaces: tenant-b has its own bytes for the first two pages; tenant-c has nothing.
         mb = store.lookup(tokens, namespace=NS_B)
-        require(mb.reusable_pages == 2, f"{NS_B} reuses {mb.reusable_pages} pages, expected 2")
+        require(mb.reusable_pages == B_PAGES,
+                f"{NS_B} reuses {mb.reusable_pages} pages, expected {B_PAGES}")
         b_slot = 2 * PROMPT_PAGES
-        b_pages = [0, 1] if has_kv else []
+        b_pages = list(range(B_PAGES)) if has_kv else []
         store.load(mb, b_pages, b_slot if has_state else None).wait(timeout=60)
         torch.cuda.synchronize()
         if has_kv:
@@ -497,9 +511,9 @@ def phase_restore(family: str, work: str, saved: Dict[str, Any]) -> Dict[str, An
 # Driver: one pair of processes per family, a summary line each.
 
 
-def run_phase(phase: str, family: str, work: str) -> Dict[str, Any]:
+def run_phase(phase: str, family: str, work: str, passed: List[str]) -> Dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), "--phase", phase, "--family", family,
-           "--workdir", work]
+           "--workdir", work] + passed
     proc = subprocess.run(cmd, capture_output=True, text=True)
     out_file = os.path.join(work, f"{phase}.json")
     if proc.returncode != 0 or not os.path.exists(out_file):
@@ -527,13 +541,40 @@ def summary(family: str, saved: Dict[str, Any], restored: Dict[str, Any]) -> str
 
 
 def main() -> int:
+    global PAGE, PROMPT_PAGES, DECODE_STEPS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--families", default=DEFAULT_FAMILIES,
                     help=f"comma-separated model_types (known: {','.join(FAMILIES)}; 'all')")
     ap.add_argument("--workdir", help="folder for the stores (default: a temporary folder)")
+    ap.add_argument("--page-size", type=int, default=PAGE, help="tokens per page (16)")
+    ap.add_argument("--prompt-pages", type=int, default=PROMPT_PAGES,
+                    help="pages of the saved prompt (6; at least 3)")
+    ap.add_argument("--decode-steps", type=int, default=DECODE_STEPS,
+                    help="greedy decode steps compared (32)")
+    ap.add_argument("--set", action="append", default=[], metavar="[FAMILY.]KEY=JSON",
+                    help="a config value of the tiny models (every family's, or one family's)")
     ap.add_argument("--phase", choices=["save", "restore"], help=argparse.SUPPRESS)
     ap.add_argument("--family", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.page_size < 1 or args.prompt_pages < 3 or args.decode_steps < 1:
+        print(f"--page-size {args.page_size}, --prompt-pages {args.prompt_pages}, "
+              f"--decode-steps {args.decode_steps}: need >= 1, >= 3, >= 1", file=sys.stderr)
+        return 2
+    PAGE, PROMPT_PAGES, DECODE_STEPS = args.page_size, args.prompt_pages, args.decode_steps
+    for item in args.set:
+        key, eq, text = item.partition("=")
+        family, dot, name = key.rpartition(".")
+        if not eq or not name:
+            print(f"--set {item}: expected [FAMILY.]KEY=JSON", file=sys.stderr)
+            return 2
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            print(f"--set {item}: the value is not JSON ({e})", file=sys.stderr)
+            return 2
+        SETS.setdefault(family if dot else "*", {})[name] = value
+    passed = ["--page-size", str(PAGE), "--prompt-pages", str(PROMPT_PAGES), "--decode-steps",
+              str(DECODE_STEPS)] + [a for item in args.set for a in ("--set", item)]
 
     if args.phase:
         out_file = os.path.join(args.workdir, f"{args.phase}.json")
@@ -551,7 +592,8 @@ def main() -> int:
 
     names = list(FAMILIES) if args.families == "all" else [
         ALIASES.get(f.strip(), f.strip()) for f in args.families.split(",") if f.strip()]
-    unknown = [f for f in names if f not in FAMILIES]
+    unknown = [f for f in names if f not in FAMILIES] + [
+        f"{f} (in --set)" for f in SETS if f != "*" and f not in FAMILIES]
     if unknown:
         print(f"--families: {','.join(unknown)} (known: {','.join(FAMILIES)})", file=sys.stderr)
         return 2
@@ -563,8 +605,8 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
         try:
-            saved = run_phase("save", family, work)
-            restored = run_phase("restore", family, work)
+            saved = run_phase("save", family, work, passed)
+            restored = run_phase("restore", family, work, passed)
             print(summary(family, saved, restored), flush=True)
             report[family] = {"save": saved, "restore": restored}
         except CheckFailed as e:

@@ -277,19 +277,83 @@ Status ReadQwen35MoeText(const ConfigReader& c, LayoutBuilder* out) {
   return ReadGatedDeltaNetHybrid(c, {40, 2048, 16, 0, 0}, 2, out);
 }
 
+// Gpt-oss (GptOssConfig): 36 layers of 8 KV heads of 64 (head_dim null: hidden_size //
+// num_attention_heads); layer_types, else sliding (sliding_window, 128) on even layers and full
+// on odd ones. Its learned attention sinks are weights: the cache holds K and V only.
+Status ReadGptOss(const ConfigReader& c, LayoutBuilder* out) {
+  AttentionDims d;
+  const std::optional<int64_t> head_dim = c.Has("head_dim") ? std::nullopt : std::optional(64);
+  CACHEPAWL_RETURN_IF_ERROR(ReadDims(c, {36, 2880, 64, 0, 0}, 8, head_dim, false, &d));
+  std::optional<int64_t> window = 128;
+  if (c.Has("sliding_window")) {  // null: no window
+    CACHEPAWL_RETURN_IF_ERROR(c.OptionalPositive("sliding_window", &window));
+  }
+  std::optional<std::vector<std::string>> types;
+  CACHEPAWL_RETURN_IF_ERROR(ReadAttentionTypes(c, d.layers, &types));
+  if (!types) {
+    types.emplace();
+    for (int64_t i = 0; i < d.layers; ++i) {
+      types->push_back((i + 1) % 2 != 0 ? "sliding_attention" : "full_attention");
+    }
+  }
+  return AddAttentionLayers(c, d, types, window, "sliding_window", "layer_types", out);
+}
+
+namespace {
+// Lfm2's and Lfm2-MoE's layers: full attention and short convolutions, each conv layer keeping
+// [hidden_size, conv_L_cache] (transformers) and no other state. `d`: the attention dims read.
+Status AddLfm2Layers(const ConfigReader& c, const AttentionDims& d,
+                     const std::vector<bool>& attention, LayoutBuilder* out) {
+  int64_t kernel = 0;
+  uint64_t width = 0;
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("conv_L_cache", 3, &kernel));
+  CACHEPAWL_RETURN_IF_ERROR(out->ConvWidth(c, "conv_L_cache", kernel, &width));
+  out->SetNumLayers(d.layers);
+  for (int64_t i = 0; i < d.layers; ++i) {
+    if (attention[static_cast<size_t>(i)]) {
+      out->Attention(i, d.kv_heads, d.head_dim);
+    } else {
+      out->ShortConv(i, d.hidden, width);
+    }
+  }
+  return Status::OK();
+}
+
+// layer_types of Lfm2 and Lfm2-MoE: true where a layer is full attention.
+Status ReadLfm2Types(const ConfigReader& c, int64_t layers, std::vector<bool>* attention) {
+  std::vector<std::string> types;
+  CACHEPAWL_RETURN_IF_ERROR(ReadLayerTypes(c, "layer_types",
+                                           {"full_attention", "conv", "linear_attention"},
+                                           /*remap_legacy=*/false, layers, kNumLayersKey, &types));
+  attention->resize(types.size());
+  for (size_t i = 0; i < types.size(); ++i) (*attention)[i] = types[i] == "full_attention";
+  return Status::OK();
+}
+}  // namespace
+
+// Lfm2MoeConfig: Lfm2's cache (its MoE blocks hold none) with its own defaults (32 layers,
+// hidden 2048, 32 heads, 8 KV heads); its decoder layers read their kind from layer_types
+// alone, so a config without it builds no model.
+Status ReadLfm2Moe(const ConfigReader& c, LayoutBuilder* out) {
+  AttentionDims d;
+  CACHEPAWL_RETURN_IF_ERROR(ReadDims(c, {32, 2048, 32, 0, 0}, 8, std::nullopt, false, &d));
+  if (c.IsAbsentOrNull("layer_types")) {
+    return Bad(c.Path("layer_types"), c.Has("layer_types") ? "null" : "absent",
+               "Lfm2-MoE's layers read their kind (conv or full_attention) from it");
+  }
+  std::vector<bool> attention;
+  CACHEPAWL_RETURN_IF_ERROR(ReadLfm2Types(c, d.layers, &attention));
+  return AddLfm2Layers(c, d, attention, out);
+}
+
 // Lfm2Config: layer_types ("conv" short convolutions, "full_attention"), else full attention at
-// full_attn_idxs (every layer when absent) and short convolutions elsewhere. A conv layer keeps
-// [hidden_size, conv_L_cache] (transformers) and no other state.
+// full_attn_idxs (every layer when absent) and short convolutions elsewhere.
 Status ReadLfm2(const ConfigReader& c, LayoutBuilder* out) {
   AttentionDims d;
   CACHEPAWL_RETURN_IF_ERROR(ReadDims(c, {32, 2560, 32, 0, 0}, 8, std::nullopt, false, &d));
   std::vector<bool> attention(static_cast<size_t>(d.layers), true);
   if (!c.IsAbsentOrNull("layer_types")) {
-    std::vector<std::string> types;
-    CACHEPAWL_RETURN_IF_ERROR(
-        ReadLayerTypes(c, "layer_types", {"full_attention", "conv", "linear_attention"},
-                       /*remap_legacy=*/false, d.layers, kNumLayersKey, &types));
-    for (size_t i = 0; i < types.size(); ++i) attention[i] = types[i] == "full_attention";
+    CACHEPAWL_RETURN_IF_ERROR(ReadLfm2Types(c, d.layers, &attention));
   } else {
     std::optional<std::vector<int64_t>> full;
     CACHEPAWL_RETURN_IF_ERROR(c.OptionalInts("full_attn_idxs", &full));
@@ -305,19 +369,7 @@ Status ReadLfm2(const ConfigReader& c, LayoutBuilder* out) {
       }
     }
   }
-  int64_t kernel = 0;
-  uint64_t width = 0;
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("conv_L_cache", 3, &kernel));
-  CACHEPAWL_RETURN_IF_ERROR(out->ConvWidth(c, "conv_L_cache", kernel, &width));
-  out->SetNumLayers(d.layers);
-  for (int64_t i = 0; i < d.layers; ++i) {
-    if (attention[static_cast<size_t>(i)]) {
-      out->Attention(i, d.kv_heads, d.head_dim);
-    } else {
-      out->ShortConv(i, d.hidden, width);
-    }
-  }
-  return Status::OK();
+  return AddLfm2Layers(c, d, attention, out);
 }
 
 }  // namespace cachepawl::hf_internal

@@ -174,5 +174,7 @@ Status ReadQwen3Next(const ConfigReader& config, LayoutBuilder* out);
 Status ReadQwen35Text(const ConfigReader& config, LayoutBuilder* out);
 Status ReadQwen35MoeText(const ConfigReader& config, LayoutBuilder* out);
 Status ReadLfm2(const ConfigReader& config, LayoutBuilder* out);
+Status ReadLfm2Moe(const ConfigReader& config, LayoutBuilder* out);
+Status ReadGptOss(const ConfigReader& config, LayoutBuilder* out);
 
 }  // namespace cachepawl::hf_internal

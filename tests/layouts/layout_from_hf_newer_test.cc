@@ -3,6 +3,8 @@
 // their text configuration classes (transformers Qwen3_5TextConfig, Qwen3_5MoeTextConfig) reuse
 // Qwen3-Next's decoder layers (Gated DeltaNet and gated full attention) with their own defaults.
 // FalconMamba (falcon_mamba): Mamba-1 layers, its configuration class MambaConfig's keys.
+// Lfm2-MoE (lfm2_moe): Lfm2's short convolutions and attention, layer_types required. Gpt-oss
+// (gpt_oss): sliding and full attention layers in turn.
 #include <gtest/gtest.h>
 
 #include "layouts/layout_from_hf.h"
@@ -91,6 +93,46 @@ TEST(LayoutFromHfFalconMambaTest, EveryLayerIsMambaOne) {
   // Its layer_types is a read-only property: a file cannot set it.
   ExpectInvalid(R"json({"model_type": "falcon_mamba", "layer_types": ["mamba"]})json",
                 {"layer_types"});
+}
+
+// LiquidAI/LFM2-8B-A1B style: 24 layers, 6 of them full attention (8 KV heads of 2048 / 32).
+constexpr char kLfm2Moe[] = R"json({"architectures": ["Lfm2MoeForCausalLM"],
+  "model_type": "lfm2_moe", "hidden_size": 2048, "num_hidden_layers": 24,
+  "num_attention_heads": 32, "num_key_value_heads": 8, "conv_L_cache": 3, "num_experts": 32,
+  "num_experts_per_tok": 4, "num_dense_layers": 2, "moe_intermediate_size": 1792,
+  "layer_types": ["conv", "conv", "full_attention", "conv", "conv", "conv", "full_attention",
+    "conv", "conv", "conv", "full_attention", "conv", "conv", "conv", "full_attention", "conv",
+    "conv", "conv", "full_attention", "conv", "conv", "full_attention", "conv", "conv"]})json";
+
+TEST(LayoutFromHfLfm2MoeTest, ConvAndAttentionLayersFromLayerTypes) {
+  ExpectLayers(
+      Convert(kLfm2Moe), 6, {{0, Kv(2, 8, 64)}, {5, Kv(21, 8, 64)}}, 18,
+      {{0, Ssm(0, "shortconv", {2048, 3}, {})}, {17, Ssm(23, "shortconv", {2048, 3}, {})}});
+  // Its layers read their kind from layer_types alone: a config without it builds no model.
+  ExpectInvalid(R"json({"model_type": "lfm2_moe"})json", {"layer_types: absent"});
+  ExpectInvalid(R"json({"model_type": "lfm2_moe", "layer_types": null})json",
+                {"layer_types: null"});
+  ExpectInvalid(R"json({"model_type": "lfm2_moe", "num_hidden_layers": 2,
+                        "layer_types": ["conv", "mamba"]})json",
+                {"layer_types[1]: 'mamba'"});
+}
+
+TEST(LayoutFromHfGptOssTest, SlidingAndFullLayersInTurn) {
+  // GptOssConfig's defaults (gpt-oss-20b): 36 layers, 8 KV heads of 64, a window of 128 on the
+  // even layers.
+  const ModelLayout l = Convert(R"json({"model_type": "gpt_oss"})json");
+  ExpectLayers(l, 36, {{0, Kv(0, 8, 64, 128)}, {1, Kv(1, 8, 64)}, {35, Kv(35, 8, 64)}}, 0, {});
+  // openai/gpt-oss-120b style: its layer_types listed, head_dim null (hidden // heads).
+  const ModelLayout big = Convert(R"json({"model_type": "gpt_oss", "num_hidden_layers": 4,
+      "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
+      "head_dim": null, "sliding_window": 256,
+      "layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+                      "full_attention"]})json");
+  ExpectLayers(big, 4, {{0, Kv(0, 8, 45)}, {1, Kv(1, 8, 45, 256)}, {3, Kv(3, 8, 45)}}, 0, {});
+  ExpectInvalid(R"json({"model_type": "gpt_oss", "sliding_window": null})json",
+                {"layer_types[0]: 'sliding_attention'", "sliding_window is null"});
+  ExpectInvalid(R"json({"model_type": "gpt_oss", "num_key_value_heads": 7})json",
+                {"num_key_value_heads: 7"});
 }
 
 }  // namespace

@@ -179,11 +179,30 @@ TEST(LayoutFromHfTest, TheModelNameIsTheOptionTheNameOrPathOrTheModelType) {
 
 TEST(LayoutFromHfTest, EverySupportedModelTypeIsListedSorted) {
   const std::vector<std::string> types = HfConfigModelTypes();
-  const std::vector<std::string> want = {
-      "bamba",        "falcon_h1",  "falcon_mamba",    "gemma3",  "gemma3_text", "granitemoehybrid",
-      "jamba",        "lfm2",       "llama",           "mamba",   "mamba2",      "mistral",
-      "nemotron_h",   "qwen2",      "qwen3",           "qwen3_5", "qwen3_5_moe", "qwen3_5_moe_text",
-      "qwen3_5_text", "qwen3_next", "recurrent_gemma", "zamba2"};
+  const std::vector<std::string> want = {"bamba",
+                                         "falcon_h1",
+                                         "falcon_mamba",
+                                         "gemma3",
+                                         "gemma3_text",
+                                         "gpt_oss",
+                                         "granitemoehybrid",
+                                         "jamba",
+                                         "lfm2",
+                                         "lfm2_moe",
+                                         "llama",
+                                         "mamba",
+                                         "mamba2",
+                                         "mistral",
+                                         "nemotron_h",
+                                         "qwen2",
+                                         "qwen3",
+                                         "qwen3_5",
+                                         "qwen3_5_moe",
+                                         "qwen3_5_moe_text",
+                                         "qwen3_5_text",
+                                         "qwen3_next",
+                                         "recurrent_gemma",
+                                         "zamba2"};
   EXPECT_EQ(types, want);
 }
 
