@@ -207,9 +207,21 @@ ModelLayout FalconH1_0_5B() {
   return l;
 }
 
+// openai/gpt-oss-120b: 36 layers of 8 KV heads of 64; sliding-window attention (128 tokens) on
+// the even layers and full attention on the odd ones (its config's layer_types). No recurrent
+// state: an attention-only model that engines serving hybrids meet beside them.
+ModelLayout GptOss120B() {
+  ModelLayout l;
+  l.model = "openai/gpt-oss-120b";
+  l.num_layers = 36;
+  for (uint32_t i = 0; i < 36; ++i) AddAttention(&l, i, 8, 64, i % 2 == 0 ? 128 : 0);
+  return l;
+}
+
 const std::map<std::string, Builder>& Registry() {
   static const auto* registry = new std::map<std::string, Builder>{
       {"falcon-h1-0.5b", FalconH1_0_5B},
+      {"gpt-oss-120b", GptOss120B},
       {"hymba-1.5b", Hymba1_5B},
       {"jamba-v0.1", JambaV01},
       {"llama-3.1-8b", Llama31_8B},

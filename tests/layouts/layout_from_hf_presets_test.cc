@@ -65,6 +65,21 @@ constexpr char kPresetRecurrentGemma2B[] = R"json({"model_type": "recurrent_gemm
   "conv1d_width": 4, "head_dim": 256, "hidden_size": 2560, "lru_width": 2560,
   "num_attention_heads": 10, "num_hidden_layers": 26, "num_key_value_heads": 1})json";
 
+// openai/gpt-oss-120b (its config.json's cache keys; the MoE and rope keys left out).
+constexpr char kPresetGptOss120B[] = R"json({"architectures": ["GptOssForCausalLM"],
+  "model_type": "gpt_oss", "head_dim": 64, "hidden_size": 2880, "num_attention_heads": 64,
+  "num_hidden_layers": 36, "num_key_value_heads": 8, "num_local_experts": 128,
+  "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention",
+  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+  "sliding_attention", "full_attention"]})json";
+
 struct PresetCase {
   const char* preset;
   const char* config;
@@ -76,6 +91,7 @@ TEST(LayoutFromHfPresetsTest, EveryPresetWithAConfigIsWhatItsConfigGives) {
       {"jamba-v0.1", kPresetJambaV01},          {"zamba2-2.7b", kPresetZamba2_2_7B},
       {"nemotron-h-8b", kPresetNemotronH8B},    {"qwen3-next-80b-a3b", kPresetQwen3Next80B},
       {"falcon-h1-0.5b", kPresetFalconH1_0_5B}, {"recurrentgemma-2b", kPresetRecurrentGemma2B},
+      {"gpt-oss-120b", kPresetGptOss120B},
   };
   for (const PresetCase& c : cases) {
     SCOPED_TRACE(c.preset);

@@ -25,6 +25,7 @@ struct Expected {
 const std::map<std::string, Expected>& DocTable() {
   static const auto* table = new std::map<std::string, Expected>{
       {"falcon-h1-0.5b", {36, 36, 294912, 28698624}},
+      {"gpt-oss-120b", {36, 0, 1179648, 0}},
       {"hymba-1.5b", {17, 32, 348160, 7168000}},
       {"jamba-v0.1", {4, 28, 262144, 16056320}},
       {"llama-3.1-8b", {32, 0, 2097152, 0}},
