@@ -30,6 +30,7 @@ TEST(CmdBenchStoreTest, ArgumentErrorsExitTwoNamingTheValue) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--layouts", "llama-3.1-8b,no-such-model"}, "--layouts: 'no-such-model'"},
       {{"--layouts", "mamba2-2.7b"}, "'mamba2-2.7b' (a pure SSM layout"},
+      {{"--layouts", "gpt-oss-120b"}, "'gpt-oss-120b' (layer 0 keeps a sliding window of 128"},
       {{"--pages", "1,x,16"}, "--pages: 'x'"},
       {{"--pages", "0"}, "--pages: '0'"},
       {{"--pages", "1,,16"}, "--pages: '' in '1,,16'"},

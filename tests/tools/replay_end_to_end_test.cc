@@ -223,6 +223,22 @@ TEST_F(ReplayCliTest, MambaTwoReplaysAChatWorkloadThroughItsStates) {
   EXPECT_EQ(j["checksum_failures"], 0);
 }
 
+TEST_F(ReplayCliTest, GptOssReplaysThroughItsSlidingAndFullLayers) {
+  // The gpt-oss-120b preset: 18 full and 18 sliding-window layers (8 pages), no state.
+  CliResult r =
+      RunCli({"replay", "--workload", "chat", "--layout", "gpt-oss-120b", "--requests", "30",
+              "--device-bytes", "256M", "--host-bytes", "256M", "--disk-bytes", "1G", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_EQ(j["kv_page_bytes"], 1179648);
+  EXPECT_EQ(j["mamba_state_bytes"], 0);
+  EXPECT_GT(j["loaded_pages"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["hit_rate"]["pages"].get<double>(), 0.0);
+  EXPECT_EQ(j["wrong_bytes"], 0);
+  EXPECT_EQ(j["store_errors"], 0);
+}
+
 TEST_F(ReplayCliTest, ConcurrencyFourReportsItsThroughputAndEveryByteRight) {
   auto argv = Base();
   for (const char* a :

@@ -69,6 +69,18 @@ StatusOr<ModelLayout> ResolveBenchLayout(const std::string& name) {
         "--scenarios mamba-1,mamba-16` measures state transfers, `cachepawl replay --layout " +
         name + "` the store serving them)");
   }
+  for (const AttentionLayerSpec& a : l.attention_layers) {
+    if (a.sliding_window > 0) {
+      // A Load brings a sliding layer's KV of the window's pages only, and the bench checks
+      // and counts whole device pages: it would report the other pages' windowed KV as wrong.
+      return Status::InvalidArgument(
+          "--layouts: '" + name + "' (layer " + std::to_string(a.layer_index) +
+          " keeps a sliding window of " + std::to_string(a.sliding_window) +
+          " tokens; bench store does not measure layouts with sliding-window layers yet: "
+          "`cachepawl replay --layout " +
+          name + "` runs the store on them, every byte checked)");
+    }
+  }
   return l;
 }
 
