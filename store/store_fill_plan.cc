@@ -2,6 +2,8 @@
 // from disk or the remote tier, planned once for both, and the small steps both take afterwards.
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <thread>
 
 #include "store/store_impl.h"
 
@@ -99,6 +101,25 @@ Status StoreImpl::PlanFillsLocked(const PrefixMatch& match, std::span<const Fill
     }
   }
   return Status::OK();
+}
+
+void StoreImpl::WaitForOtherFillsLocked(std::span<const FillWant> wants,
+                                        std::unique_lock<std::mutex>& lock) {
+  auto busy = [&] {
+    for (const FillWant& w : wants) {
+      if (filling_.count(w.key) > 0) return true;
+    }
+    return false;
+  };
+  // Polled with mu_ released: fills end in several places (disk, remote, abandoned), none of
+  // which needs to know who waits. Nothing of this Load is marked or pinned yet, so waiting
+  // cannot hold up the fill it waits for.
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.host_space_wait_ms);
+  while (!closed_ && busy() && SteadyClock::now() < deadline) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    lock.lock();
+  }
 }
 
 void StoreImpl::AbandonFillsLocked(std::span<const HostFill> fills) {

@@ -323,6 +323,11 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   // for host space).
   Status PlanFillsLocked(const PrefixMatch& match, std::span<const FillWant> wants, FillMode mode,
                          std::unique_lock<std::mutex>& lock, FillPlan* plan);
+  // A tensor-parallel group's Load: every rank loads the same entries at about the same time,
+  // and the first rank's Load reads the disk hits into host memory; the others wait (mu_
+  // released, at most host_space_wait_ms) until no entry they want is being filled, instead of
+  // failing Busy. Requires mu_ (`lock`).
+  void WaitForOtherFillsLocked(std::span<const FillWant> wants, std::unique_lock<std::mutex>& lock);
   // Fills that will not be read: out of filling_, their slots (if any) freed. Requires mu_.
   void AbandonFillsLocked(std::span<const HostFill> fills);
   // Unpins the host copies the fills published (every fill not in `failed`). Takes mu_.

@@ -105,6 +105,7 @@ StatusOr<Fence> StoreImpl::LoadVia(std::shared_ptr<TransferQueue> via, const Pre
     if (!mover) {
       CACHEPAWL_ASSIGN_OR_RETURN(mover, UsableMoverLocked());
     }
+    if (partials_) WaitForOtherFillsLocked(wants, lock);
     CACHEPAWL_RETURN_IF_ERROR(PlanFillsLocked(match, wants, FillMode::kLoad, lock, &plan));
     counters_.CountLoadLocked();
     ++loads_pinning_host_;

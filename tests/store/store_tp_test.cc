@@ -228,6 +228,41 @@ TEST_F(StoreTpTest, CompleteEntriesComeBackFromDiskAfterARestartPartialOnesDoNot
   EXPECT_EQ(store->Stats().checksum_failures, 0u);
 }
 
+// Every rank loads the same disk-resident entries at once (after a restart): the first rank's
+// Load reads each record into host memory and the others wait for it, none fails Busy.
+TEST_F(StoreTpTest, RanksLoadingTheSameDiskEntriesAtOnceAllGetTheirBytes) {
+  StoreOptions o = Options(1 << 20, 8 << 20);
+  o.write_policy = WritePolicy::kWriteThrough;
+  std::vector<std::vector<uint32_t>> prompts;
+  for (uint32_t i = 0; i < 6; ++i) prompts.push_back(Tokens(5000 + 100 * i, 12));
+  {
+    auto store = OpenOrDie(o);
+    ASSERT_NE(store, nullptr);
+    for (const auto& p : prompts) {
+      for (uint32_t rank = 0; rank < kRanks; ++rank)
+        ASSERT_TRUE(SaveAsRank(store.get(), p, rank).ok());
+    }
+    ASSERT_TRUE(store->Close().ok());
+  }
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  for (const auto& p : prompts) {
+    auto m = store->Lookup("", p);
+    ASSERT_TRUE(m.ok());
+    ASSERT_EQ(m->reusable_pages, 3u);
+    ASSERT_EQ(m->state_tier, Tier::kDisk);
+    std::vector<Status> got(kRanks);
+    std::vector<std::thread> ranks;
+    for (uint32_t rank = 0; rank < kRanks; ++rank) {
+      ranks.emplace_back([&, rank] { got[rank] = LoadAsRank(store.get(), *m, rank); });
+    }
+    for (auto& t : ranks) t.join();
+    for (uint32_t rank = 0; rank < kRanks; ++rank)
+      EXPECT_TRUE(got[rank].ok()) << got[rank].ToString();
+  }
+  EXPECT_EQ(store->Stats().checksum_failures, 0u);
+}
+
 TEST_F(StoreTpTest, RanksSavingAndLoadingAtOnceUnderHostPressureGetOnlyTheirBytes) {
   // Host memory for 12 records (4 of the 6 prompts): both ranks serve the same requests, as an
   // engine's ranks do, each at its own pace: look the prompt up, load what hits, save it.

@@ -44,6 +44,22 @@ TEST(ReplayTpTest, RanksKilledMidRequestLeaveNoPartialEntryThatAnyRankLoads) {
   EXPECT_EQ(run.output.find("rank processes killed: 0;"), std::string::npos) << run.output;
 }
 
+TEST(ReplayTpTest, WithADiskTierEveryRankLoadsTheSameDiskHits) {
+  // Host memory for a few prompts: most hits come from disk, every rank loading the same group
+  // records at once (the first rank's Load reads them, the others wait for it, none is Busy).
+  std::vector<std::string> args = TpReplay({"--tp-size", "2"});
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--host-bytes") args[i + 1] = "96M";
+    if (args[i] == "--disk-bytes") args[i + 1] = "512M";
+  }
+  const BinaryResult run = RunBinary(CACHEPAWL_BINARY, args);
+  ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.output;
+  EXPECT_NE(run.output.find("(0 mismatches)"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("wrong bytes: 0; errors: 0"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("Busy"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("reused 0 "), std::string::npos) << run.output;
+}
+
 TEST(ReplayTpTest, ArgumentsThatCannotGoTogetherAreRefused) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--tp-size", "0"}, "--tp-size 0: must be 1 to 8"},
