@@ -104,8 +104,13 @@ int CmdServe(const std::vector<std::string>& args, CommandIo& io) {
     io.err << "cachepawl serve: " << store.status().ToString() << "\n";
     return store.status().IsInvalidArgument() ? kExitUsage : kExitFailure;
   }
-  io.err << "cachepawl serve: serving '" << (*store)->layout().model << "' on " << so.socket_path
-         << " (pid " << getpid() << "); SIGTERM stops" << std::endl;
+  const ModelLayout& served = (*store)->layout();
+  io.err << "cachepawl serve: serving '" << served.model << "'"
+         << (served.tp_size > 1
+                 ? " as a tensor-parallel group of " + std::to_string(served.tp_size) +
+                       " ranks (each attaches with its rank's layout)"
+                 : std::string())
+         << " on " << so.socket_path << " (pid " << getpid() << "); SIGTERM stops" << std::endl;
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
