@@ -70,15 +70,23 @@ class ReplayRank {
   }
 
   // One request: `reuse` pages of `tokens` to load (the scheduler's depth), the rest to save.
-  // The answer: "done DEPTH WRONG_BYTES LOADED_BYTES SAVED_BYTES".
+  // The answer: "done DEPTH WRONG_BYTES LOADED_BYTES SAVED_BYTES REFUSED" (REFUSED 1: the store
+  // had no host room for the Load's disk hits, NoSpace; this rank recomputes the prefix, as the
+  // single-process replay counts such a refusal as a miss).
   StatusOr<std::string> Request(const std::vector<uint32_t>& tokens, uint64_t reuse) {
     const ModelLayout& l = store_->layout();
     const std::vector<PageHash> hashes = store_->HashTokens("", tokens);
     CACHEPAWL_ASSIGN_OR_RETURN(PrefixMatch m, store_->LookupHashes(hashes));
-    uint64_t wrong = 0, loaded = 0, saved = 0;
+    uint64_t wrong = 0, loaded = 0, saved = 0, refused = 0;
     Slots slots(store_.get());
     if (reuse > 0 && m.reusable_pages == reuse) {
-      CACHEPAWL_RETURN_IF_ERROR(LoadPrefix(m, reuse, &slots, &wrong, &loaded));
+      Status s = LoadPrefix(m, reuse, &slots, &wrong, &loaded);
+      if (s.IsNoSpace()) {
+        refused = 1;
+        slots.FreeAll();
+      } else {
+        CACHEPAWL_RETURN_IF_ERROR(s);
+      }
     }
     // Save the rest: a chunk of pages up to every block boundary (and the prompt's end), each
     // with the state at its end.
@@ -120,7 +128,8 @@ class ReplayRank {
       from = to;
     }
     std::ostringstream o;
-    o << "done " << m.reusable_pages << " " << wrong << " " << loaded << " " << saved;
+    o << "done " << m.reusable_pages << " " << wrong << " " << loaded << " " << saved << " "
+      << refused;
     return o.str();
   }
 
@@ -197,6 +206,7 @@ struct Totals {
   uint64_t requests = 0, prompt_tokens = 0, reused_tokens = 0;
   uint64_t depth_mismatches = 0, wrong_bytes = 0, errors = 0;
   uint64_t loaded_bytes = 0, saved_bytes = 0;
+  uint64_t refused = 0;  // rank Loads refused for host room (NoSpace): that rank recomputed
   uint64_t kills = 0, killed_requests = 0;
   std::vector<std::string> first_errors;
 };
@@ -287,8 +297,8 @@ bool Scheduler::Request(uint64_t index, const std::vector<uint32_t>& tokens, Sto
     }
     std::istringstream in(*line);
     std::string word;
-    uint64_t depth = 0, wrong = 0, loaded = 0, saved = 0;
-    in >> word >> depth >> wrong >> loaded >> saved;
+    uint64_t depth = 0, wrong = 0, loaded = 0, saved = 0, refused = 0;
+    in >> word >> depth >> wrong >> loaded >> saved >> refused;
     if (word != "done") {
       Error("rank " + std::to_string(r) + ", request " + std::to_string(index) + ": " + *line);
       continue;
@@ -297,6 +307,7 @@ bool Scheduler::Request(uint64_t index, const std::vector<uint32_t>& tokens, Sto
     totals_.wrong_bytes += wrong;
     totals_.loaded_bytes += loaded;
     totals_.saved_bytes += saved;
+    totals_.refused += refused;
   }
   if (kill) ++totals_.killed_requests;
   if (lock) (void)owner->Unlock(*lock);
@@ -383,6 +394,7 @@ int Scheduler::Main(const RequestSource& source, std::ostream& out) {
   out << "loaded " << HumanBytes(t.loaded_bytes) << " (all ranks, every byte compared), saved "
       << HumanBytes(t.saved_bytes) << "; wrong bytes: " << t.wrong_bytes << "; errors: " << t.errors
       << "\n";
+  out << "rank Loads refused for host room (NoSpace; that rank recomputed): " << t.refused << "\n";
   out << "rank processes killed: " << t.kills << "; partial entries now " << st.tp_partial_entries
       << ", dropped " << st.tp_partials_dropped << "\n";
   for (const std::string& e : t.first_errors) err_ << "replay --tp-size: error: " << e << "\n";
