@@ -140,6 +140,18 @@ std::string GpuOfRank(uint32_t r) {
   return ids.empty() ? "" : ids[r % ids.size()];
 }
 
+AttachOptions RankAttachOptions(const std::string& socket, uint32_t rank, bool gpu,
+                                uint64_t pool_bytes) {
+  AttachOptions ao;
+  ao.socket_path = socket;
+  ao.tp_rank = rank;
+  ao.cuda_device = gpu ? 0 : -1;  // (CUDA_VISIBLE_DEVICES names this rank's GPU)
+  ao.device_pool_bytes = pool_bytes;
+  ao.call_timeout_ms = 120000;
+  ao.owner_timeout_ms = 120000;
+  return ao;
+}
+
 std::string DescribeThreadsOf(pid_t pid) {
   std::ostringstream o;
   const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";

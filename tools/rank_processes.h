@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "vocab/attach_options.h"
 #include "vocab/status.h"
 
 namespace cachepawl::tools {
@@ -47,6 +48,12 @@ class RankProcesses {
 // The GPU rank r runs on: the r-th (modulo their number) of CUDA_VISIBLE_DEVICES's list, or of
 // the devices CUDA sees; "" when there is none.
 std::string GpuOfRank(uint32_t r);
+
+// The attach options of a rank process (one of RankProcesses, started with GpuOfRank's GPU as
+// its only visible device): rank `rank` of the group served on `socket`, a device pool of its
+// own of `pool_bytes`, calls and an owner allowed two minutes (a Save may wait for host room).
+AttachOptions RankAttachOptions(const std::string& socket, uint32_t rank, bool gpu,
+                                uint64_t pool_bytes);
 
 // What /proc says every thread of `pid` waits on, a line each (a rank that stopped answering).
 std::string DescribeThreadsOf(pid_t pid);

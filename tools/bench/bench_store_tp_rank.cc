@@ -22,6 +22,7 @@
 #include "store/store.h"
 #include "tools/bench/bench_store.h"
 #include "tools/bench/bench_store_tp.h"
+#include "tools/rank_processes.h"
 #include "tools/stall_watchdog.h"
 
 namespace cachepawl::tools::bench_store {
@@ -80,13 +81,7 @@ class Rank {
   explicit Rank(const Spec& spec) : spec_(spec) {}
 
   Status Setup() {
-    AttachOptions ao;
-    ao.socket_path = spec_.socket;
-    ao.tp_rank = spec_.rank;
-    ao.cuda_device = spec_.gpu ? 0 : -1;  // (CUDA_VISIBLE_DEVICES names this rank's GPU)
-    ao.device_pool_bytes = spec_.device_bytes;
-    ao.call_timeout_ms = 120000;  // (a Save may wait for host room in the owner)
-    ao.owner_timeout_ms = 120000;
+    AttachOptions ao = RankAttachOptions(spec_.socket, spec_.rank, spec_.gpu, spec_.device_bytes);
     ao.load_split_pages = spec_.load_split_pages;
     CACHEPAWL_ASSIGN_OR_RETURN(store_, Store::Attach(ao));
     const ModelLayout& l = store_->layout();

@@ -58,14 +58,9 @@ class ReplayRank {
   explicit ReplayRank(const RankSpec& spec) : spec_(spec) {}
 
   Status Attach() {
-    AttachOptions ao;
-    ao.socket_path = spec_.socket;
-    ao.tp_rank = spec_.rank;
-    ao.cuda_device = spec_.gpu ? 0 : -1;  // (CUDA_VISIBLE_DEVICES names this rank's GPU)
-    ao.device_pool_bytes = spec_.device_bytes;
-    ao.call_timeout_ms = 120000;
-    ao.owner_timeout_ms = 120000;
-    CACHEPAWL_ASSIGN_OR_RETURN(store_, Store::Attach(ao));
+    CACHEPAWL_ASSIGN_OR_RETURN(
+        store_,
+        Store::Attach(RankAttachOptions(spec_.socket, spec_.rank, spec_.gpu, spec_.device_bytes)));
     return Status::OK();
   }
 
