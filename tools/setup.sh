@@ -17,6 +17,7 @@ packages=(
   liburing-dev librocksdb-dev libxxhash-dev libspdlog-dev libssl-dev libhiredis-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev nlohmann-json3-dev libcli11-dev
   python3 python3-pytest python3-venv python3-setuptools
+  python3-torch  # the PyTorch path's tests with CPU tensors (python/tests/test_torch.py)
   clang-14 libclang-rt-14-dev
   redis-server redis-tools  # the remote tests' Redis Cluster (redis-server, redis-cli)
 )

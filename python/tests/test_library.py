@@ -91,7 +91,7 @@ def test_every_prototype_declared() -> None:
 
     from cachepawl import _lib
 
-    header = Path(__file__).resolve().parents[2] / "store" / "cachepawl.h"
+    header = Path(__file__).resolve().parents[2] / "capi" / "cachepawl.h"
     if not header.exists():
         pytest.skip("capi/cachepawl.h is not next to this package")
     text = re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S)
@@ -111,7 +111,7 @@ def test_every_prototype_declared() -> None:
         assert argtypes == expected, name
         fn = getattr(_lib.lib, name)
         assert fn.argtypes == argtypes and fn.restype is restype, name
-    assert seen == set(table) and len(table) == len(_lib._PROTOTYPES) == 122
+    assert seen == set(table) and len(table) == len(_lib._PROTOTYPES) == 124
 
 
 def test_missing_library_file() -> None:
