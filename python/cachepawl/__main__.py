@@ -75,5 +75,10 @@ def main(argv: List[str]) -> int:
     return 127
 
 
+def console_main() -> int:
+    """The ``cachepawl`` console script of a wheel built at the repository root."""
+    return main(sys.argv[1:])
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -1,6 +1,8 @@
 """Shared fixtures: a tiny hybrid layout (2 attention + 2 SSM layers, 4-token pages) and CPU-mode
 stores with a store-owned device pool. The package is imported from this source tree (the
-tests run without installing it); CACHEPAWL_LIBRARY names the library (CTest sets it)."""
+tests run without installing it; CACHEPAWL_LIBRARY names the library, CTest sets it), or, with
+CACHEPAWL_TEST_INSTALLED=1, as installed (tests/install/check_wheel.sh: the wheel's package and
+the library inside it)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,20 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+#: The folders a Python process needs on its path to import the cachepawl under test: this
+#: source tree's python/, or none when testing the installed package.
+PACKAGE_PATHS: List[str] = (
+    []
+    if os.environ.get("CACHEPAWL_TEST_INSTALLED") == "1"
+    else [str(Path(__file__).resolve().parents[1])]
+)
+sys.path[:0] = PACKAGE_PATHS
+
+
+def pythonpath(*first: str) -> str:
+    """PYTHONPATH for a child Python: `first`, PACKAGE_PATHS, then the inherited one."""
+    inherited = [p for p in [os.environ.get("PYTHONPATH")] if p]
+    return os.pathsep.join(list(first) + PACKAGE_PATHS + inherited)
 
 import cachepawl  # noqa: E402
 from cachepawl import Kind  # noqa: E402
@@ -97,9 +112,7 @@ def disk_options(tmp_path: Path) -> Dict[str, Any]:
 def library_env() -> Dict[str, str]:
     """The environment for a child Python that imports cachepawl from this tree."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__file__).resolve().parents[1])] + [p for p in [env.get("PYTHONPATH")] if p]
-    )
+    env["PYTHONPATH"] = pythonpath()
     env["CACHEPAWL_LIBRARY"] = cachepawl.library_path
     return env
 

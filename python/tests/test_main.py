@@ -8,11 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-PKG = str(Path(__file__).resolve().parents[1])
+from conftest import pythonpath
 
 
 def run(args, **env_changes):  # type: ignore[no-untyped-def]
-    env = dict(os.environ, PYTHONPATH=PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=pythonpath())
     for k, v in env_changes.items():
         if v is None:
             env.pop(k, None)

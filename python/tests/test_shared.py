@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 import cachepawl
-from conftest import PAGE, TINY_LAYOUT_JSON, load_and_compare, save_all, tokens
+from conftest import PAGE, TINY_LAYOUT_JSON, load_and_compare, pythonpath, save_all, tokens
 
 OWNER = textwrap.dedent(
     """
-    import sys, json
-    sys.path.insert(0, {pkg!r})
+    import json, sys
     import cachepawl
     from conftest import save_all, tokens
     s = cachepawl.Store.serve({sock!r}, layout_json={layout!r}, host_bytes=1 << 22,
@@ -35,9 +34,8 @@ OWNER = textwrap.dedent(
 def owner(tmp_path: Path):  # type: ignore[no-untyped-def]
     sock = str(tmp_path / "owner.sock")
     tests = str(Path(__file__).resolve().parent)
-    pkg = str(Path(__file__).resolve().parents[1])
-    code = OWNER.format(pkg=pkg, sock=sock, layout=TINY_LAYOUT_JSON)
-    env = dict(os.environ, PYTHONPATH=tests + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    code = OWNER.format(sock=sock, layout=TINY_LAYOUT_JSON)
+    env = dict(os.environ, PYTHONPATH=pythonpath(tests))
     proc = subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
@@ -53,7 +51,7 @@ def owner(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_attached_process_loads_what_the_owner_saved_and_back(owner) -> None:  # type: ignore[no-untyped-def]
-    import json
+    import json, sys
 
     sock, proc, line = owner
     saved = json.loads(line)
@@ -94,13 +92,12 @@ def test_rank_processes_share_one_group_store(tmp_path: Path) -> None:
     """The owner serves rank 0 of a tensor-parallel group; this process attaches as rank 1.
     A prompt only rank 0 saved is a miss; once rank 1 saved its shares it is a hit, and rank
     1's load gets rank 1's bytes back (not rank 0's)."""
-    import json
+    import json, sys
 
     sock = str(tmp_path / "owner.sock")
     tests = str(Path(__file__).resolve().parent)
-    pkg = str(Path(__file__).resolve().parents[1])
-    code = OWNER.format(pkg=pkg, sock=sock, layout=rank_layout_json(0))
-    env = dict(os.environ, PYTHONPATH=tests + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    code = OWNER.format(sock=sock, layout=rank_layout_json(0))
+    env = dict(os.environ, PYTHONPATH=pythonpath(tests))
     proc = subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )

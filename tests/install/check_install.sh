@@ -157,4 +157,31 @@ else
   step "C consumer: no <cachepawl/cachepawl.h> installed (no C API yet): skipped"
 fi
 
+# ---- 6. The Python package alone over the installed library: `pip install ./python` into a
+# fresh virtual environment (offline: the system's setuptools, no build isolation), imported with
+# only LD_LIBRARY_PATH pointing at the prefix; `python -m cachepawl` finds the tool installed
+# beside the library (PREFIX/bin). Skipped where python3 has no venv or setuptools, unless
+# CI=true (tools/setup.sh installs them). ----
+python=${CACHEPAWL_PYTHON:-/usr/bin/python3}
+if "$python" -c "import venv, ensurepip, setuptools" 2>/dev/null; then
+  step "pip install ./python into a venv; import over $libdir"
+  "$python" -m venv --system-site-packages "$tmp/venv" >/dev/null || fail "python -m venv"
+  "$tmp/venv/bin/python" -m pip install -q --no-build-isolation --no-deps --no-index \
+    "$here/../../python" >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log" >&2; fail "pip install ./python"; }
+  got=$(cd "$tmp" && env -u CACHEPAWL_LIBRARY -u PYTHONPATH LD_LIBRARY_PATH="$libdir" \
+    "$tmp/venv/bin/python" -c "import cachepawl; print(cachepawl.library_version())") ||
+    fail "import cachepawl with LD_LIBRARY_PATH=$libdir"
+  [[ $got == "$(sed -n 's/^project(cachepawl VERSION \([0-9.]*\).*/\1/p' "$here/../../CMakeLists.txt")"* ]] ||
+    fail "cachepawl.library_version() = $got"
+  if [[ -x $prefix/bin/cachepawl ]]; then
+    (cd "$tmp" && env -u CACHEPAWL_LIBRARY -u CACHEPAWL_TOOL -u PYTHONPATH LD_LIBRARY_PATH="$libdir" \
+      PATH=/usr/bin:/bin "$tmp/venv/bin/python" -m cachepawl layout --list | grep -q jamba) ||
+      fail "python -m cachepawl layout --list did not run $prefix/bin/cachepawl"
+  fi
+elif [[ ${CI:-} == true ]]; then
+  fail "$python has no venv, ensurepip or setuptools (tools/setup.sh installs them)"
+else
+  step "Python package: $python has no venv, ensurepip or setuptools: skipped"
+fi
+
 step "all passed"
