@@ -251,8 +251,11 @@ CACHEPAWL_API cachepawl_status cachepawl_layout_num_layers_of_kind(const cachepa
 CACHEPAWL_API cachepawl_status cachepawl_layout_layer_index(const cachepawl_layout* layout,
                                                             cachepawl_kind kind, size_t i,
                                                             uint32_t* out);
-/* Bytes of K (equally V) of attention layer `i` for one page. */
+/* Bytes of K of attention layer `i` for one page (an MLA layer's latent). */
 CACHEPAWL_API cachepawl_status cachepawl_layout_k_bytes_per_page(const cachepawl_layout* layout,
+                                                                 size_t i, uint64_t* out);
+/* Bytes of V of attention layer `i` for one page: K's, or 0 for an MLA layer (no V). */
+CACHEPAWL_API cachepawl_status cachepawl_layout_v_bytes_per_page(const cachepawl_layout* layout,
                                                                  size_t i, uint64_t* out);
 /* Bytes of SSM layer `i`'s conv state and SSM state for one sequence. */
 CACHEPAWL_API cachepawl_status cachepawl_layout_conv_state_bytes(const cachepawl_layout* layout,
@@ -435,12 +438,12 @@ CACHEPAWL_API cachepawl_status cachepawl_store_serve(const cachepawl_options* op
  * with INCOMPATIBLE when the owner serves another layout; cachepawl_store_layout says which it
  * serves. A tensor-parallel group's owner (a layout of cachepawl_layout_shard): an expected
  * layout of rank r (of the same group) attaches as rank r, whose shares this process's loads
- * and saves move (NULL: rank 0). `cuda_device` -1: CPU mode (device pools in host memory); `device_pool_bytes` > 0: a
- * device pool of this process's own (cachepawl_store_allocate_slot), 0: register one.
- * `call_timeout_ms` (0: 10000) bounds each call's wait for the owner and, while operations are
- * pending, the owner's silence: an owner gone or silent fails every pending call and fence, and
- * every later call, with UNAVAILABLE (attach again). Errors: UNAVAILABLE (no owner serves
- * there), FAILED_PRECONDITION (refused: another Unix user), INCOMPATIBLE (another build's
+ * and saves move (NULL: rank 0). `cuda_device` -1: CPU mode (device pools in host memory);
+ * `device_pool_bytes` > 0: a device pool of this process's own (cachepawl_store_allocate_slot), 0:
+ * register one. `call_timeout_ms` (0: 10000) bounds each call's wait for the owner and, while
+ * operations are pending, the owner's silence: an owner gone or silent fails every pending call and
+ * fence, and every later call, with UNAVAILABLE (attach again). Errors: UNAVAILABLE (no owner
+ * serves there), FAILED_PRECONDITION (refused: another Unix user), INCOMPATIBLE (another build's
  * protocol, another layout), INVALID_ARGUMENT. */
 CACHEPAWL_API cachepawl_status cachepawl_store_attach(
     const char* socket_path, const cachepawl_layout* expected_layout, int32_t cuda_device,
@@ -482,12 +485,15 @@ CACHEPAWL_API cachepawl_status cachepawl_pool_new(int32_t device, uint64_t num_p
 CACHEPAWL_API void cachepawl_pool_free(cachepawl_pool* pool);
 /* Attention layer `i` (the i-th attention layer of the layout) with K and V separate: page p's
  * K is K-bytes-per-page contiguous bytes at k_base + p * k_page_stride, V likewise. A stride
- * of 0 means packed (K bytes per page). */
+ * of 0 means packed (K bytes per page). An MLA layer ("mla": true) has its latent as K and no
+ * V (0 bytes): v_base NULL, v_page_stride 0; any other layer's NULL v_base is refused at
+ * registration. */
 CACHEPAWL_API cachepawl_status cachepawl_pool_set_kv_layer(cachepawl_pool* pool, size_t i,
                                                            void* k_base, uint64_t k_page_stride,
                                                            void* v_base, uint64_t v_page_stride);
 /* Attention layer `i` with K and V interleaved per page, [num_pages, 2, page, heads, dim]:
- * V = K + K bytes per page; a page_stride of 0 means packed (2 * K bytes per page). */
+ * V = K + K bytes per page; a page_stride of 0 means packed (2 * K bytes per page; an MLA
+ * layer's page is its latent alone, [num_pages, page, 1, latent]). */
 CACHEPAWL_API cachepawl_status cachepawl_pool_set_kv_layer_interleaved(cachepawl_pool* pool,
                                                                        size_t i, void* base,
                                                                        uint64_t page_stride);

@@ -354,6 +354,16 @@ cachepawl_status cachepawl_layout_k_bytes_per_page(const cachepawl_layout* layou
   });
 }
 
+cachepawl_status cachepawl_layout_v_bytes_per_page(const cachepawl_layout* layout, size_t i,
+                                                   uint64_t* out) {
+  return Guard("cachepawl_layout_v_bytes_per_page", nullptr, [&] {
+    CACHEPAWL_RETURN_IF_ERROR(LayoutArgs(layout, out));
+    CACHEPAWL_RETURN_IF_ERROR(LayerArg(layout, Kind::kKV, i));
+    *out = layout->layout.VBytesPerPage(i);
+    return Status::OK();
+  });
+}
+
 cachepawl_status cachepawl_layout_conv_state_bytes(const cachepawl_layout* layout, size_t i,
                                                    uint64_t* out) {
   return Guard("cachepawl_layout_conv_state_bytes", nullptr, [&] {

@@ -79,11 +79,11 @@ StatusOr<DevicePoolDescription> Describe(const cachepawl_pool& p, const ModelLay
     const cachepawl_pool::KvLayer& k = p.kv[a];
     const uint64_t kb = l.KBytesPerPage(a);
     if (k.interleaved) {
-      const uint64_t stride = k.k_page_stride != 0 ? k.k_page_stride : 2 * kb;
+      const uint64_t stride = k.k_page_stride != 0 ? k.k_page_stride : kb + l.VBytesPerPage(a);
       d.attention.push_back({k.k_base, k.k_base + kb, stride, stride});
     } else {
       d.attention.push_back({k.k_base, k.v_base, k.k_page_stride != 0 ? k.k_page_stride : kb,
-                             k.v_page_stride != 0 ? k.v_page_stride : kb});
+                             k.v_page_stride != 0 ? k.v_page_stride : l.VBytesPerPage(a)});
     }
   }
   for (size_t s = 0; s < p.ssm.size(); ++s) {
@@ -225,7 +225,7 @@ cachepawl_status cachepawl_pool_set_kv_layer(cachepawl_pool* pool, size_t i, voi
   return PoolSetter("cachepawl_pool_set_kv_layer", pool, [&](cachepawl_pool& p) {
     CACHEPAWL_RETURN_IF_ERROR(PerLayerArgs(p, i));
     CACHEPAWL_RETURN_IF_ERROR(NeedHandle(k_base, "k_base"));
-    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(v_base, "v_base"));
+    // v_base may be NULL (an MLA layer has no V); registration refuses it for any other layer.
     LayerAt(p.kv, i) = {true,
                         false,
                         static_cast<std::byte*>(k_base),

@@ -98,6 +98,19 @@ FAMILIES: Dict[str, Dict[str, Any]] = {
                      conv_L_cache=3, num_experts=2, num_experts_per_tok=1, num_dense_layers=1,
                      moe_intermediate_size=128),
     "gpt_oss": dict(sliding_window=32, num_local_experts=2, num_experts_per_tok=1),
+    # MLA: keys expand to every query head, so num_key_value_heads is num_attention_heads.
+    "deepseek_v3": dict(num_key_value_heads=4, kv_lora_rank=64, q_lora_rank=64,
+                        qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32,
+                        n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                        first_k_dense_replace=1, moe_intermediate_size=128),
+    "kimi_linear": dict(num_key_value_heads=4, kv_lora_rank=64, qk_rope_head_dim=16,
+                        qk_nope_head_dim=32, v_head_dim=32,
+                        layer_types=["linear_attention", "full_attention", "linear_attention",
+                                     "full_attention"],
+                        linear_head_dim=32, linear_num_heads=4, linear_conv_kernel_dim=4,
+                        num_local_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                        moe_intermediate_size=128, pad_token_id=0, bos_token_id=1,
+                        eos_token_id=2),
     "llama": dict(),
 }
 ALIASES = {"gemma3": "gemma3_text", "mamba-2": "mamba2"}
@@ -150,6 +163,10 @@ def write_config(family: str, config_dir: str) -> None:
     overrides = {**{k: v for k, v in COMMON.items() if k in defaults}, **FAMILIES[family]}
     overrides.update({k: v for k, v in SETS.get("*", {}).items() if k in defaults})
     overrides.update(SETS.get(family, {}))
+    if "kv_lora_rank" in defaults:
+        # MLA: the rotary embedding's width (head_dim) is the latent's rotary part, which the
+        # class derives; COMMON's head_dim must not override it.
+        overrides["head_dim"] = overrides.get("qk_rope_head_dim", defaults["qk_rope_head_dim"])
     AutoConfig.for_model(family, **overrides).save_pretrained(config_dir)
 
 
@@ -191,8 +208,10 @@ def decode(model: Any, cache: Any, first_token: Any, steps: int) -> Tuple[Any, L
 
 class PagedPool:
     """The engine's device pool: K and V of every attention layer as
-    [num_pages, page, kv_heads, head_dim], and conv / recurrent state of every recurrent layer
-    as [num_slots, *shape]; poisoned (NaN for floats) so nothing stale passes for loaded data."""
+    [num_pages, page, kv_heads, head_dim] (an MLA layer: one latent [num_pages, page, latent],
+    the compressed KV then the rotary key, as vLLM keeps it; transformers caches the two parts
+    as the layer's keys and values), and conv / recurrent state of every recurrent layer as
+    [num_slots, *shape]; poisoned (NaN for floats) so nothing stale passes for loaded data."""
 
     def __init__(self, layout: Any, num_pages: int, num_slots: int) -> None:
         import torch
@@ -201,12 +220,16 @@ class PagedPool:
         self.attention = spec.get("attention_layers", [])
         self.recurrent = spec.get("ssm_layers", [])
         self.page = spec["page_size_tokens"]
-        self.kv: List[Tuple[Any, Any]] = []
+        self.kv: List[Tuple[Any, Optional[Any]]] = []
         self.ssm: List[Tuple[Any, Optional[Any]]] = []
         dev = "cuda"
         for a in self.attention:
-            shape = (num_pages, self.page, a["num_kv_heads"], a["head_dim"])
             dt = torch_dtype(a["dtype"])
+            if a.get("mla"):
+                latent = torch.empty((num_pages, self.page, a["head_dim"]), dtype=dt, device=dev)
+                self.kv.append((poison(latent), None))
+                continue
+            shape = (num_pages, self.page, a["num_kv_heads"], a["head_dim"])
             self.kv.append((poison(torch.empty(shape, dtype=dt, device=dev)),
                             poison(torch.empty(shape, dtype=dt, device=dev))))
         for s in self.recurrent:
@@ -223,8 +246,14 @@ class PagedPool:
 
     def put_page(self, cache: Any, page_slot: int) -> None:
         """The last `page` tokens of every attention layer's K/V in `cache` -> page_slot."""
+        import torch
+
         for (k_pool, v_pool), a in zip(self.kv, self.attention):
             layer = cache.layers[a["layer_index"]]
+            if v_pool is None:  # MLA: [1, 1, seq, kv_lora_rank] and [1, 1, seq, rope] -> latent
+                k_pool[page_slot].copy_(torch.cat(
+                    [layer.keys[0, 0, -self.page:, :], layer.values[0, 0, -self.page:, :]], -1))
+                continue
             # [1, heads, seq, dim] -> [page, heads, dim]
             k_pool[page_slot].copy_(layer.keys[0, :, -self.page:, :].transpose(0, 1))
             v_pool[page_slot].copy_(layer.values[0, :, -self.page:, :].transpose(0, 1))
@@ -245,6 +274,12 @@ class PagedPool:
         for (k_pool, v_pool), a in zip(self.kv, self.attention):
             layer = cache.layers[a["layer_index"]]
             n = len(pages) * self.page
+            if v_pool is None:  # MLA: the latent back into transformers' two parts
+                rank = model.config.kv_lora_rank
+                latent = k_pool.index_select(0, index).reshape(n, a["head_dim"])
+                layer.update(latent[:, :rank].unsqueeze(0).unsqueeze(0).contiguous(),
+                             latent[:, rank:].unsqueeze(0).unsqueeze(0).contiguous())
+                continue
             k = k_pool.index_select(0, index).reshape(n, a["num_kv_heads"], a["head_dim"])
             v = v_pool.index_select(0, index).reshape(n, a["num_kv_heads"], a["head_dim"])
             layer.update(k.transpose(0, 1).unsqueeze(0).contiguous(),
@@ -259,7 +294,9 @@ class PagedPool:
     def page_bytes(self, page_slot: int) -> bytes:
         out = bytearray()
         for k_pool, v_pool in self.kv:
-            out += tensor_bytes(k_pool[page_slot]) + tensor_bytes(v_pool[page_slot])
+            out += tensor_bytes(k_pool[page_slot])
+            if v_pool is not None:
+                out += tensor_bytes(v_pool[page_slot])
         return bytes(out)
 
 
@@ -288,6 +325,14 @@ def check_layout_against_cache(layout: Any, cache: Any) -> None:
     for a in spec.get("attention_layers", []):
         i = a["layer_index"]
         layer = cache.layers[i]
+        if a.get("mla"):  # one head of kv_lora_rank (keys) and one of the rotary part (values)
+            got = ((layer.keys.shape[1], layer.values.shape[1],
+                    layer.keys.shape[3] + layer.values.shape[3]),
+                   names[str(layer.keys.dtype).replace("torch.", "")])
+            want = ((1, 1, a["head_dim"]), a["dtype"])
+            require(got == want, f"layer {i} MLA latent: cache has {got}, layout says {want}")
+            described.add((i, "kv"))
+            continue
         got = (tuple(layer.keys.shape[1:2]) + tuple(layer.keys.shape[3:]),
                names[str(layer.keys.dtype).replace("torch.", "")])
         want = ((a["num_kv_heads"], a["head_dim"]), a["dtype"])
@@ -391,7 +436,8 @@ def phase_save(family: str, work: str) -> Dict[str, Any]:
             slot = 2 * PROMPT_PAGES + p
             for k_pool, v_pool in pool.kv:
                 k_pool[slot].copy_(k_pool[p] + 1)
-                v_pool[slot].copy_(v_pool[p] - 1)
+                if v_pool is not None:  # an MLA layer has its latent alone
+                    v_pool[slot].copy_(v_pool[p] - 1)
             for conv, rec in pool.ssm:
                 conv[PROMPT_PAGES + p].copy_(conv[p] * 2)
                 if rec is not None:

@@ -310,6 +310,21 @@ void LayoutBuilder::ShortConv(int64_t index, int64_t channels, uint64_t conv_wid
   Ssm(index, "shortconv", {static_cast<uint64_t>(channels), conv_width}, {});
 }
 
+void LayoutBuilder::Mla(int64_t index, int64_t latent_dim) {
+  AttentionLayerSpec a;
+  a.layer_index = static_cast<uint32_t>(index);
+  a.num_kv_heads = 1;
+  a.head_dim = static_cast<uint32_t>(latent_dim);
+  a.dtype = options_.cache_dtype;
+  a.mla = true;
+  layout_.attention_layers.push_back(a);
+}
+
+void LayoutBuilder::KimiDelta(int64_t index, int64_t heads, int64_t head_dim, uint64_t conv_width) {
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  Ssm(index, "kda", {3 * u(heads) * u(head_dim), conv_width}, {u(heads), u(head_dim), u(head_dim)});
+}
+
 StatusOr<ModelLayout> LayoutBuilder::Finish(std::string model) {
   layout_.model = std::move(model);
   CACHEPAWL_RETURN_IF_ERROR(layout_.Validate());
@@ -343,6 +358,7 @@ Status ReadQwen35Moe(const ConfigReader& config, LayoutBuilder* out) {
 const std::map<std::string, FamilyReader, std::less<>>& Families() {
   static const auto* families = new std::map<std::string, FamilyReader, std::less<>>{
       {"bamba", ReadBamba},
+      {"deepseek_v3", ReadDeepseekV3},
       {"falcon_h1", ReadFalconH1},
       {"falcon_mamba", ReadMamba},
       {"gemma3", ReadGemma3},
@@ -350,6 +366,7 @@ const std::map<std::string, FamilyReader, std::less<>>& Families() {
       {"gpt_oss", ReadGptOss},
       {"granitemoehybrid", ReadGraniteMoeHybrid},
       {"jamba", ReadJamba},
+      {"kimi_linear", ReadKimiLinear},
       {"lfm2", ReadLfm2},
       {"lfm2_moe", ReadLfm2Moe},
       {"llama", ReadLlama},

@@ -3,10 +3,10 @@
 // configuration class reads it (checked against transformers 5.17 itself: docs/MODELS.md).
 //
 // What is read. `model_type` picks the family (HfConfigModelTypes() lists them): bamba,
-// falcon_h1, falcon_mamba, gemma3 (its decoder under "text_config"), gemma3_text, granitemoehybrid, jamba, lfm2,
-// llama, mamba, mamba2, mistral, nemotron_h, qwen2, qwen3, qwen3_5 (its decoder under
-// "text_config"), qwen3_5_moe (likewise), qwen3_5_moe_text, qwen3_5_text, qwen3_next,
-// recurrent_gemma, zamba2.
+// deepseek_v3, falcon_h1, falcon_mamba, gemma3 (its decoder under "text_config"), gemma3_text,
+// gpt_oss, granitemoehybrid, jamba, kimi_linear, lfm2, lfm2_moe, llama, mamba, mamba2, mistral,
+// nemotron_h, qwen2, qwen3, qwen3_5 (its decoder under "text_config"), qwen3_5_moe (likewise),
+// qwen3_5_moe_text, qwen3_5_text, qwen3_next, recurrent_gemma, zamba2.
 // For each family exactly the keys its configuration class and modeling code use for the cache
 // are read: the decoder layer types (an explicit `layer_types` / `layers_block_type` /
 // `block_types` list, or the older keys the class derives them from: `attn_layer_period` and
@@ -31,6 +31,10 @@
 //   Gated DeltaNet (qwen3_next, the qwen3_5 families): "gdn", conv [2 * k_heads * k_dim +
 //     v_heads * v_dim, W], state [v_heads, k_dim, v_dim];
 //   LFM2 short convolution: "shortconv", conv [hidden_size, W], no state;
+//   multi-head latent attention (deepseek_v3, kimi_linear's full-attention layers): one latent
+//     of kv_lora_rank + qk_rope_head_dim values per token (mla: true, num_kv_heads 1, no V);
+//   Kimi Delta Attention (kimi_linear's linear layers): "kda", conv [3 * heads * head_dim, W],
+//     state [heads, head_dim, head_dim];
 //   RG-LRU (recurrent_gemma): "rglru", conv [lru_width, conv1d_width - 1], state [lru_width];
 //   MLP / MoE layers (nemotron_h): nothing.
 // Zamba2's hybrid layers and every Falcon-H1 layer hold both K/V and a Mamba-2 state.

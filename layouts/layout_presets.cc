@@ -10,6 +10,7 @@
 //   RG-LRU: conv state [lru_width, conv1d_width - 1] bf16; recurrent state [lru_width] fp32.
 //   GDN:    conv state [2 * k_heads * k_dim + v_heads * v_dim, conv_kernel - 1] bf16;
 //           recurrent state [v_heads, k_dim, v_dim] fp32.
+//   MLA:    one latent [kv_lora_rank + qk_rope_head_dim] per token and layer, bf16, no V.
 // Presets are for one tensor-parallel rank of a tp_size 1 deployment.
 #include "layouts/layout_presets.h"
 
@@ -218,8 +219,24 @@ ModelLayout GptOss120B() {
   return l;
 }
 
+// deepseek-ai/DeepSeek-V3: 61 layers of multi-head latent attention, each keeping one latent of
+// kv_lora_rank 512 + qk_rope_head_dim 64 values per token (no V; docs/MODELS.md, "Multi-head
+// latent attention"). Its multi-token-prediction layer (num_nextn_predict_layers 1) is not part
+// of the decoder that serves prompts.
+ModelLayout DeepseekV3() {
+  ModelLayout l;
+  l.model = "deepseek-ai/DeepSeek-V3";
+  l.num_layers = 61;
+  for (uint32_t i = 0; i < 61; ++i) {
+    AddAttention(&l, i, 1, 512 + 64);
+    l.attention_layers.back().mla = true;
+  }
+  return l;
+}
+
 const std::map<std::string, Builder>& Registry() {
   static const auto* registry = new std::map<std::string, Builder>{
+      {"deepseek-v3", DeepseekV3},
       {"falcon-h1-0.5b", FalconH1_0_5B},
       {"gpt-oss-120b", GptOss120B},
       {"hymba-1.5b", Hymba1_5B},

@@ -27,6 +27,7 @@ class Sharder {
   }
 
   Status Attention(const std::string& field, AttentionLayerSpec& a) const {
+    if (a.mla) return Status::OK();  // the latent is not split: every rank holds all of it
     const uint32_t h = a.num_kv_heads;
     if (h >= n_ && h % n_ == 0) {
       a.num_kv_heads = h / n_;
@@ -92,6 +93,18 @@ class Sharder {
       CACHEPAWL_ASSIGN_OR_RETURN(const uint64_t rank_k, Split(field + " k_heads", k_heads));
       s.ssm_shape[0] = rank_v;
       s.conv_shape[0] = 2 * rank_k * k_dim + rank_v * v_dim;
+      return Status::OK();
+    }
+    if (s.block == "kda") {
+      if (s.ssm_shape.size() != 3 || s.ssm_shape[1] != s.ssm_shape[2] ||
+          conv != 3 * s.ssm_shape[0] * s.ssm_shape[1]) {
+        return shape_error("ssm_shape", s.ssm_shape,
+                           "[heads, head_dim, head_dim] with conv_shape[0] 3 * heads * head_dim");
+      }
+      CACHEPAWL_ASSIGN_OR_RETURN(const uint64_t rank_heads,
+                                 Split(field + ".ssm_shape[0] (heads)", s.ssm_shape[0]));
+      s.ssm_shape[0] = rank_heads;
+      s.conv_shape[0] = 3 * rank_heads * s.ssm_shape[1];
       return Status::OK();
     }
     if (s.block == "mamba1") {

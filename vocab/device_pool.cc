@@ -36,15 +36,16 @@ DevicePoolDescription DevicePoolDescription::LayerFirst(const ModelLayout& layou
   d.num_state_slots = num_state_slots;
   if (num_pages > 0) {
     for (size_t a = 0; a < k_bases.size(); ++a) {
-      const uint64_t kb = layout.KBytesPerPage(a);
+      const uint64_t kb = layout.KBytesPerPage(a), vb = layout.VBytesPerPage(a);
       KvLayerPool p;
       p.k_base = k_bases[a];
       if (interleaved) {
         p.v_base = k_bases[a] + kb;
-        p.k_page_stride = p.v_page_stride = 2 * kb;
+        p.k_page_stride = p.v_page_stride = kb + vb;
       } else {
         p.v_base = a < v_bases.size() ? v_bases[a] : nullptr;
-        p.k_page_stride = p.v_page_stride = kb;
+        p.k_page_stride = kb;
+        p.v_page_stride = vb;
       }
       d.attention.push_back(p);
     }

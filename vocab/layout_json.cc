@@ -67,6 +67,15 @@ class ObjectReader {
     return Status::OK();
   }
 
+  Status Bool(std::string_view key, bool required, bool* out) const {
+    const Json* v = nullptr;
+    CACHEPAWL_RETURN_IF_ERROR(Find(key, required, &v));
+    if (v == nullptr) return Status::OK();
+    if (!v->is_boolean()) return Bad(PathOf(key), Render(*v), "expected true or false");
+    *out = v->get<bool>();
+    return Status::OK();
+  }
+
   Status String(std::string_view key, bool required, std::string* out) const {
     const Json* v = nullptr;
     CACHEPAWL_RETURN_IF_ERROR(Find(key, required, &v));
@@ -150,11 +159,12 @@ Status ReadAttentionLayer(const Json& j, const std::string& path, AttentionLayer
   if (!j.is_object()) return Bad(path, Render(j), "expected an object");
   ObjectReader r(j, path);
   CACHEPAWL_RETURN_IF_ERROR(
-      r.CheckKeys({"layer_index", "num_kv_heads", "head_dim", "dtype", "sliding_window"}));
+      r.CheckKeys({"layer_index", "num_kv_heads", "head_dim", "dtype", "sliding_window", "mla"}));
   CACHEPAWL_RETURN_IF_ERROR(r.U32("layer_index", true, &out->layer_index));
   CACHEPAWL_RETURN_IF_ERROR(r.U32("num_kv_heads", true, &out->num_kv_heads));
   CACHEPAWL_RETURN_IF_ERROR(r.U32("head_dim", true, &out->head_dim));
   CACHEPAWL_RETURN_IF_ERROR(r.DTypeValue("dtype", false, &out->dtype));
+  CACHEPAWL_RETURN_IF_ERROR(r.Bool("mla", false, &out->mla));
   return r.U32("sliding_window", false, &out->sliding_window);
 }
 
@@ -243,6 +253,7 @@ std::string LayoutToJson(const ModelLayout& layout) {
     j["head_dim"] = a.head_dim;
     j["dtype"] = std::string(DTypeName(a.dtype));
     j["sliding_window"] = a.sliding_window;
+    if (a.mla) j["mla"] = true;
     attention.push_back(std::move(j));
   }
   std::vector<nlohmann::ordered_json> ssm;

@@ -15,6 +15,7 @@ namespace {
 
 constexpr uint32_t kFingerprintVersion = 1;
 constexpr uint32_t kFingerprintVersionWindowed = 2;
+constexpr uint32_t kFingerprintVersionMla = 3;
 // The block whose layers keep a conv state only (LFM2): an empty ssm_shape, 0 SSM bytes.
 constexpr char kShortConvBlock[] = "shortconv";
 
@@ -45,7 +46,8 @@ std::string ShapeString(const std::vector<uint64_t>& shape) {
 }
 
 bool KnownBlock(const std::string& b) {
-  return b == "mamba1" || b == "mamba2" || b == "rglru" || b == "gdn" || b == kShortConvBlock;
+  return b == "mamba1" || b == "mamba2" || b == "rglru" || b == "gdn" || b == "kda" ||
+         b == kShortConvBlock;
 }
 
 std::optional<uint64_t> KBytes(const ModelLayout& l, const AttentionLayerSpec& a) {
@@ -151,6 +153,10 @@ Status ModelLayout::Validate() const {
                  "overlaps another attention layer");
     }
     if (a.num_kv_heads == 0) return bad(f + ".num_kv_heads", "0", "must be > 0");
+    if (a.mla && a.sliding_window != 0) {
+      return bad(f + ".sliding_window", std::to_string(a.sliding_window),
+                 "an MLA layer (mla true) has full attention: 0");
+    }
     if (a.head_dim == 0) return bad(f + ".head_dim", "0", "must be > 0");
     if (!IsValidDType(static_cast<uint8_t>(a.dtype))) {
       return bad(f + ".dtype", std::to_string(static_cast<int>(a.dtype)), "unknown dtype");
@@ -162,7 +168,7 @@ Status ModelLayout::Validate() const {
                  "16 for fp4");
     }
     uint64_t kv = 0;
-    if (MulOverflows(*k, 2, &kv) || AddOverflows(total, kv, &total)) {
+    if (MulOverflows(*k, a.mla ? 1 : 2, &kv) || AddOverflows(total, kv, &total)) {
       return bad(f, "K+V bytes", "KV page size overflows 64 bits");
     }
   }
@@ -180,7 +186,7 @@ Status ModelLayout::Validate() const {
     }
     if (!KnownBlock(s.block)) {
       return bad(f + ".block", "'" + s.block + "'",
-                 "expected mamba1, mamba2, rglru, gdn or shortconv");
+                 "expected mamba1, mamba2, rglru, gdn, kda or shortconv");
     }
     const bool conv_only = s.block == kShortConvBlock;
     if (!IsValidDType(static_cast<uint8_t>(s.conv_dtype))) {
@@ -223,9 +229,20 @@ uint64_t ModelLayout::KBytesPerPage(size_t a) const {
   return KBytes(*this, attention_layers.at(a)).value_or(0);
 }
 
+uint64_t ModelLayout::VBytesPerPage(size_t a) const {
+  return attention_layers.at(a).mla ? 0 : KBytesPerPage(a);
+}
+
+bool ModelLayout::has_mla() const {
+  for (const auto& a : attention_layers) {
+    if (a.mla) return true;
+  }
+  return false;
+}
+
 uint64_t ModelLayout::KvPageBytes() const {
   uint64_t total = 0;
-  for (size_t a = 0; a < attention_layers.size(); ++a) total += 2 * KBytesPerPage(a);
+  for (size_t a = 0; a < attention_layers.size(); ++a) total += KBytesPerPage(a) + VBytesPerPage(a);
   return total;
 }
 
@@ -271,13 +288,13 @@ ModelLayout::PrefillCost ModelLayout::EstimatedPrefillCost() const {
 
 RecordSegment ModelLayout::KSegment(size_t a) const {
   uint64_t off = 0;
-  for (size_t i = 0; i < a; ++i) off += 2 * KBytesPerPage(i);
+  for (size_t i = 0; i < a; ++i) off += KBytesPerPage(i) + VBytesPerPage(i);
   return {off, KBytesPerPage(a)};
 }
 
 RecordSegment ModelLayout::VSegment(size_t a) const {
   RecordSegment k = KSegment(a);
-  return {k.offset + k.bytes, k.bytes};
+  return {k.offset + k.bytes, VBytesPerPage(a)};
 }
 
 bool ModelLayout::has_window() const {
@@ -321,7 +338,7 @@ uint64_t ModelLayout::RecordBytes(Kind kind) const {
   if (kind == Kind::kMamba) return MambaSlotBytes();
   uint64_t total = 0;
   for (size_t a = 0; a < attention_layers.size(); ++a) {
-    if (AttentionKind(a) == kind) total += 2 * KBytesPerPage(a);
+    if (AttentionKind(a) == kind) total += KBytesPerPage(a) + VBytesPerPage(a);
   }
   return total;
 }
@@ -330,14 +347,14 @@ RecordSegment ModelLayout::KRecordSegment(size_t a) const {
   const Kind kind = AttentionKind(a);
   uint64_t off = 0;
   for (size_t i = 0; i < a; ++i) {
-    if (AttentionKind(i) == kind) off += 2 * KBytesPerPage(i);
+    if (AttentionKind(i) == kind) off += KBytesPerPage(i) + VBytesPerPage(i);
   }
   return {off, KBytesPerPage(a)};
 }
 
 RecordSegment ModelLayout::VRecordSegment(size_t a) const {
   RecordSegment k = KRecordSegment(a);
-  return {k.offset + k.bytes, k.bytes};
+  return {k.offset + k.bytes, VBytesPerPage(a)};
 }
 
 RecordSegment ModelLayout::ConvSegment(size_t s) const {
@@ -382,7 +399,9 @@ std::array<uint8_t, 32> ModelLayout::Fingerprint() const {
   e.Str("cachepawl-layout");
   // Windowed layers change how a page's KV is split into records: such layouts are tagged
   // version 2, so a disk tier written before they were kept apart is refused, not misread.
-  e.U32(has_window() ? kFingerprintVersionWindowed : kFingerprintVersion);
+  const bool mla = has_mla();
+  e.U32(mla ? kFingerprintVersionMla
+            : (has_window() ? kFingerprintVersionWindowed : kFingerprintVersion));
   e.Str(model);
   e.U32(num_layers);
   e.U32(page_size_tokens);
@@ -395,6 +414,7 @@ std::array<uint8_t, 32> ModelLayout::Fingerprint() const {
     e.U32(a.head_dim);
     e.U8(static_cast<uint8_t>(a.dtype));
     e.U32(a.sliding_window);
+    if (mla) e.U8(a.mla ? 1 : 0);
   }
   e.U64(ssm_layers.size());
   for (const auto& s : ssm_layers) {
@@ -453,7 +473,11 @@ std::string ModelLayout::Describe() const {
     o << "  [" << a.layer_index << "] kv_heads=" << a.num_kv_heads << " head_dim=" << a.head_dim
       << " dtype=" << DTypeName(a.dtype);
     if (a.sliding_window) o << " window=" << a.sliding_window;
-    o << "  K+V/page=" << 2 * KBytesPerPage(i) << " B\n";
+    if (a.mla) {
+      o << " mla  latent/page=" << KBytesPerPage(i) << " B\n";
+    } else {
+      o << "  K+V/page=" << KBytesPerPage(i) + VBytesPerPage(i) << " B\n";
+    }
   }
   o << "ssm layers:       " << ssm_layers.size() << "\n";
   for (size_t i = 0; i < ssm_layers.size(); ++i) {
@@ -483,7 +507,8 @@ std::string ModelLayout::Describe() const {
 
 bool operator==(const AttentionLayerSpec& a, const AttentionLayerSpec& b) {
   return a.layer_index == b.layer_index && a.num_kv_heads == b.num_kv_heads &&
-         a.head_dim == b.head_dim && a.dtype == b.dtype && a.sliding_window == b.sliding_window;
+         a.head_dim == b.head_dim && a.dtype == b.dtype && a.sliding_window == b.sliding_window &&
+         a.mla == b.mla;
 }
 
 bool operator==(const SsmLayerSpec& a, const SsmLayerSpec& b) {

@@ -37,21 +37,29 @@
 
 namespace cachepawl {
 
+// An attention layer's KV cache. Usual attention keeps K and V, each
+// [page_size_tokens, num_kv_heads, head_dim] per page. Multi-head latent attention (mla: DeepSeek
+// V2/V3, Kimi Linear) keeps one latent vector per token instead: head_dim is its width
+// (kv_lora_rank + qk_rope_head_dim, the compressed KV then its rotary part, as vLLM and SGLang
+// store it), num_kv_heads is 1 (every tensor-parallel rank holds the same latent), and the
+// layer's V has 0 bytes: its KV is one tensor, one record segment.
 struct AttentionLayerSpec {
   uint32_t layer_index = 0;   // position in the decoder stack (0-based)
   uint32_t num_kv_heads = 0;  // KV heads held by this tensor-parallel rank
   uint32_t head_dim = 0;
   DType dtype = DType::kBf16;
   uint32_t sliding_window = 0;  // tokens; 0 means full attention
+  bool mla = false;             // one latent tensor (K), no V
 };
 
 // A recurrent layer with a fixed-size per-sequence state. Mamba-1/2 keep a conv state and an
-// SSM state; other recurrent blocks (RG-LRU, Gated DeltaNet) map onto the same two tensors
-// (`block` records which, and is part of the fingerprint). A "shortconv" layer (LFM2's gated
-// short convolution) keeps a conv state only: its ssm_shape is empty and its SSM segment 0 bytes.
+// SSM state; other recurrent blocks (RG-LRU, Gated DeltaNet, Kimi Delta Attention) map onto the
+// same two tensors (`block` records which, and is part of the fingerprint). A "shortconv" layer
+// (LFM2's gated short convolution) keeps a conv state only: its ssm_shape is empty and its SSM
+// segment 0 bytes.
 struct SsmLayerSpec {
   uint32_t layer_index = 0;
-  std::string block = "mamba2";      // mamba1, mamba2, rglru, gdn, shortconv
+  std::string block = "mamba2";      // mamba1, mamba2, rglru, gdn, kda, shortconv
   std::vector<uint64_t> conv_shape;  // e.g. {conv_dim, d_conv - 1}
   DType conv_dtype = DType::kBf16;
   std::vector<uint64_t> ssm_shape;  // e.g. {nheads, head_dim, d_state}; {} for shortconv
@@ -103,8 +111,12 @@ struct ModelLayout {
   uint32_t WindowTokens() const;
   uint32_t WindowPages() const;
 
-  // Bytes of K (equally V) of one attention layer for one page.
+  // Bytes of K of one attention layer for one page (an MLA layer's latent).
   uint64_t KBytesPerPage(size_t attention_layer) const;
+  // Bytes of V of one attention layer for one page: KBytesPerPage, or 0 for an MLA layer.
+  uint64_t VBytesPerPage(size_t attention_layer) const;
+  // Some attention layer is MLA (its KV one latent tensor).
+  bool has_mla() const;
   // Bytes of one KV page: all attention layers, K and V (a device page; for layouts without
   // windowed layers also the kKV record).
   uint64_t KvPageBytes() const;
@@ -142,16 +154,18 @@ struct ModelLayout {
   RecordSegment ConvSegment(size_t ssm_layer) const;
   RecordSegment SsmSegment(size_t ssm_layer) const;
   // Every tensor of a record of `kind`, in record order: K then V of each attention layer
-  // stored as `kind` (KRecordSegment / VRecordSegment), or conv then SSM state of each SSM layer
-  // (ConvSegment / SsmSegment; a shortconv layer's empty SSM state is listed, with 0 bytes).
+  // stored as `kind` (KRecordSegment / VRecordSegment; an MLA layer's empty V is listed, with 0
+  // bytes), or conv then SSM state of each SSM layer (ConvSegment / SsmSegment; a shortconv
+  // layer's empty SSM state is listed, with 0 bytes).
   // Empty when the layout does not store `kind`.
   std::vector<LayerSegment> RecordSegments(Kind kind) const;
   // K then V of every attention layer in a whole KV page (KSegment / VSegment): what a
   // block-contiguous device page holds.
   std::vector<LayerSegment> KvPageSegments() const;
 
-  // SHA-256 of the canonical encoding (version-tagged: version 1, and version 2 for layouts with
-  // windowed layers, whose records are arranged differently since windowed KV is kept apart).
+  // SHA-256 of the canonical encoding (version-tagged: version 1, version 2 for layouts with
+  // windowed layers, whose records are arranged differently since windowed KV is kept apart, and
+  // version 3 for layouts with MLA layers, which encodes each attention layer's mla flag).
   std::array<uint8_t, 32> Fingerprint() const;
   std::string FingerprintHex() const;
 

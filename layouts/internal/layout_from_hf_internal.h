@@ -1,7 +1,8 @@
 // Internal to LayoutFromHfConfig (layouts/layout_from_hf.h): reading a config.json object the
 // way transformers' configuration classes read it, and building the layout layer by layer. The
 // family readers live in layout_from_hf_mamba.cc (Mamba-1/-2 and the hybrids built on them) and
-// layout_from_hf_attention.cc (attention-only, Gemma 3, RecurrentGemma, Qwen3-Next, LFM2).
+// layout_from_hf_attention.cc (attention-only, Gemma 3, RecurrentGemma, Qwen3-Next, LFM2) and
+// layout_from_hf_mla.cc (multi-head latent attention: DeepSeek V3, Kimi Linear).
 //
 // Every reader reports InvalidArgument "<path>: <value> (<why>)"; `path` is the key, prefixed
 // for a nested config ("text_config.head_dim"), with an index for list entries
@@ -138,6 +139,10 @@ class LayoutBuilder {
   void RgLru(int64_t index, int64_t lru_width, uint64_t conv_width);
   // LFM2 short convolution: conv [channels, W], no state.
   void ShortConv(int64_t index, int64_t channels, uint64_t conv_width);
+  // Multi-head latent attention: one latent of `latent_dim` values per token (mla: true).
+  void Mla(int64_t index, int64_t latent_dim);
+  // Kimi Delta Attention: conv [3 * heads * head_dim, W], state [heads, head_dim, head_dim].
+  void KimiDelta(int64_t index, int64_t heads, int64_t head_dim, uint64_t conv_width);
 
   // The validated layout named `model`.
   [[nodiscard]] StatusOr<ModelLayout> Finish(std::string model);
@@ -176,5 +181,9 @@ Status ReadQwen35MoeText(const ConfigReader& config, LayoutBuilder* out);
 Status ReadLfm2(const ConfigReader& config, LayoutBuilder* out);
 Status ReadLfm2Moe(const ConfigReader& config, LayoutBuilder* out);
 Status ReadGptOss(const ConfigReader& config, LayoutBuilder* out);
+
+// layout_from_hf_mla.cc
+Status ReadDeepseekV3(const ConfigReader& config, LayoutBuilder* out);
+Status ReadKimiLinear(const ConfigReader& config, LayoutBuilder* out);
 
 }  // namespace cachepawl::hf_internal

@@ -106,6 +106,7 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_layout_num_layers_of_kind", _status, (LayoutP, _i32, _P(_size))),
     ("cachepawl_layout_layer_index", _status, (LayoutP, _i32, _size, _P(_u32))),
     ("cachepawl_layout_k_bytes_per_page", _status, (LayoutP, _size, _P(_u64))),
+    ("cachepawl_layout_v_bytes_per_page", _status, (LayoutP, _size, _P(_u64))),
     ("cachepawl_layout_conv_state_bytes", _status, (LayoutP, _size, _P(_u64))),
     ("cachepawl_layout_ssm_state_bytes", _status, (LayoutP, _size, _P(_u64))),
     ("cachepawl_layout_fingerprint", _status, (LayoutP, _P(ctypes.c_uint8), _size)),

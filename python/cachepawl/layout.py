@@ -282,8 +282,12 @@ class Layout(_lib.Owner):
         )
 
     def k_bytes_per_page(self, i: int) -> int:
-        """Bytes of K (equally V) of attention layer i for one page."""
+        """Bytes of K of attention layer i for one page (an MLA layer's latent)."""
         return self._u64(lib.cachepawl_layout_k_bytes_per_page, _convert.size("i", i))
+
+    def v_bytes_per_page(self, i: int) -> int:
+        """Bytes of V of attention layer i for one page: K's, or 0 for an MLA layer (no V)."""
+        return self._u64(lib.cachepawl_layout_v_bytes_per_page, _convert.size("i", i))
 
     def conv_state_bytes(self, i: int) -> int:
         return self._u64(lib.cachepawl_layout_conv_state_bytes, _convert.size("i", i))

@@ -14,6 +14,10 @@ Forms (one entry per attention layer of the layout, in order; one per SSM layer)
   ``[2, num_blocks, ...]`` layer tensor ``t`` is passed as ``(t[0], t[1])``);
 * ``kv=[T, ...]``: K and V interleaved per page, ``[num_pages, 2, page_size, kv_heads,
   head_dim]``;
+* an MLA layer (``"mla": true`` in the layout: DeepSeek V3, Kimi Linear) has one latent per
+  token and no V: ``kv=[..., L, ...]`` (or ``(L,)`` / ``(L, None)``) with L ``[num_pages,
+  page_size, latent]`` (any view whose per-page block is contiguous, e.g. vLLM's ``[num_blocks,
+  block_size, kv_lora_rank + qk_rope_head_dim]``);
 * ``ssm=[(conv, ssm), ...]``: ``[num_slots, *conv_shape]`` and ``[num_slots, *ssm_shape]``;
   a shortconv layer (LFM2: a conv state and no SSM state) is ``(conv, None)`` or ``(conv,)``;
 * ``kv_blocks=T`` / ``state_blocks=T``: block-contiguous, dim 0 the page (state slot) and the
@@ -233,6 +237,23 @@ def _kv_setters(c: _Checker, layout: Layout, d: Dict[str, Any], kv: Any) -> List
             f"[page_size {d['page_size_tokens']}, kv_heads {spec['num_kv_heads']}, "
             f"head_dim {spec['head_dim']}] of {spec['dtype']}"
         )
+        if spec.get("mla"):
+            # One latent per token: the tensor itself, or (latent,) / (latent, None).
+            latent = entry
+            if isinstance(entry, (tuple, list)):
+                if len(entry) not in (1, 2) or (len(entry) == 2 and entry[1] is not None):
+                    raise InvalidArgument(
+                        f"kv[{a}]: expected the latent tensor, (latent,) or (latent, None): "
+                        f"layer {spec['layer_index']} is MLA (one latent, no V)"
+                    )
+                latent = entry[0]
+            what = (
+                f"the MLA latent [page_size {d['page_size_tokens']}, {spec['head_dim']}] of "
+                f"{spec['dtype']}"
+            )
+            kp, ks = c.slots(f"kv[{a}]", latent, "page", kb, dtypes, what)
+            setters.append(("set_kv_layer", (a, kp, ks, 0, 0)))
+            continue
         if not isinstance(entry, (tuple, list)):
             what = "K and V interleaved, [2] + " + shape
             bp, bs = c.slots(f"kv[{a}]", entry, "page", 2 * kb, dtypes, what)

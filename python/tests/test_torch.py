@@ -229,3 +229,41 @@ def test_cuda_only_stream_wait_takes_torch_streams(
     fence.stream_wait(torch.cuda.Stream())
     fence.stream_wait(torch.cuda.current_stream())
     fence.stream_wait(torch.cuda.Stream().cuda_stream)
+
+
+MLA_LAYOUT_JSON = """{"model": "test/tiny-mla", "num_layers": 3, "page_size_tokens": 4,
+ "attention_layers": [
+  {"layer_index": 0, "num_kv_heads": 1, "head_dim": 24, "dtype": "bf16", "mla": true},
+  {"layer_index": 2, "num_kv_heads": 2, "head_dim": 16, "dtype": "bf16"}],
+ "ssm_layers": [
+  {"layer_index": 1, "block": "kda", "conv_shape": [24, 3], "conv_dtype": "bf16",
+   "ssm_shape": [2, 4, 4], "ssm_dtype": "fp32"}]}"""
+
+
+def test_cpu_tensors_mla_latent_without_v(make_store: Callable[..., cachepawl.Store]) -> None:
+    """An MLA layer is one latent tensor per layer ([pages, page, latent], vLLM's form), no V."""
+    store = make_store(layout_json=MLA_LAYOUT_JSON, device_pool_bytes=0)
+    assert store.layout.as_dict()["attention_layers"][0]["mla"] is True
+    g = torch.Generator().manual_seed(17)
+    latent = torch.randn(PAGES, 4, 24, generator=g).to(torch.bfloat16)
+    k, v = (torch.randn(PAGES, 4, 2, 16, generator=g).to(torch.bfloat16) for _ in range(2))
+    conv = torch.randn(SLOTS, 24, 3, generator=g).to(torch.bfloat16)
+    state = torch.randn(SLOTS, 2, 4, 4, generator=g)
+    bad = cachepawl.InvalidArgument
+    with pytest.raises(bad, match=r"kv\[0\]: expected the latent tensor, \(latent,\) or"):
+        store.register_tensors(kv=[(latent, latent), (k, v)], ssm=[(conv, state)])
+    with pytest.raises(bad, match=r"kv\[0\]: 96 bytes per page .* needs 192 \(the MLA latent"):
+        short = torch.zeros(PAGES, 4, 12, dtype=torch.bfloat16)
+        store.register_tensors(kv=[short, (k, v)], ssm=[(conv, state)])
+    for form in (latent, (latent,), (latent, None)):
+        store.register_tensors(kv=[form, (k, v)], ssm=[(conv, state)])
+        store.unregister_device_pool()
+    store.register_tensors(kv=[latent, (k, v)], ssm=[(conv, state)])
+    for t in (latent, k, v):
+        poison(t, slice(5, 8))
+    poison(conv, slice(3, 4))
+    poison(state, slice(3, 4))
+    save_and_load(store)
+    for t in (latent, k, v):
+        assert torch.equal(t[5:8], t[0:3])
+    assert torch.equal(conv[3], conv[1]) and torch.equal(state[3], state[1])

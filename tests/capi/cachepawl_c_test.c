@@ -223,6 +223,9 @@ void test_library_and_layouts(void) {
   EXPECT_OK(cachepawl_layout_k_bytes_per_page(l, 0, &u64));
   CHECK(u64 == TINY_K_BYTES);
   EXPECT_ERR(cachepawl_layout_k_bytes_per_page(l, 5, &u64), CACHEPAWL_INVALID_ARGUMENT, "i: 5");
+  EXPECT_OK(cachepawl_layout_v_bytes_per_page(l, 1, &u64));
+  CHECK(u64 == TINY_K_BYTES);
+  EXPECT_ERR(cachepawl_layout_v_bytes_per_page(l, 2, &u64), CACHEPAWL_INVALID_ARGUMENT, "i: 2");
   EXPECT_OK(cachepawl_layout_conv_state_bytes(l, 1, &u64));
   CHECK(u64 == TINY_CONV_BYTES);
   EXPECT_ERR(cachepawl_layout_conv_state_bytes(l, 2, &u64), CACHEPAWL_INVALID_ARGUMENT, "i: 2");

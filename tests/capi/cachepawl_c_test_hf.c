@@ -16,6 +16,7 @@
 /* LFM2 with 4-token pages: layers 0 and 2 short convolutions (conv [64, 3] bf16 = 384 bytes,
  * no SSM state), layers 1 and 3 attention (2 KV heads of 16: 4 * 2 * 16 * 2 = 256 bytes of K a
  * page). */
+static const char kDeepseek[] = "{\"model_type\": \"deepseek_v3\", \"num_hidden_layers\": 2}";
 static const char kLfm2[] =
     "{\"model_type\": \"lfm2\", \"_name_or_path\": \"test/lfm2\", \"hidden_size\": 64, "
     "\"num_hidden_layers\": 4, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
@@ -49,6 +50,20 @@ static void layouts_from_configs(void) {
   EXPECT_OK(cachepawl_layout_to_json(l, &json));
   CHECK(json != NULL && strstr(json, "\"model\": \"test/lfm2\"") != NULL);
   CHECK(json != NULL && strstr(json, "\"block\":\"shortconv\",\"conv_shape\":[64,3]") != NULL);
+  cachepawl_string_free(json);
+  cachepawl_layout_free(l);
+
+  /* DeepSeek V3: every layer one MLA latent of 512 + 64 values per token, no V. */
+  EXPECT_OK(cachepawl_layout_from_hf_config_string(kDeepseek, strlen(kDeepseek), NULL, NULL, NULL,
+                                                   16, NULL, &l));
+  EXPECT_OK(cachepawl_layout_k_bytes_per_page(l, 1, &u64));
+  CHECK(u64 == 16 * 576 * 2);
+  EXPECT_OK(cachepawl_layout_v_bytes_per_page(l, 1, &u64));
+  CHECK(u64 == 0);
+  EXPECT_OK(cachepawl_layout_to_json(l, &json));
+  CHECK(json != NULL && strstr(json,
+                               "\"head_dim\":576,\"dtype\":\"bf16\",\"sliding_window\":0,"
+                               "\"mla\":true") != NULL);
   cachepawl_string_free(json);
   cachepawl_layout_free(l);
 
@@ -158,8 +173,7 @@ static void rank_shares(void) {
   rank = NULL;
   EXPECT_ERR(cachepawl_layout_shard(whole, 3, 0, &rank), CACHEPAWL_INVALID_ARGUMENT,
              "attention_layers[0].num_kv_heads: 2 (tp_size 3 neither divides it");
-  EXPECT_ERR(cachepawl_layout_shard(whole, 0, 0, &rank), CACHEPAWL_INVALID_ARGUMENT,
-             "tp_size: 0");
+  EXPECT_ERR(cachepawl_layout_shard(whole, 0, 0, &rank), CACHEPAWL_INVALID_ARGUMENT, "tp_size: 0");
   EXPECT_ERR(cachepawl_layout_shard(whole, 2, 2, &rank), CACHEPAWL_INVALID_ARGUMENT,
              "tp_rank: 2 (must be < tp_size 2)");
   EXPECT_ERR(cachepawl_layout_shard(NULL, 2, 0, &rank), CACHEPAWL_INVALID_ARGUMENT, "whole: null");

@@ -102,8 +102,6 @@ static cachepawl_pool* describe(const Pool* p) {
              CACHEPAWL_INVALID_ARGUMENT, "pool: null");
   EXPECT_ERR(cachepawl_pool_set_kv_layer(d, 0, NULL, 0, p->v[0], 0), CACHEPAWL_INVALID_ARGUMENT,
              "k_base: null");
-  EXPECT_ERR(cachepawl_pool_set_kv_layer(d, 0, p->kv[0], 0, NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
-             "v_base: null");
   EXPECT_ERR(cachepawl_pool_set_kv_layer(d, 70000, p->kv[0], 0, p->v[0], 0),
              CACHEPAWL_INVALID_ARGUMENT, "i: 70000");
   EXPECT_ERR(cachepawl_pool_set_kv_layer_interleaved(d, 0, NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
@@ -138,6 +136,10 @@ static void bad_registrations(cachepawl_store* s, const Pool* p) {
   EXPECT_ERR(cachepawl_store_register_device_pool(s, d), CACHEPAWL_INVALID_ARGUMENT,
              "device_pool.ssm[0].ssm_base: null");
   EXPECT_OK(cachepawl_pool_set_ssm_layer(d, 0, p->conv[0], 0, p->ssm[0], 0));
+  /* NULL v_base is for MLA layers (no V); these layers have one. */
+  EXPECT_OK(cachepawl_pool_set_kv_layer(d, 1, p->kv[1], 0, NULL, 0));
+  EXPECT_ERR(cachepawl_store_register_device_pool(s, d), CACHEPAWL_INVALID_ARGUMENT,
+             "device_pool.attention[1].v_base: null");
   EXPECT_OK(cachepawl_pool_set_kv_layer(d, 1, p->kv[1], 100, p->v[1], 0));
   EXPECT_ERR(cachepawl_store_register_device_pool(s, d), CACHEPAWL_INVALID_ARGUMENT,
              "k_page_stride");

@@ -345,9 +345,9 @@ class Program {
     static constexpr Named<U32> kU32[] = {
         NAMED(cachepawl_layout_page_size_tokens), NAMED(cachepawl_layout_window_tokens),
         NAMED(cachepawl_layout_window_pages), NAMED(cachepawl_layout_num_layers)};
-    static constexpr Named<PerLayer> kPerLayer[] = {NAMED(cachepawl_layout_k_bytes_per_page),
-                                                    NAMED(cachepawl_layout_conv_state_bytes),
-                                                    NAMED(cachepawl_layout_ssm_state_bytes)};
+    static constexpr Named<PerLayer> kPerLayer[] = {
+        NAMED(cachepawl_layout_k_bytes_per_page), NAMED(cachepawl_layout_v_bytes_per_page),
+        NAMED(cachepawl_layout_conv_state_bytes), NAMED(cachepawl_layout_ssm_state_bytes)};
     const cachepawl_layout* l = Pick(layouts_);
     const bool null_l = l == nullptr;
     const cachepawl_kind kind = Enum();
@@ -597,7 +597,8 @@ class Program {
     switch (in_.Byte() % 4) {
       case 0:
         s = CALL(p == nullptr, cachepawl_pool_set_kv_layer(p, i, a, sa, b, sb));
-        Check(s != CACHEPAWL_OK || (a != nullptr && b != nullptr), "a NULL K or V base set");
+        // A NULL V is for MLA layers; registration refuses it for any other layer.
+        Check(s != CACHEPAWL_OK || a != nullptr, "a NULL K base set");
         break;
       case 1:
         s = CALL(p == nullptr, cachepawl_pool_set_kv_layer_interleaved(p, i, a, sa));
@@ -631,12 +632,13 @@ class Program {
     }
     for (size_t a = 0; a < p.kv.size(); ++a) {
       const uint64_t kb = a < l.attention_layers.size() ? l.KBytesPerPage(a) : 0;
+      const uint64_t vb = a < l.attention_layers.size() ? l.VBytesPerPage(a) : 0;
       const auto& k = p.kv[a];
       if (k.interleaved) {
-        const uint64_t stride = k.k_page_stride ? k.k_page_stride : 2 * kb;
-        if (!Fits(k.k_base, Span(p.num_pages, stride, 2 * kb))) return false;
+        const uint64_t stride = k.k_page_stride ? k.k_page_stride : kb + vb;
+        if (!Fits(k.k_base, Span(p.num_pages, stride, kb + vb))) return false;
       } else if (!Fits(k.k_base, Span(p.num_pages, k.k_page_stride ? k.k_page_stride : kb, kb)) ||
-                 !Fits(k.v_base, Span(p.num_pages, k.v_page_stride ? k.v_page_stride : kb, kb))) {
+                 !Fits(k.v_base, Span(p.num_pages, k.v_page_stride ? k.v_page_stride : vb, vb))) {
         return false;
       }
     }

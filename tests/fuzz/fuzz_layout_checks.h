@@ -46,8 +46,11 @@ inline void CheckLayout(const ModelLayout& l) {
   uint64_t record_walk[2] = {0, 0};  // full-attention record, windowed record
   for (size_t a = 0; a < l.attention_layers.size(); ++a) {
     const bool windowed = l.AttentionKind(a) == Kind::kWindowKV;
-    kv_walk += 2 * l.KBytesPerPage(a);
-    record_walk[windowed ? 1 : 0] += 2 * l.KBytesPerPage(a);
+    const uint64_t kv = l.KBytesPerPage(a) + l.VBytesPerPage(a);
+    Check(l.VBytesPerPage(a) == (l.attention_layers[a].mla ? 0 : l.KBytesPerPage(a)),
+          "V bytes that are neither K's nor 0 for an MLA layer");
+    kv_walk += kv;
+    record_walk[windowed ? 1 : 0] += kv;
     Check(kv_walk <= kv_page, "the attention layers' K and V exceed the KV page");
     if (!CheckedOneByOne(a, l.attention_layers.size())) continue;
     CheckSegmentPair(l.KSegment(a), l.VSegment(a), kv_walk, kv_page, "a KV page");

@@ -80,6 +80,14 @@ constexpr char kPresetGptOss120B[] = R"json({"architectures": ["GptOssForCausalL
   "sliding_attention", "full_attention", "sliding_attention", "full_attention",
   "sliding_attention", "full_attention"]})json";
 
+// deepseek-ai/DeepSeek-V3 (its config.json's cache keys; the MoE, rope and quantization keys
+// left out).
+constexpr char kPresetDeepseekV3[] = R"json({"architectures": ["DeepseekV3ForCausalLM"],
+  "model_type": "deepseek_v3", "hidden_size": 7168, "kv_lora_rank": 512,
+  "num_attention_heads": 128, "num_hidden_layers": 61, "num_key_value_heads": 128,
+  "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+  "qk_rope_head_dim": 64, "v_head_dim": 128})json";
+
 struct PresetCase {
   const char* preset;
   const char* config;
@@ -91,7 +99,7 @@ TEST(LayoutFromHfPresetsTest, EveryPresetWithAConfigIsWhatItsConfigGives) {
       {"jamba-v0.1", kPresetJambaV01},          {"zamba2-2.7b", kPresetZamba2_2_7B},
       {"nemotron-h-8b", kPresetNemotronH8B},    {"qwen3-next-80b-a3b", kPresetQwen3Next80B},
       {"falcon-h1-0.5b", kPresetFalconH1_0_5B}, {"recurrentgemma-2b", kPresetRecurrentGemma2B},
-      {"gpt-oss-120b", kPresetGptOss120B},
+      {"gpt-oss-120b", kPresetGptOss120B},      {"deepseek-v3", kPresetDeepseekV3},
   };
   for (const PresetCase& c : cases) {
     SCOPED_TRACE(c.preset);

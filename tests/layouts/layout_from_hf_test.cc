@@ -180,6 +180,7 @@ TEST(LayoutFromHfTest, TheModelNameIsTheOptionTheNameOrPathOrTheModelType) {
 TEST(LayoutFromHfTest, EverySupportedModelTypeIsListedSorted) {
   const std::vector<std::string> types = HfConfigModelTypes();
   const std::vector<std::string> want = {"bamba",
+                                         "deepseek_v3",
                                          "falcon_h1",
                                          "falcon_mamba",
                                          "gemma3",
@@ -187,6 +188,7 @@ TEST(LayoutFromHfTest, EverySupportedModelTypeIsListedSorted) {
                                          "gpt_oss",
                                          "granitemoehybrid",
                                          "jamba",
+                                         "kimi_linear",
                                          "lfm2",
                                          "lfm2_moe",
                                          "llama",

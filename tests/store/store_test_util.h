@@ -36,6 +36,19 @@ inline ModelLayout TinyShortConv() {
   return l;
 }
 
+// A Kimi-Linear-like layout: layer 0 MLA (one latent of 24 values per token, no V), layer 1
+// Kimi Delta Attention (conv [3 * 2 * 4, 3], state [2, 4, 4]), layer 2 usual attention.
+inline ModelLayout TinyMla() {
+  ModelLayout l;
+  l.model = "test/tiny-mla";
+  l.num_layers = 3;
+  l.page_size_tokens = 4;
+  l.attention_layers = {{0, 1, 24, DType::kBf16, 0}, {2, 2, 16, DType::kBf16, 0}};
+  l.attention_layers[0].mla = true;
+  l.ssm_layers = {{1, "kda", {24, 3}, DType::kBf16, {2, 4, 4}, DType::kFp32}};
+  return l;
+}
+
 inline ModelLayout TinyAttentionOnly() {
   ModelLayout l = TinyHybrid();
   l.model = "test/tiny-attention";

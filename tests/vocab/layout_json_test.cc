@@ -98,6 +98,34 @@ TEST(LayoutJsonTest, ShortConvLayersRoundTripWithAnEmptySsmShape) {
                 {"ssm_layers[0].ssm_shape: [2, 32, 16]", "must be []"});
 }
 
+TEST(LayoutJsonTest, MlaLayersRoundTripWithTheirFlag) {
+  ModelLayout l;
+  l.model = "test/deepseek-tiny";
+  l.num_layers = 2;
+  l.attention_layers = {{0, 1, 576, DType::kBf16, 0}, {1, 2, 64, DType::kBf16, 0}};
+  l.attention_layers[0].mla = true;
+  ASSERT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  const std::string json = LayoutToJson(l);
+  EXPECT_NE(json.find(R"("head_dim":576,"dtype":"bf16","sliding_window":0,"mla":true})"),
+            std::string::npos)
+      << json;
+  // Only MLA layers carry the key: every layout without one reads and writes as before.
+  EXPECT_NE(json.find(R"("head_dim":64,"dtype":"bf16","sliding_window":0})"), std::string::npos)
+      << json;
+  auto back = ParseLayoutJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << json;
+  EXPECT_TRUE(*back == l);
+  EXPECT_EQ(back->FingerprintHex(), l.FingerprintHex());
+  EXPECT_EQ(back->VBytesPerPage(0), 0u);
+  auto plain = ParseLayoutJson(Replace(json, R"(,"mla":true)", R"(,"mla":false)"));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(plain->attention_layers[0].mla);
+  ExpectInvalid(Replace(kMinimal, R"("head_dim": 64)", R"("head_dim": 64, "mla": 1)"),
+                {"attention_layers[0].mla: 1", "expected true or false"});
+  ExpectInvalid(Replace(kMinimal, R"("head_dim": 64)", R"("head_dim": 64, "mla": "true")"),
+                {"attention_layers[0].mla: 'true'", "expected true or false"});
+}
+
 TEST(LayoutJsonTest, OptionalKeysTakeTheirDefaults) {
   auto l = ParseLayoutJson(kMinimal);
   ASSERT_TRUE(l.ok()) << l.status().ToString();

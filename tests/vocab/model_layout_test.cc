@@ -171,7 +171,8 @@ TEST(ModelLayoutTest, RejectsUnknownDTypeValuesCastFromBadIntegers) {
 TEST(ModelLayoutTest, RejectsUnknownBlocks) {
   ModelLayout l = Small();
   l.ssm_layers[1].block = "mamba3";
-  ExpectInvalid(l, {"ssm_layers[1].block: 'mamba3'", "mamba1, mamba2, rglru, gdn or shortconv"});
+  ExpectInvalid(l,
+                {"ssm_layers[1].block: 'mamba3'", "mamba1, mamba2, rglru, gdn, kda or shortconv"});
 }
 
 TEST(ModelLayoutTest, ShortConvLayersKeepAConvStateOnly) {
@@ -191,6 +192,66 @@ TEST(ModelLayoutTest, ShortConvLayersKeepAConvStateOnly) {
   // An empty shape is distinct from every non-empty one in the fingerprint.
   ModelLayout gdn = Small();
   EXPECT_NE(l.FingerprintHex(), gdn.FingerprintHex());
+}
+
+// An MLA layer (layer 0: one latent of 576 values per token) beside usual attention (layer 2)
+// and a Kimi Delta Attention layer (layer 1).
+ModelLayout Mla() {
+  ModelLayout l;
+  l.model = "test/mla";
+  l.num_layers = 3;
+  l.page_size_tokens = 16;
+  l.attention_layers = {{0, 1, 576, DType::kBf16, 0}, {2, 2, 64, DType::kBf16, 0}};
+  l.attention_layers[0].mla = true;
+  l.ssm_layers = {{1, "kda", {96, 3}, DType::kBf16, {2, 16, 16}, DType::kFp32}};
+  return l;
+}
+
+TEST(ModelLayoutTest, MlaLayersKeepOneLatentAndNoV) {
+  const ModelLayout l = Mla();
+  ASSERT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  EXPECT_TRUE(l.has_mla());
+  EXPECT_FALSE(Small().has_mla());
+  // Latent: 16 tokens * 576 * 2 B = 18432, no V; layer 2: K = V = 16 * 2 * 64 * 2 = 4096.
+  EXPECT_EQ(l.KBytesPerPage(0), 18432u);
+  EXPECT_EQ(l.VBytesPerPage(0), 0u);
+  EXPECT_EQ(l.VBytesPerPage(1), 4096u);
+  EXPECT_EQ(l.KvPageBytes(), 18432u + 2 * 4096u);
+  EXPECT_EQ(l.RecordBytes(Kind::kKV), l.KvPageBytes());
+  // The latent, its empty V, then layer 2's K and V, back to back.
+  const std::vector<LayerSegment> segs = l.RecordSegments(Kind::kKV);
+  ASSERT_EQ(segs.size(), 4u);
+  EXPECT_EQ(segs[0].segment.offset, 0u);
+  EXPECT_EQ(segs[0].segment.bytes, 18432u);
+  EXPECT_TRUE(segs[1].second);
+  EXPECT_EQ(segs[1].segment.offset, 18432u);
+  EXPECT_EQ(segs[1].segment.bytes, 0u);
+  EXPECT_EQ(segs[2].segment.offset, 18432u);
+  EXPECT_EQ(segs[3].segment.offset, 18432u + 4096u);
+  EXPECT_EQ(l.KvPageSegments()[1].segment.bytes, 0u);
+  // KDA: conv 96 * 3 * 2 = 576, state 2 * 16 * 16 * 4 = 2048.
+  EXPECT_EQ(l.MambaSlotBytes(), 576u + 2048u);
+  EXPECT_NE(l.Describe().find("[0] kv_heads=1 head_dim=576 dtype=bf16 mla  latent/page=18432 B"),
+            std::string::npos)
+      << l.Describe();
+}
+
+TEST(ModelLayoutTest, MlaFingerprintIsVersionThreeAndNamesTheFlag) {
+  // Computed independently with Python's hashlib: version 3, each attention layer's encoding
+  // followed by its mla byte.
+  EXPECT_EQ(Mla().FingerprintHex(),
+            "f9ac9ef3d0afb97c0f539506d5c2ebe756670b412f02a9d4ffc6ad0ccb1ed252");
+  ModelLayout plain = Mla();
+  plain.attention_layers[0].mla = false;
+  ASSERT_TRUE(plain.Validate().ok());
+  EXPECT_NE(plain.FingerprintHex(), Mla().FingerprintHex());
+  EXPECT_FALSE(plain == Mla());
+}
+
+TEST(ModelLayoutTest, MlaLayersHaveFullAttention) {
+  ModelLayout l = Mla();
+  l.attention_layers[0].sliding_window = 128;
+  ExpectInvalid(l, {"attention_layers[0].sliding_window: 128", "MLA layer", "full attention"});
 }
 
 TEST(ModelLayoutTest, OnlyShortConvLayersMayOmitTheSsmState) {
@@ -321,6 +382,7 @@ TEST(ModelLayoutTest, ChangingAnySingleFieldChangesTheFingerprint) {
       {"attn.head_dim", [](ModelLayout& l) { l.attention_layers[0].head_dim = 128; }},
       {"attn.dtype", [](ModelLayout& l) { l.attention_layers[0].dtype = DType::kFp16; }},
       {"attn.sliding_window", [](ModelLayout& l) { l.attention_layers[0].sliding_window = 1; }},
+      {"attn.mla", [](ModelLayout& l) { l.attention_layers[0].mla = true; }},
       {"attn.order",
        [](ModelLayout& l) { std::swap(l.attention_layers[0], l.attention_layers[1]); }},
       {"attn.removed", [](ModelLayout& l) { l.attention_layers.pop_back(); }},

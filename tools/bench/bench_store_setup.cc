@@ -308,7 +308,7 @@ StatusOr<BenchPool> MakeBenchPool(const ModelLayout& layout, bool gpu, uint64_t 
   std::vector<std::byte*> k, v, conv, ssm;
   for (size_t a = 0; a < layout.attention_layers.size(); ++a) {
     k.push_back(carve(num_pages * layout.KBytesPerPage(a)));
-    v.push_back(carve(num_pages * layout.KBytesPerPage(a)));
+    v.push_back(carve(num_pages * layout.VBytesPerPage(a)));
   }
   for (size_t s = 0; s < layout.ssm_layers.size(); ++s) {
     conv.push_back(carve(p.num_states * layout.ConvStateBytes(s)));
