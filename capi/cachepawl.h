@@ -499,8 +499,9 @@ CACHEPAWL_API cachepawl_status cachepawl_pool_set_kv_layer_interleaved(cachepawl
                                                                        uint64_t page_stride);
 /* SSM layer `i`: state slot s's conv state at conv_base + s * conv_slot_stride, its SSM state
  * at ssm_base + s * ssm_slot_stride. Strides of 0 mean packed (the state's bytes). A layer
- * without an SSM state (block "shortconv", 0 bytes) takes ssm_base NULL; for every other layer
- * a NULL ssm_base is refused when the pool is registered. */
+ * without an SSM state (block "shortconv", 0 bytes) takes ssm_base NULL, a layer without a conv
+ * state (block "lightning") conv_base NULL; for every other layer a NULL base is refused when
+ * the pool is registered. */
 CACHEPAWL_API cachepawl_status cachepawl_pool_set_ssm_layer(cachepawl_pool* pool, size_t i,
                                                             void* conv_base,
                                                             uint64_t conv_slot_stride,

@@ -251,9 +251,9 @@ cachepawl_status cachepawl_pool_set_ssm_layer(cachepawl_pool* pool, size_t i, vo
                                               uint64_t ssm_slot_stride) {
   return PoolSetter("cachepawl_pool_set_ssm_layer", pool, [&](cachepawl_pool& p) {
     CACHEPAWL_RETURN_IF_ERROR(PerLayerArgs(p, i));
-    CACHEPAWL_RETURN_IF_ERROR(NeedHandle(conv_base, "conv_base"));
-    // ssm_base may be NULL: a shortconv layer has no SSM state. A layer with one is checked
-    // against the layout at registration ("device_pool.ssm[i].ssm_base: null").
+    // ssm_base may be NULL: a shortconv layer has no SSM state; conv_base too: a lightning layer
+    // has no conv state. A layer with one is checked against the layout at registration
+    // ("device_pool.ssm[i].ssm_base: null").
     LayerAt(p.ssm, i) = {true, static_cast<std::byte*>(conv_base),
                          static_cast<std::byte*>(ssm_base), conv_slot_stride, ssm_slot_stride};
     return Status::OK();

@@ -103,6 +103,9 @@ FAMILIES: Dict[str, Dict[str, Any]] = {
                         qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32,
                         n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
                         first_k_dense_replace=1, moe_intermediate_size=128),
+    # Lightning attention (a state, no conv) on the odd layers; MiniMaxCache holds its states.
+    "minimax": dict(layer_types=["full_attention", "linear_attention", "full_attention",
+                                 "linear_attention"], num_local_experts=2, num_experts_per_tok=1),
     "kimi_linear": dict(num_key_value_heads=4, kv_lora_rank=64, qk_rope_head_dim=16,
                         qk_nope_head_dim=32, v_head_dim=32,
                         layer_types=["linear_attention", "full_attention", "linear_attention",
@@ -179,7 +182,16 @@ def cache_kwarg(model: Any) -> str:
 def new_cache(model: Any) -> Any:
     from transformers import DynamicCache
 
+    if model.config.model_type == "minimax":  # its own cache class: lightning states apart
+        from transformers.models.minimax.modeling_minimax import MiniMaxCache
+
+        return MiniMaxCache()
     return DynamicCache(config=model.config)
+
+
+def lightning_state(cache: Any, index: int) -> Any:
+    """A lightning layer's state in a MiniMaxCache ([batch, heads, head_dim, head_dim])."""
+    return cache.linear_cache[index] if index < len(cache.linear_cache) else None
 
 
 def decode(model: Any, cache: Any, first_token: Any, steps: int) -> Tuple[Any, List[int]]:
@@ -204,6 +216,16 @@ def decode(model: Any, cache: Any, first_token: Any, steps: int) -> Tuple[Any, L
 # ----------------------------------------------------------------------------------------------
 # The engine's side: a paged pool registered with the store, and copies between it and the
 # model's DynamicCache.
+
+
+class Updater:
+    """cache.update(k, v, index) in the shape of a cache layer's update(k, v)."""
+
+    def __init__(self, cache: Any, index: int) -> None:
+        self.cache, self.index = cache, index
+
+    def update(self, k: Any, v: Any) -> None:
+        self.cache.update(k, v, self.index)
 
 
 class PagedPool:
@@ -233,6 +255,11 @@ class PagedPool:
             self.kv.append((poison(torch.empty(shape, dtype=dt, device=dev)),
                             poison(torch.empty(shape, dtype=dt, device=dev))))
         for s in self.recurrent:
+            if not s["conv_shape"]:  # lightning: a state, no conv
+                self.ssm.append((None, poison(torch.empty(
+                    (num_slots, *s["ssm_shape"]), dtype=torch_dtype(s["ssm_dtype"]),
+                    device=dev))))
+                continue
             conv = poison(torch.empty((num_slots, *s["conv_shape"]),
                                       dtype=torch_dtype(s["conv_dtype"]), device=dev))
             rec = None
@@ -260,6 +287,9 @@ class PagedPool:
 
     def put_state(self, cache: Any, slot: int) -> None:
         for (conv, rec), s in zip(self.ssm, self.recurrent):
+            if conv is None:
+                rec[slot].copy_(lightning_state(cache, s["layer_index"])[0])
+                continue
             layer = cache.layers[s["layer_index"]]
             conv[slot].copy_(layer.conv_states[0][0])
             if rec is not None:
@@ -272,8 +302,11 @@ class PagedPool:
         cache = new_cache(model)
         index = torch.tensor(pages, device="cuda", dtype=torch.long)
         for (k_pool, v_pool), a in zip(self.kv, self.attention):
-            layer = cache.layers[a["layer_index"]]
             n = len(pages) * self.page
+            if not hasattr(cache, "linear_cache"):
+                layer = cache.layers[a["layer_index"]]
+            else:  # a MiniMaxCache makes its layers as they are first updated
+                layer = Updater(cache, a["layer_index"])
             if v_pool is None:  # MLA: the latent back into transformers' two parts
                 rank = model.config.kv_lora_rank
                 latent = k_pool.index_select(0, index).reshape(n, a["head_dim"])
@@ -285,6 +318,9 @@ class PagedPool:
             layer.update(k.transpose(0, 1).unsqueeze(0).contiguous(),
                          v.transpose(0, 1).unsqueeze(0).contiguous())
         for (conv, rec), s in zip(self.ssm, self.recurrent):
+            if conv is None:
+                cache.set_linear_cache(s["layer_index"], rec[slot].unsqueeze(0).clone())
+                continue
             layer = cache.layers[s["layer_index"]]
             layer.update_conv_state(conv[slot].unsqueeze(0).clone(), state_idx=0)
             if rec is not None:
@@ -340,6 +376,15 @@ def check_layout_against_cache(layout: Any, cache: Any) -> None:
         described.add((i, "kv"))
     for s in spec.get("ssm_layers", []):
         i = s["layer_index"]
+        if not s["conv_shape"]:  # lightning: the K^T V state alone, in a MiniMaxCache
+            rec = lightning_state(cache, i)
+            require(rec is not None and len(getattr(rec, "shape", ())) == 4,
+                    f"layer {i}: the layout has a lightning state, the cache none")
+            got = (tuple(rec.shape[1:]), names[str(rec.dtype).replace("torch.", "")])
+            want = (tuple(s["ssm_shape"]), s["ssm_dtype"])
+            require(got == want, f"layer {i} lightning state: cache has {got}, layout says {want}")
+            described.add((i, "ssm"))
+            continue
         layer = cache.layers[i]
         conv = layer.conv_states[0]
         got = (tuple(conv.shape[1:]), names[str(conv.dtype).replace("torch.", "")])
@@ -360,6 +405,9 @@ def check_layout_against_cache(layout: Any, cache: Any) -> None:
         conv_states = getattr(layer, "conv_states", {}) or {}
         if conv_states.get(0) is not None:
             require((i, "ssm") in described, f"layer {i}: a state in the cache, not in the layout")
+    for i, state in enumerate(getattr(cache, "linear_cache", [])):
+        if hasattr(state, "shape"):
+            require((i, "ssm") in described, f"layer {i}: a lightning state, not in the layout")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -439,7 +487,8 @@ def phase_save(family: str, work: str) -> Dict[str, Any]:
                 if v_pool is not None:  # an MLA layer has its latent alone
                     v_pool[slot].copy_(v_pool[p] - 1)
             for conv, rec in pool.ssm:
-                conv[PROMPT_PAGES + p].copy_(conv[p] * 2)
+                if conv is not None:  # a lightning layer has its state alone
+                    conv[PROMPT_PAGES + p].copy_(conv[p] * 2)
                 if rec is not None:
                     rec[PROMPT_PAGES + p].copy_(rec[p] * 2)
         torch.cuda.synchronize()
@@ -463,7 +512,8 @@ def phase_save(family: str, work: str) -> Dict[str, Any]:
 def state_digest(pool: PagedPool, slot: int) -> str:
     h = hashlib.sha256()
     for conv, rec in pool.ssm:
-        h.update(tensor_bytes(conv[slot]))
+        if conv is not None:
+            h.update(tensor_bytes(conv[slot]))
         if rec is not None:
             h.update(tensor_bytes(rec[slot]))
     return h.hexdigest()

@@ -320,6 +320,12 @@ void LayoutBuilder::Mla(int64_t index, int64_t latent_dim) {
   layout_.attention_layers.push_back(a);
 }
 
+void LayoutBuilder::Lightning(int64_t index, int64_t heads, int64_t head_dim) {
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  Ssm(index, "lightning", {}, {u(heads), u(head_dim), u(head_dim)});
+  layout_.ssm_layers.back().ssm_dtype = options_.cache_dtype;
+}
+
 void LayoutBuilder::KimiDelta(int64_t index, int64_t heads, int64_t head_dim, uint64_t conv_width) {
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   Ssm(index, "kda", {3 * u(heads) * u(head_dim), conv_width}, {u(heads), u(head_dim), u(head_dim)});
@@ -372,6 +378,7 @@ const std::map<std::string, FamilyReader, std::less<>>& Families() {
       {"llama", ReadLlama},
       {"mamba", ReadMamba},
       {"mamba2", ReadMamba2},
+      {"minimax", ReadMiniMax},
       {"mistral", ReadMistral},
       {"nemotron_h", ReadNemotronH},
       {"qwen2", ReadQwen2},

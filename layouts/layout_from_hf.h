@@ -4,17 +4,17 @@
 //
 // What is read. `model_type` picks the family (HfConfigModelTypes() lists them): bamba,
 // deepseek_v3, falcon_h1, falcon_mamba, gemma3 (its decoder under "text_config"), gemma3_text,
-// gpt_oss, granitemoehybrid, jamba, kimi_linear, lfm2, lfm2_moe, llama, mamba, mamba2, mistral,
-// nemotron_h, qwen2, qwen3, qwen3_5 (its decoder under "text_config"), qwen3_5_moe (likewise),
-// qwen3_5_moe_text, qwen3_5_text, qwen3_next, recurrent_gemma, zamba2.
-// For each family exactly the keys its configuration class and modeling code use for the cache
-// are read: the decoder layer types (an explicit `layer_types` / `layers_block_type` /
-// `block_types` list, or the older keys the class derives them from: `attn_layer_period` and
-// `attn_layer_offset`, `attn_layer_indices`, `hybrid_override_pattern`,
-// `full_attention_interval`, `full_attn_idxs`, `sliding_window_pattern`, ...; legacy names
-// "mamba", "attention", "conv" are mapped as `remap_legacy_layer_types` maps them), the
-// attention K/V heads and head dims, and the recurrent blocks' dimensions. A key absent from
-// config.json takes the configuration class's default, as in transformers; derived values
+// gpt_oss, granitemoehybrid, jamba, kimi_linear, lfm2, lfm2_moe, llama, mamba, mamba2, minimax,
+// mistral, nemotron_h, qwen2, qwen3, qwen3_5 (its decoder under "text_config"), qwen3_5_moe
+// (likewise), qwen3_5_moe_text, qwen3_5_text, qwen3_next, recurrent_gemma, zamba2. For each family
+// exactly the keys its configuration class and modeling code use for the cache are read: the
+// decoder layer types (an explicit `layer_types` / `layers_block_type` / `block_types` list, or the
+// older keys the class derives them from: `attn_layer_period` and `attn_layer_offset`,
+// `attn_layer_indices`, `hybrid_override_pattern`, `full_attention_interval`, `full_attn_idxs`,
+// `sliding_window_pattern`, ...; legacy names "mamba", "attention", "conv" are mapped as
+// `remap_legacy_layer_types` maps them), the attention K/V heads and head dims, and the recurrent
+// blocks' dimensions. A key absent from config.json takes the configuration class's default, as in
+// transformers; derived values
 // (`head_dim` = hidden_size / num_attention_heads, Zamba2's `mamba_headdim`, Bamba's
 // `mamba_d_head` "auto", ...) are derived the same way, and an explicit key that the class would
 // take over a derivation (e.g. Falcon-H1's `head_dim`) is taken. Other keys are ignored.
@@ -35,6 +35,8 @@
 //     of kv_lora_rank + qk_rope_head_dim values per token (mla: true, num_kv_heads 1, no V);
 //   Kimi Delta Attention (kimi_linear's linear layers): "kda", conv [3 * heads * head_dim, W],
 //     state [heads, head_dim, head_dim];
+//   MiniMax lightning attention: "lightning", no conv, state [heads, head_dim, head_dim] of
+//     cache_dtype (the model dtype, as transformers and vLLM keep it);
 //   RG-LRU (recurrent_gemma): "rglru", conv [lru_width, conv1d_width - 1], state [lru_width];
 //   MLP / MoE layers (nemotron_h): nothing.
 // Zamba2's hybrid layers and every Falcon-H1 layer hold both K/V and a Mamba-2 state.

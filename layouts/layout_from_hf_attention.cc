@@ -372,4 +372,36 @@ Status ReadLfm2(const ConfigReader& c, LayoutBuilder* out) {
   return AddLfm2Layers(c, d, attention, out);
 }
 
+// MiniMaxConfig (32 layers, hidden 4096, 32 heads, 8 KV heads, head_dim null: hidden // heads):
+// layer_types, else full attention on the even layers ((i + 1) % 2 != 0) and lightning
+// attention on the odd ones. A full layer keeps K/V (a sliding-window mask when sliding_window
+// is set); a lightning layer the K^T V state [heads, head_dim, head_dim] in the model dtype
+// (MiniMaxLightningAttention's attn_weights_inter; vLLM's linear_attention_state_shape likewise),
+// no conv.
+Status ReadMiniMax(const ConfigReader& c, LayoutBuilder* out) {
+  AttentionDims d;
+  CACHEPAWL_RETURN_IF_ERROR(ReadDims(c, {32, 4096, 32, 0, 0}, 8, std::nullopt, false, &d));
+  std::vector<std::string> types;
+  if (!c.IsAbsentOrNull("layer_types")) {
+    CACHEPAWL_RETURN_IF_ERROR(
+        ReadLayerTypes(c, "layer_types", {"full_attention", "linear_attention"},
+                       /*remap_legacy=*/false, d.layers, kNumLayersKey, &types));
+  } else {
+    for (int64_t i = 0; i < d.layers; ++i) {
+      types.push_back((i + 1) % 2 != 0 ? "full_attention" : "linear_attention");
+    }
+  }
+  std::optional<int64_t> window;
+  CACHEPAWL_RETURN_IF_ERROR(c.OptionalPositive("sliding_window", &window));
+  out->SetNumLayers(d.layers);
+  for (int64_t i = 0; i < d.layers; ++i) {
+    if (types[static_cast<size_t>(i)] == "full_attention") {
+      out->Attention(i, d.kv_heads, d.head_dim, window.value_or(0));
+    } else {
+      out->Lightning(i, d.heads, d.head_dim);
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace cachepawl::hf_internal

@@ -47,6 +47,14 @@ class Sharder {
       return Status::InvalidArgument(field + "." + which + ": " + Dims(got) + " (a " + s.block +
                                      " layer's is " + expected + " to split it)");
     };
+    if (s.block == "lightning") {  // no conv; the state [heads, head_dim, head_dim]
+      if (s.ssm_shape.size() != 3) {
+        return shape_error("ssm_shape", s.ssm_shape, "[heads, head_dim, head_dim]");
+      }
+      CACHEPAWL_ASSIGN_OR_RETURN(s.ssm_shape[0],
+                                 Split(field + ".ssm_shape[0] (heads)", s.ssm_shape[0]));
+      return Status::OK();
+    }
     if (s.conv_shape.size() != 2)
       return shape_error("conv_shape", s.conv_shape, "[channels, width]");
     const uint64_t conv = s.conv_shape[0];

@@ -18,6 +18,7 @@ constexpr uint32_t kFingerprintVersionWindowed = 2;
 constexpr uint32_t kFingerprintVersionMla = 3;
 // The block whose layers keep a conv state only (LFM2): an empty ssm_shape, 0 SSM bytes.
 constexpr char kShortConvBlock[] = "shortconv";
+constexpr char kLightningBlock[] = "lightning";
 
 bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) {
   return __builtin_mul_overflow(a, b, out);
@@ -47,7 +48,7 @@ std::string ShapeString(const std::vector<uint64_t>& shape) {
 
 bool KnownBlock(const std::string& b) {
   return b == "mamba1" || b == "mamba2" || b == "rglru" || b == "gdn" || b == "kda" ||
-         b == kShortConvBlock;
+         b == kShortConvBlock || b == kLightningBlock;
 }
 
 std::optional<uint64_t> KBytes(const ModelLayout& l, const AttentionLayerSpec& a) {
@@ -186,9 +187,10 @@ Status ModelLayout::Validate() const {
     }
     if (!KnownBlock(s.block)) {
       return bad(f + ".block", "'" + s.block + "'",
-                 "expected mamba1, mamba2, rglru, gdn, kda or shortconv");
+                 "expected mamba1, mamba2, rglru, gdn, kda, shortconv or lightning");
     }
     const bool conv_only = s.block == kShortConvBlock;
+    const bool state_only = s.block == kLightningBlock;
     if (!IsValidDType(static_cast<uint8_t>(s.conv_dtype))) {
       return bad(f + ".conv_dtype", std::to_string(static_cast<int>(s.conv_dtype)),
                  "unknown dtype");
@@ -196,7 +198,11 @@ Status ModelLayout::Validate() const {
     if (!IsValidDType(static_cast<uint8_t>(s.ssm_dtype))) {
       return bad(f + ".ssm_dtype", std::to_string(static_cast<int>(s.ssm_dtype)), "unknown dtype");
     }
-    if (!Elements(s.conv_shape)) {
+    if (state_only && !s.conv_shape.empty()) {
+      return bad(f + ".conv_shape", ShapeString(s.conv_shape),
+                 "a lightning layer has no conv state: must be []");
+    }
+    if (!state_only && !Elements(s.conv_shape)) {
       return bad(f + ".conv_shape", ShapeString(s.conv_shape),
                  "needs at least one dimension, all > 0, product within 64 bits");
     }
@@ -208,7 +214,7 @@ Status ModelLayout::Validate() const {
       return bad(f + ".ssm_shape", ShapeString(s.ssm_shape),
                  "needs at least one dimension, all > 0, product within 64 bits");
     }
-    auto c = ShapeBytes(s.conv_shape, s.conv_dtype);
+    auto c = state_only ? std::optional<uint64_t>(0) : ShapeBytes(s.conv_shape, s.conv_dtype);
     auto m = conv_only ? std::optional<uint64_t>(0) : ShapeBytes(s.ssm_shape, s.ssm_dtype);
     if (!c) {
       return bad(f + ".conv_shape", ShapeString(s.conv_shape),
@@ -482,8 +488,12 @@ std::string ModelLayout::Describe() const {
   o << "ssm layers:       " << ssm_layers.size() << "\n";
   for (size_t i = 0; i < ssm_layers.size(); ++i) {
     const auto& s = ssm_layers[i];
-    o << "  [" << s.layer_index << "] " << s.block << " conv=" << ShapeString(s.conv_shape) << " "
-      << DTypeName(s.conv_dtype);
+    o << "  [" << s.layer_index << "] " << s.block;
+    if (s.conv_shape.empty()) {
+      o << " conv=none";
+    } else {
+      o << " conv=" << ShapeString(s.conv_shape) << " " << DTypeName(s.conv_dtype);
+    }
     if (s.ssm_shape.empty()) {
       o << " ssm=none";
     } else {

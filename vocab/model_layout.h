@@ -10,7 +10,7 @@
 //                    V[a] : same shape
 //                  (what a block-contiguous device page holds: KSegment / VSegment)
 //   Mamba record = for each SSM layer s (in the order of `ssm_layers`):
-//                    conv[s] : conv_shape of conv_dtype
+//                    conv[s] : conv_shape of conv_dtype (none for a lightning layer)
 //                    ssm[s]  : ssm_shape  of ssm_dtype (none for a shortconv layer)
 //
 // Sliding-window layers (sliding_window > 0) are stored apart (docs/DESIGN.md, "Sliding-window
@@ -56,11 +56,12 @@ struct AttentionLayerSpec {
 // SSM state; other recurrent blocks (RG-LRU, Gated DeltaNet, Kimi Delta Attention) map onto the
 // same two tensors (`block` records which, and is part of the fingerprint). A "shortconv" layer
 // (LFM2's gated short convolution) keeps a conv state only: its ssm_shape is empty and its SSM
-// segment 0 bytes.
+// segment 0 bytes. A "lightning" layer (MiniMax's lightning attention: linear attention without
+// a conv) keeps its state only: its conv_shape is empty and its conv segment 0 bytes.
 struct SsmLayerSpec {
   uint32_t layer_index = 0;
-  std::string block = "mamba2";      // mamba1, mamba2, rglru, gdn, kda, shortconv
-  std::vector<uint64_t> conv_shape;  // e.g. {conv_dim, d_conv - 1}
+  std::string block = "mamba2";      // mamba1, mamba2, rglru, gdn, kda, shortconv, lightning
+  std::vector<uint64_t> conv_shape;  // e.g. {conv_dim, d_conv - 1}; {} for lightning
   DType conv_dtype = DType::kBf16;
   std::vector<uint64_t> ssm_shape;  // e.g. {nheads, head_dim, d_state}; {} for shortconv
   DType ssm_dtype = DType::kFp32;
@@ -93,7 +94,8 @@ struct ModelLayout {
   // "attention_layers[3].num_kv_heads: 0 (must be > 0)". Checks: page size > 0, tp_rank <
   // tp_size, at least one layer, layer indices unique within each kind and < num_layers,
   // non-zero heads/dims/shapes (an empty ssm_shape for shortconv layers, a non-empty one for
-  // every other block), known dtypes and blocks, fp4 sizes a multiple of 16, and that no size
+  // every other block; an empty conv_shape for lightning layers, a non-empty one for every
+  // other block), known dtypes and blocks, fp4 sizes a multiple of 16, and that no size
   // below overflows 64 bits. Every other method assumes Validate() returned OK.
   Status Validate() const;
 
@@ -120,7 +122,8 @@ struct ModelLayout {
   // Bytes of one KV page: all attention layers, K and V (a device page; for layouts without
   // windowed layers also the kKV record).
   uint64_t KvPageBytes() const;
-  // Bytes of one layer's conv / SSM state for one sequence (SSM: 0 for a shortconv layer).
+  // Bytes of one layer's conv / SSM state for one sequence (SSM: 0 for a shortconv layer; conv:
+  // 0 for a lightning layer).
   uint64_t ConvStateBytes(size_t ssm_layer) const;
   uint64_t SsmStateBytes(size_t ssm_layer) const;
   // Bytes of one Mamba state record: all SSM layers, conv and SSM.

@@ -143,6 +143,9 @@ class LayoutBuilder {
   void Mla(int64_t index, int64_t latent_dim);
   // Kimi Delta Attention: conv [3 * heads * head_dim, W], state [heads, head_dim, head_dim].
   void KimiDelta(int64_t index, int64_t heads, int64_t head_dim, uint64_t conv_width);
+  // MiniMax lightning attention: no conv, state [heads, head_dim, head_dim] of cache_dtype (the
+  // model dtype, which transformers and vLLM keep it in).
+  void Lightning(int64_t index, int64_t heads, int64_t head_dim);
 
   // The validated layout named `model`.
   [[nodiscard]] StatusOr<ModelLayout> Finish(std::string model);
@@ -181,6 +184,7 @@ Status ReadQwen35MoeText(const ConfigReader& config, LayoutBuilder* out);
 Status ReadLfm2(const ConfigReader& config, LayoutBuilder* out);
 Status ReadLfm2Moe(const ConfigReader& config, LayoutBuilder* out);
 Status ReadGptOss(const ConfigReader& config, LayoutBuilder* out);
+Status ReadMiniMax(const ConfigReader& config, LayoutBuilder* out);
 
 // layout_from_hf_mla.cc
 Status ReadDeepseekV3(const ConfigReader& config, LayoutBuilder* out);

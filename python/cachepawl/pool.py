@@ -108,18 +108,19 @@ class DevicePool(_lib.Owner):
     def set_ssm_layer(
         self,
         i: int,
-        conv_base: int,
+        conv_base: Optional[int],
         conv_slot_stride: int,
         ssm_base: Optional[int],
         ssm_slot_stride: int,
     ) -> "DevicePool":
         """SSM layer i: slot s's conv state at conv_base + s * conv_slot_stride, its SSM state
         at ssm_base + s * ssm_slot_stride. A shortconv layer (no SSM state) takes ssm_base
-        None (or 0); any other layer's missing ssm_base is refused at registration."""
+        None (or 0), a lightning layer (no conv state) conv_base None; any other layer's
+        missing base is refused at registration."""
         return self._set_layer(
             lib.cachepawl_pool_set_ssm_layer,
             i,
-            ("conv_base", conv_base),
+            ("conv_base", 0 if conv_base is None else conv_base),
             ("conv_slot_stride", conv_slot_stride),
             ("ssm_base", 0 if ssm_base is None else ssm_base),
             ("ssm_slot_stride", ssm_slot_stride),

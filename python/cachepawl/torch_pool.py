@@ -19,7 +19,8 @@ Forms (one entry per attention layer of the layout, in order; one per SSM layer)
   page_size, latent]`` (any view whose per-page block is contiguous, e.g. vLLM's ``[num_blocks,
   block_size, kv_lora_rank + qk_rope_head_dim]``);
 * ``ssm=[(conv, ssm), ...]``: ``[num_slots, *conv_shape]`` and ``[num_slots, *ssm_shape]``;
-  a shortconv layer (LFM2: a conv state and no SSM state) is ``(conv, None)`` or ``(conv,)``;
+  a shortconv layer (LFM2: a conv state and no SSM state) is ``(conv, None)`` or ``(conv,)``,
+  a lightning layer (MiniMax: a state and no conv state) ``(None, state)``;
 * ``kv_blocks=T`` / ``state_blocks=T``: block-contiguous, dim 0 the page (state slot) and the
   rest exactly one KV record (state record) in page-first order; any dtype (uint8 is usual).
 
@@ -275,7 +276,14 @@ def _ssm_setters(c: _Checker, layout: Layout, d: Dict[str, Any], ssm: Any) -> Li
     for s, entry in enumerate(_layers("ssm", ssm, len(ssm_layers), "SSM", d["model"])):
         spec = ssm_layers[s]
         conv_only = not spec["ssm_shape"]  # shortconv: a conv state, no SSM state
-        if conv_only:
+        state_only = not spec["conv_shape"]  # lightning: a state, no conv state
+        if state_only:
+            if not isinstance(entry, (tuple, list)) or len(entry) != 2 or entry[0] is not None:
+                raise InvalidArgument(
+                    f"ssm[{s}]: expected (None, state): layer {spec['layer_index']} is "
+                    f"{spec['block']} (no conv state)"
+                )
+        elif conv_only:
             if not isinstance(entry, (tuple, list)) or len(entry) not in (1, 2):
                 raise InvalidArgument(
                     f"ssm[{s}]: expected (conv,) or (conv, None): layer {spec['layer_index']} "
@@ -292,7 +300,7 @@ def _ssm_setters(c: _Checker, layout: Layout, d: Dict[str, Any], ssm: Any) -> Li
         for j, (part, nbytes) in enumerate(
             (("conv", layout.conv_state_bytes(s)), ("ssm", layout.ssm_state_bytes(s)))
         ):
-            if part == "ssm" and conv_only:
+            if (part == "ssm" and conv_only) or (part == "conv" and state_only):
                 parts.append((0, 0))
                 continue
             dtype = spec[f"{part}_dtype"]

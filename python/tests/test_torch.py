@@ -267,3 +267,35 @@ def test_cpu_tensors_mla_latent_without_v(make_store: Callable[..., cachepawl.St
     for t in (latent, k, v):
         assert torch.equal(t[5:8], t[0:3])
     assert torch.equal(conv[3], conv[1]) and torch.equal(state[3], state[1])
+
+
+LIGHTNING_LAYOUT_JSON = """{"model": "test/tiny-lightning", "num_layers": 3, "page_size_tokens": 4,
+ "attention_layers": [{"layer_index": 0, "num_kv_heads": 2, "head_dim": 16, "dtype": "bf16"}],
+ "ssm_layers": [
+  {"layer_index": 1, "block": "lightning", "conv_shape": [], "conv_dtype": "bf16",
+   "ssm_shape": [2, 4, 4], "ssm_dtype": "bf16"},
+  {"layer_index": 2, "block": "mamba2", "conv_shape": [8, 3], "conv_dtype": "bf16",
+   "ssm_shape": [2, 4, 8], "ssm_dtype": "fp32"}]}"""
+
+
+def test_cpu_tensors_lightning_state_without_conv(
+    make_store: Callable[..., cachepawl.Store],
+) -> None:
+    """A lightning layer (MiniMax) has a state and no conv: its entry is (None, state)."""
+    store = make_store(layout_json=LIGHTNING_LAYOUT_JSON, device_pool_bytes=0)
+    g = torch.Generator().manual_seed(19)
+    k, v = (torch.randn(PAGES, 4, 2, 16, generator=g).to(torch.bfloat16) for _ in range(2))
+    lightning = torch.randn(SLOTS, 2, 4, 4, generator=g).to(torch.bfloat16)
+    conv = torch.randn(SLOTS, 8, 3, generator=g).to(torch.bfloat16)
+    state = torch.randn(SLOTS, 2, 4, 8, generator=g)
+    with pytest.raises(cachepawl.InvalidArgument, match=r"ssm\[0\]: expected \(None, state\)"):
+        store.register_tensors(kv=[(k, v)], ssm=[(conv, lightning), (conv, state)])
+    store.register_tensors(kv=[(k, v)], ssm=[(None, lightning), (conv, state)])
+    for t in (k, v):
+        poison(t, slice(5, 8))
+    for t in (lightning, conv, state):
+        poison(t, slice(3, 4))
+    save_and_load(store)
+    assert torch.equal(k[5:8], k[0:3]) and torch.equal(v[5:8], v[0:3])
+    for t in (lightning, conv, state):
+        assert torch.equal(t[3], t[1])

@@ -106,8 +106,6 @@ static cachepawl_pool* describe(const Pool* p) {
              CACHEPAWL_INVALID_ARGUMENT, "i: 70000");
   EXPECT_ERR(cachepawl_pool_set_kv_layer_interleaved(d, 0, NULL, 0), CACHEPAWL_INVALID_ARGUMENT,
              "base: null");
-  EXPECT_ERR(cachepawl_pool_set_ssm_layer(d, 0, NULL, 0, p->ssm[0], 0), CACHEPAWL_INVALID_ARGUMENT,
-             "conv_base: null");
   for (i = 0; i < 2; ++i) {
     if (p->form == kSeparate) {
       EXPECT_OK(cachepawl_pool_set_kv_layer(d, i, p->kv[i], K_STRIDE, p->v[i], 0));
@@ -136,6 +134,11 @@ static void bad_registrations(cachepawl_store* s, const Pool* p) {
   EXPECT_ERR(cachepawl_store_register_device_pool(s, d), CACHEPAWL_INVALID_ARGUMENT,
              "device_pool.ssm[0].ssm_base: null");
   EXPECT_OK(cachepawl_pool_set_ssm_layer(d, 0, p->conv[0], 0, p->ssm[0], 0));
+  /* NULL conv_base is for layers without a conv state (lightning); these have one. */
+  EXPECT_OK(cachepawl_pool_set_ssm_layer(d, 1, NULL, 0, p->ssm[1], 0));
+  EXPECT_ERR(cachepawl_store_register_device_pool(s, d), CACHEPAWL_INVALID_ARGUMENT,
+             "device_pool.ssm[1].conv_base: null");
+  EXPECT_OK(cachepawl_pool_set_ssm_layer(d, 1, p->conv[1], 0, p->ssm[1], 0));
   /* NULL v_base is for MLA layers (no V); these layers have one. */
   EXPECT_OK(cachepawl_pool_set_kv_layer(d, 1, p->kv[1], 0, NULL, 0));
   EXPECT_ERR(cachepawl_store_register_device_pool(s, d), CACHEPAWL_INVALID_ARGUMENT,

@@ -194,6 +194,7 @@ TEST(LayoutFromHfTest, EverySupportedModelTypeIsListedSorted) {
                                          "llama",
                                          "mamba",
                                          "mamba2",
+                                         "minimax",
                                          "mistral",
                                          "nemotron_h",
                                          "qwen2",

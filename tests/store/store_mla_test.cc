@@ -1,6 +1,7 @@
-// A layout with an MLA layer (one latent per token and no V) through the store: a store-owned
-// pool and an engine's per-layer pool whose MLA layer has no V tensor; pages and states saved,
-// evicted to disk, reopened in the same folder and loaded back byte for byte.
+// Layouts whose layers keep one tensor of a pair through the store: an MLA layer (one latent per
+// token, no V) and a lightning layer (a state, no conv). A store-owned pool and an engine's
+// per-layer pool without the missing tensors; pages and states saved, evicted to disk, reopened
+// in the same folder and loaded back byte for byte.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -77,23 +78,7 @@ TEST_F(StoreMlaTest, AnEnginePoolWithoutAVTensorForTheMlaLayerRoundTrips) {
                                                                          false, kStates, conv, ssm))
                   .ok());
   for (size_t i = 0; i < tensors.size(); ++i) testing::FillRandom(tensors[i], 11 + i);
-  const auto tokens = Tokens(3, 8);
-  SaveRequest req;
-  req.tokens = tokens;
-  const std::vector<uint64_t> pages{0, 1};
-  req.device_pages = pages;
-  req.device_state_slot = 0;
-  req.state_depth_tokens = 8;
-  auto f = store->Save(req);
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
-  ASSERT_TRUE(f->Wait().ok());
-  auto m = store->Lookup("", tokens);
-  ASSERT_TRUE(m.ok());
-  ASSERT_EQ(m->reusable_pages, 2u);
-  const std::vector<uint64_t> into{2, 3};
-  auto lf = store->Load(*m, into, 1);
-  ASSERT_TRUE(lf.ok()) << lf.status().ToString();
-  ASSERT_TRUE(lf->Wait().ok());
+  SaveThenLoadBack(store, Tokens(3, 8), {0, 1}, 0, {2, 3}, 1);
   auto rows = [](const std::byte* base, uint64_t bytes, uint64_t first, uint64_t n) {
     return std::vector<std::byte>(base + first * bytes, base + (first + n) * bytes);
   };
@@ -103,6 +88,43 @@ TEST_F(StoreMlaTest, AnEnginePoolWithoutAVTensorForTheMlaLayerRoundTrips) {
   const uint64_t cb = layout.ConvStateBytes(0), sb = layout.SsmStateBytes(0);
   EXPECT_EQ(rows(conv[0], cb, 1, 1), rows(conv[0], cb, 0, 1)) << "the KDA conv state";
   EXPECT_EQ(rows(ssm[0], sb, 1, 1), rows(ssm[0], sb, 0, 1)) << "the KDA recurrent state";
+  EXPECT_TRUE(store->Close().ok());
+}
+
+TEST_F(StoreMlaTest, ALightningStateWithoutAConvRoundTripsThroughAnEnginePool) {
+  const ModelLayout layout = TinyLightning();
+  auto opened =
+      Store::Open(CpuStoreOptions(layout, 64 * 8192, 0, 8 << 20, dir_.str() + "/lightning"));
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Store* store = opened->get();
+  constexpr uint64_t kPages = 2, kStates = 2;
+  std::vector<std::vector<std::byte>> tensors;
+  tensors.reserve(8);
+  auto tensor = [&](uint64_t bytes) {
+    tensors.emplace_back(bytes);
+    return tensors.back().data();
+  };
+  const uint64_t kb = layout.KBytesPerPage(0);
+  const std::vector<std::byte*> k = {tensor(kPages * kb)}, v = {tensor(kPages * kb)};
+  const uint64_t lightning = layout.SsmStateBytes(0);
+  const uint64_t cb = layout.ConvStateBytes(1), sb = layout.SsmStateBytes(1);
+  ASSERT_EQ(layout.ConvStateBytes(0), 0u);
+  std::vector<std::byte*> conv = {nullptr, tensor(kStates * cb)};
+  const std::vector<std::byte*> ssm = {tensor(kStates * lightning), tensor(kStates * sb)};
+  ASSERT_TRUE(store
+                  ->RegisterDevicePool(DevicePoolDescription::LayerFirst(layout, -1, kPages, k, v,
+                                                                         false, kStates, conv, ssm))
+                  .ok());
+  for (size_t i = 0; i < tensors.size(); ++i) testing::FillRandom(tensors[i], 31 + i);
+  SaveThenLoadBack(store, Tokens(9, 4), {0}, 0, {1}, 1);
+  auto row = [](const std::byte* base, uint64_t bytes, uint64_t i) {
+    return std::vector<std::byte>(base + i * bytes, base + (i + 1) * bytes);
+  };
+  EXPECT_EQ(row(k[0], kb, 1), row(k[0], kb, 0));
+  EXPECT_EQ(row(v[0], kb, 1), row(v[0], kb, 0));
+  EXPECT_EQ(row(ssm[0], lightning, 1), row(ssm[0], lightning, 0)) << "the lightning state";
+  EXPECT_EQ(row(conv[1], cb, 1), row(conv[1], cb, 0));
+  EXPECT_EQ(row(ssm[1], sb, 1), row(ssm[1], sb, 0));
   EXPECT_TRUE(store->Close().ok());
 }
 

@@ -250,23 +250,7 @@ TEST_F(StoreTest, AnEnginePoolWithoutShortConvSsmTensorsRoundTripsStates) {
                                                                          false, kStates, conv, ssm))
                   .ok());
   for (size_t i = 0; i < tensors.size(); ++i) FillRandom(tensors[i], 1 + i);  // the "prefill"
-  auto tokens = Tokens(11, 4);
-  SaveRequest req;
-  req.tokens = tokens;
-  const std::vector<uint64_t> pages{0};
-  req.device_pages = pages;
-  req.device_state_slot = 0;
-  req.state_depth_tokens = 4;
-  auto f = store->Save(req);
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
-  ASSERT_TRUE(f->Wait().ok());
-  auto m = store->Lookup("", tokens);
-  ASSERT_TRUE(m.ok());
-  ASSERT_EQ(m->reusable_pages, 1u);
-  const std::vector<uint64_t> into{1};
-  auto lf = store->Load(*m, into, 1);
-  ASSERT_TRUE(lf.ok()) << lf.status().ToString();
-  ASSERT_TRUE(lf->Wait().ok());
+  SaveThenLoadBack(store.get(), Tokens(11, 4), {0}, 0, {1}, 1);
   auto slot_bytes = [](const std::byte* base, uint64_t bytes, uint64_t slot) {
     return std::vector<std::byte>(base + slot * bytes, base + (slot + 1) * bytes);
   };

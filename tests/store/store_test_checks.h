@@ -74,6 +74,28 @@ inline void SaveAll(Store* store, std::string_view ns, const std::vector<uint32_
 // Loads `match`'s reusable prefix (and its state) into poisoned device slots of the store-owned
 // pool and compares every byte with Content(); the load's status (a miss is not a failure of
 // the comparison).
+// What an engine with its own registered pool does: Save the full pages of `tokens` from device
+// pages `from` (and the state at their depth from slot `state_from`), look the prompt up, and
+// Load every page into `into` (and the state into `state_into`). The caller compares the bytes.
+inline void SaveThenLoadBack(Store* store, const std::vector<uint32_t>& tokens,
+                             const std::vector<uint64_t>& from, uint64_t state_from,
+                             const std::vector<uint64_t>& into, uint64_t state_into) {
+  SaveRequest req;
+  req.tokens = tokens;
+  req.device_pages = from;
+  req.device_state_slot = state_from;
+  req.state_depth_tokens = from.size() * store->layout().page_size_tokens;
+  auto f = store->Save(req);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE(f->Wait().ok());
+  auto m = store->Lookup("", tokens);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->reusable_pages, from.size());
+  auto lf = store->Load(*m, into, state_into);
+  ASSERT_TRUE(lf.ok()) << lf.status().ToString();
+  ASSERT_TRUE(lf->Wait().ok());
+}
+
 inline Status LoadAndVerify(Store* store, const PrefixMatch& match) {
   const ModelLayout& layout = store->layout();
   std::vector<uint64_t> pages;

@@ -49,6 +49,19 @@ inline ModelLayout TinyMla() {
   return l;
 }
 
+// MiniMax-like: layer 0 attention, layer 1 lightning attention (a state [2, 4, 4] bf16, no
+// conv), layer 2 Mamba-2 (both tensors), so a state record has an empty conv segment first.
+inline ModelLayout TinyLightning() {
+  ModelLayout l;
+  l.model = "test/tiny-lightning";
+  l.num_layers = 3;
+  l.page_size_tokens = 4;
+  l.attention_layers = {{0, 2, 16, DType::kBf16, 0}};
+  l.ssm_layers = {{1, "lightning", {}, DType::kBf16, {2, 4, 4}, DType::kBf16},
+                  {2, "mamba2", {8, 3}, DType::kBf16, {2, 4, 8}, DType::kFp32}};
+  return l;
+}
+
 inline ModelLayout TinyAttentionOnly() {
   ModelLayout l = TinyHybrid();
   l.model = "test/tiny-attention";

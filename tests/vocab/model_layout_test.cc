@@ -171,8 +171,8 @@ TEST(ModelLayoutTest, RejectsUnknownDTypeValuesCastFromBadIntegers) {
 TEST(ModelLayoutTest, RejectsUnknownBlocks) {
   ModelLayout l = Small();
   l.ssm_layers[1].block = "mamba3";
-  ExpectInvalid(l,
-                {"ssm_layers[1].block: 'mamba3'", "mamba1, mamba2, rglru, gdn, kda or shortconv"});
+  ExpectInvalid(l, {"ssm_layers[1].block: 'mamba3'",
+                    "mamba1, mamba2, rglru, gdn, kda, shortconv or lightning"});
 }
 
 TEST(ModelLayoutTest, ShortConvLayersKeepAConvStateOnly) {
@@ -252,6 +252,27 @@ TEST(ModelLayoutTest, MlaLayersHaveFullAttention) {
   ModelLayout l = Mla();
   l.attention_layers[0].sliding_window = 128;
   ExpectInvalid(l, {"attention_layers[0].sliding_window: 128", "MLA layer", "full attention"});
+}
+
+TEST(ModelLayoutTest, LightningLayersKeepTheirStateOnly) {
+  ModelLayout l = Small();
+  l.ssm_layers[1] = {2, "lightning", {}, DType::kBf16, {2, 8, 8}, DType::kBf16};
+  ASSERT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  // No conv; state 2 * 8 * 8 * 2 = 256.
+  EXPECT_EQ(l.ConvStateBytes(1), 0u);
+  EXPECT_EQ(l.SsmStateBytes(1), 256u);
+  EXPECT_EQ(l.MambaSlotBytes(), 576u + 1024u + 256u);
+  EXPECT_EQ(l.ConvSegment(1).offset, 1600u);
+  EXPECT_EQ(l.ConvSegment(1).bytes, 0u);
+  EXPECT_EQ(l.SsmSegment(1).offset, 1600u);
+  EXPECT_NE(l.Describe().find("[2] lightning conv=none ssm=[2, 8, 8] bf16  state=256 B"),
+            std::string::npos)
+      << l.Describe();
+  l.ssm_layers[1].conv_shape = {8, 3};
+  ExpectInvalid(l, {"ssm_layers[1].conv_shape: [8, 3]", "lightning", "must be []"});
+  l = Small();
+  l.ssm_layers[1].conv_shape = {};
+  ExpectInvalid(l, {"ssm_layers[1].conv_shape: []", "at least one dimension"});
 }
 
 TEST(ModelLayoutTest, OnlyShortConvLayersMayOmitTheSsmState) {

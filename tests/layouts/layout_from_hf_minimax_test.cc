@@ -1,0 +1,73 @@
+// LayoutFromHfConfig for MiniMax (minimax): softmax attention layers beside lightning attention
+// layers, whose cache is a linear-attention state [heads, head_dim, head_dim] with no conv
+// (block "lightning", in the model dtype as transformers and vLLM keep it).
+#include <gtest/gtest.h>
+
+#include "layouts/layout_from_hf.h"
+#include "tests/layouts/layout_from_hf_test_util.h"
+
+namespace cachepawl::hf_test {
+namespace {
+
+SsmLayerSpec Lightning(uint32_t index, uint64_t heads, uint64_t head_dim) {
+  return {index, "lightning", {}, DType::kBf16, {heads, head_dim, head_dim}, DType::kBf16};
+}
+
+// MiniMaxConfig's defaults: 32 layers, full attention on the even ones (8 KV heads of 4096 / 32
+// = 128), lightning attention on the odd ones (32 heads of 128).
+TEST(LayoutFromHfMiniMaxTest, TheClassDefaults) {
+  const ModelLayout l = Convert(R"json({"model_type": "minimax"})json");
+  ExpectLayers(l, 16, {{0, Kv(0, 8, 128)}, {15, Kv(30, 8, 128)}}, 16,
+               {{0, Lightning(1, 32, 128)}, {15, Lightning(31, 32, 128)}});
+  // A lightning state: 32 * 128 * 128 bf16 = 1 MiB, no conv bytes.
+  EXPECT_EQ(l.ConvStateBytes(0), 0u);
+  EXPECT_EQ(l.SsmStateBytes(0), 32u * 128 * 128 * 2);
+}
+
+constexpr char kMiniMaxTypes[] = R"json({"model_type": "minimax", "_name_or_path": "test/minimax",
+  "num_hidden_layers": 3, "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 2,
+  "head_dim": 32, "sliding_window": 64,
+  "layer_types": ["linear_attention", "linear_attention", "full_attention"]})json";
+
+TEST(LayoutFromHfMiniMaxTest, LayerTypesHeadDimAndTheWindow) {
+  ExpectLayout(Convert(kMiniMaxTypes), Expected("test/minimax", 3, {Kv(2, 2, 32, 64)},
+                                                {Lightning(0, 8, 32), Lightning(1, 8, 32)}));
+}
+
+TEST(LayoutFromHfMiniMaxTest, TheStateTakesTheCacheDtypeAndSplitsByHeads) {
+  HfLayoutOptions o = Options();
+  o.cache_dtype = DType::kFp16;
+  o.state_dtype = DType::kFp32;  // not the lightning state's: it is kept in the model dtype
+  const ModelLayout l = Convert(kMiniMaxTypes, o);
+  EXPECT_EQ(l.ssm_layers[0].ssm_dtype, DType::kFp16);
+  o.tp_size = 4;
+  o.tp_rank = 1;
+  const ModelLayout rank = Convert(kMiniMaxTypes, o);
+  EXPECT_EQ(rank.ssm_layers[0].ssm_shape, (std::vector<uint64_t>{2, 32, 32}));
+  EXPECT_TRUE(rank.ssm_layers[0].conv_shape.empty());
+  EXPECT_EQ(rank.attention_layers[0].num_kv_heads, 1u);  // 2 KV heads over 4 ranks: replicated
+  o.tp_size = 3;
+  o.tp_rank = 0;
+  auto three = LayoutFromHfConfig(R"json({"model_type": "minimax", "num_hidden_layers": 1,
+    "hidden_size": 512, "num_attention_heads": 8, "layer_types": ["linear_attention"]})json",
+                                  o);
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.status().message().find("ssm_layers[0].ssm_shape[0] (heads): 8"),
+            std::string::npos)
+      << three.status().ToString();
+}
+
+TEST(LayoutFromHfMiniMaxTest, ImpossibleFieldsAreNamed) {
+  ExpectInvalid(R"json({"model_type": "minimax", "num_hidden_layers": 2,
+    "layer_types": ["full_attention", "mamba"]})json",
+                {"layer_types[1]: 'mamba'"});
+  ExpectInvalid(R"json({"model_type": "minimax", "num_hidden_layers": 2,
+    "layer_types": ["full_attention"]})json",
+                {"layer_types", "1 entries"});
+  ExpectInvalid(R"json({"model_type": "minimax", "sliding_window": 0})json", {"sliding_window: 0"});
+  ExpectInvalid(R"json({"model_type": "minimax", "num_key_value_heads": 5})json",
+                {"num_key_value_heads: 5"});
+}
+
+}  // namespace
+}  // namespace cachepawl::hf_test
