@@ -106,6 +106,11 @@ FAMILIES: Dict[str, Dict[str, Any]] = {
     # Lightning attention (a state, no conv) on the odd layers; MiniMaxCache holds its states.
     "minimax": dict(layer_types=["full_attention", "linear_attention", "full_attention",
                                  "linear_attention"], num_local_experts=2, num_experts_per_tok=1),
+    "olmo_hybrid": dict(layer_types=["linear_attention", "full_attention", "linear_attention",
+                                     "full_attention"], linear_num_key_heads=2,
+                        linear_num_value_heads=4, linear_key_head_dim=32,
+                        linear_value_head_dim=32, linear_conv_kernel_dim=4, pad_token_id=0,
+                        eos_token_id=2),
     "kimi_linear": dict(num_key_value_heads=4, kv_lora_rank=64, qk_rope_head_dim=16,
                         qk_nope_head_dim=32, v_head_dim=32,
                         layer_types=["linear_attention", "full_attention", "linear_attention",

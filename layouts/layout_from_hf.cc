@@ -381,6 +381,7 @@ const std::map<std::string, FamilyReader, std::less<>>& Families() {
       {"minimax", ReadMiniMax},
       {"mistral", ReadMistral},
       {"nemotron_h", ReadNemotronH},
+      {"olmo_hybrid", ReadOlmoHybrid},
       {"qwen2", ReadQwen2},
       {"qwen3", ReadQwen3},
       {"qwen3_5", ReadQwen35},

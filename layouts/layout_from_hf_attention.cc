@@ -3,6 +3,7 @@
 // (RG-LRU and local attention), Qwen3-Next (Gated DeltaNet) and LFM2 (short convolutions).
 // Each default below is the transformers 5.17 configuration class's; the attention layers are
 // what DynamicCache(config) builds (cache_utils.get_layer_types_and_kwargs).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -370,6 +371,65 @@ Status ReadLfm2(const ConfigReader& c, LayoutBuilder* out) {
     }
   }
   return AddLfm2Layers(c, d, attention, out);
+}
+
+// OlmoHybridConfig: 32 layers, hidden 3840, 30 heads, kv heads = heads, head_dim key else
+// hidden // heads; layer_types (legacy names remapped), else Gated DeltaNet everywhere but full
+// attention where i % 4 == 3 (the last layer when that leaves none); at least one layer of each
+// kind (the class's validate_architecture). Its Gated DeltaNet: linear_num_key_heads and
+// linear_num_value_heads default to the heads, linear_key_head_dim to int(0.75 * hidden /
+// key heads), linear_value_head_dim to twice that, linear_conv_kernel_dim 4.
+Status ReadOlmoHybrid(const ConfigReader& c, LayoutBuilder* out) {
+  AttentionDims d;
+  CACHEPAWL_RETURN_IF_ERROR(
+      ReadDims(c, {32, 3840, 30, 0, 0}, std::nullopt, std::nullopt, false, &d));
+  std::vector<std::string> types;
+  if (!c.IsAbsentOrNull("layer_types")) {
+    CACHEPAWL_RETURN_IF_ERROR(
+        ReadLayerTypes(c, "layer_types", {"linear_attention", "full_attention"},
+                       /*remap_legacy=*/true, d.layers, kNumLayersKey, &types));
+  } else {
+    for (int64_t i = 0; i < d.layers; ++i) {
+      types.push_back(i % 4 == 3 ? "full_attention" : "linear_attention");
+    }
+    if (std::find(types.begin(), types.end(), "full_attention") == types.end()) {
+      types.back() = "full_attention";
+    }
+  }
+  for (const char* kind : {"linear_attention", "full_attention"}) {
+    if (std::find(types.begin(), types.end(), kind) == types.end()) {
+      return Bad(c.Path("layer_types"), std::string("no '") + kind + "' layer",
+                 "OLMo Hybrid needs at least one linear_attention and one full_attention layer "
+                 "(the configuration class refuses it)");
+    }
+  }
+  std::optional<int64_t> k_heads, v_heads, k_dim, v_dim;
+  CACHEPAWL_RETURN_IF_ERROR(c.OptionalPositive("linear_num_key_heads", &k_heads));
+  CACHEPAWL_RETURN_IF_ERROR(c.OptionalPositive("linear_num_value_heads", &v_heads));
+  CACHEPAWL_RETURN_IF_ERROR(c.OptionalPositive("linear_key_head_dim", &k_dim));
+  CACHEPAWL_RETURN_IF_ERROR(c.OptionalPositive("linear_value_head_dim", &v_dim));
+  const int64_t kh = k_heads.value_or(d.heads), vh = v_heads.value_or(d.heads);
+  // int(0.75 * hidden / key heads), exactly: 0.75 * hidden is exact in binary.
+  const int64_t kd = k_dim.value_or(3 * d.hidden / (4 * kh));
+  if (kd <= 0) {
+    return Bad(c.Path("linear_key_head_dim"), "null",
+               "int(0.75 * hidden_size " + std::to_string(d.hidden) + " / linear_num_key_heads " +
+                   std::to_string(kh) + ") is 0");
+  }
+  const int64_t vd = v_dim.value_or(2 * kd);
+  int64_t kernel = 0;
+  uint64_t width = 0;
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_conv_kernel_dim", 4, &kernel));
+  CACHEPAWL_RETURN_IF_ERROR(out->ConvWidth(c, "linear_conv_kernel_dim", kernel, &width));
+  out->SetNumLayers(d.layers);
+  for (int64_t i = 0; i < d.layers; ++i) {
+    if (types[static_cast<size_t>(i)] == "full_attention") {
+      out->Attention(i, d.kv_heads, d.head_dim);
+    } else {
+      out->GatedDeltaNet(i, kh, kd, vh, vd, width);
+    }
+  }
+  return Status::OK();
 }
 
 // MiniMaxConfig (32 layers, hidden 4096, 32 heads, 8 KV heads, head_dim null: hidden // heads):

@@ -185,6 +185,7 @@ Status ReadLfm2(const ConfigReader& config, LayoutBuilder* out);
 Status ReadLfm2Moe(const ConfigReader& config, LayoutBuilder* out);
 Status ReadGptOss(const ConfigReader& config, LayoutBuilder* out);
 Status ReadMiniMax(const ConfigReader& config, LayoutBuilder* out);
+Status ReadOlmoHybrid(const ConfigReader& config, LayoutBuilder* out);
 
 // layout_from_hf_mla.cc
 Status ReadDeepseekV3(const ConfigReader& config, LayoutBuilder* out);

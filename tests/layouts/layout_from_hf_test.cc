@@ -197,6 +197,7 @@ TEST(LayoutFromHfTest, EverySupportedModelTypeIsListedSorted) {
                                          "minimax",
                                          "mistral",
                                          "nemotron_h",
+                                         "olmo_hybrid",
                                          "qwen2",
                                          "qwen3",
                                          "qwen3_5",

@@ -1,6 +1,8 @@
-// LayoutFromHfConfig for MiniMax (minimax): softmax attention layers beside lightning attention
-// layers, whose cache is a linear-attention state [heads, head_dim, head_dim] with no conv
-// (block "lightning", in the model dtype as transformers and vLLM keep it).
+// LayoutFromHfConfig for linear-attention hybrids. MiniMax (minimax): softmax attention layers
+// beside lightning attention layers, whose cache is a linear-attention state [heads, head_dim,
+// head_dim] with no conv (block "lightning", in the model dtype as transformers and vLLM keep
+// it). OLMo Hybrid (olmo_hybrid): full attention beside Gated DeltaNet layers with their own
+// derived dims.
 #include <gtest/gtest.h>
 
 #include "layouts/layout_from_hf.h"
@@ -67,6 +69,39 @@ TEST(LayoutFromHfMiniMaxTest, ImpossibleFieldsAreNamed) {
   ExpectInvalid(R"json({"model_type": "minimax", "sliding_window": 0})json", {"sliding_window: 0"});
   ExpectInvalid(R"json({"model_type": "minimax", "num_key_value_heads": 5})json",
                 {"num_key_value_heads: 5"});
+}
+
+// OlmoHybridConfig's defaults: 32 layers, full attention where i % 4 == 3 (30 KV heads of
+// 3840 / 30 = 128), Gated DeltaNet elsewhere: 30 key and value heads, key dim int(0.75 * 3840 /
+// 30) = 96, value dim 192, conv over 2 * 30 * 96 + 30 * 192 = 11520 channels of kernel 4.
+TEST(LayoutFromHfOlmoHybridTest, TheClassDefaults) {
+  const ModelLayout l = Convert(R"json({"model_type": "olmo_hybrid"})json");
+  ExpectLayers(l, 8, {{0, Kv(3, 30, 128)}, {7, Kv(31, 30, 128)}}, 24,
+               {{0, Ssm(0, "gdn", {11520, 4}, {30, 96, 192})},
+                {23, Ssm(30, "gdn", {11520, 4}, {30, 96, 192})}});
+}
+
+constexpr char kOlmoSmall[] = R"json({"model_type": "olmo_hybrid", "_name_or_path": "test/olmo",
+  "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "linear_num_key_heads": 2, "linear_value_head_dim": 64})json";
+
+TEST(LayoutFromHfOlmoHybridTest, TooFewLayersForTheIntervalEndOnFullAttention) {
+  // Layer 1 is full attention (no i % 4 == 3 below 2); key dim int(0.75 * 256 / 2) = 96, value
+  // heads 4 (the heads), value dim 64: conv 2 * 2 * 96 + 4 * 64 = 640.
+  ExpectLayout(Convert(kOlmoSmall),
+               Expected("test/olmo", 2, {Kv(1, 2, 64)}, {Ssm(0, "gdn", {640, 4}, {4, 96, 64})}));
+}
+
+TEST(LayoutFromHfOlmoHybridTest, LayerTypesNeedBothKinds) {
+  ExpectInvalid(R"json({"model_type": "olmo_hybrid", "num_hidden_layers": 2,
+    "layer_types": ["linear_attention", "linear_attention"]})json",
+                {"layer_types: no 'full_attention' layer"});
+  ExpectInvalid(R"json({"model_type": "olmo_hybrid", "num_hidden_layers": 2,
+    "layer_types": ["attention", "full_attention"]})json",
+                {"layer_types: no 'linear_attention' layer"});
+  ExpectInvalid(R"json({"model_type": "olmo_hybrid", "hidden_size": 8,
+    "num_attention_heads": 8, "linear_num_key_heads": 8})json",
+                {"linear_key_head_dim: null", "is 0"});
 }
 
 }  // namespace
