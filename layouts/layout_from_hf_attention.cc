@@ -223,6 +223,44 @@ Status ReadRecurrentGemma(const ConfigReader& c, LayoutBuilder* out) {
 
 namespace {
 
+// A Gated DeltaNet layer's dims.
+struct GdnDims {
+  int64_t k_heads = 0;
+  int64_t k_dim = 0;
+  int64_t v_heads = 0;
+  int64_t v_dim = 0;
+};
+
+// The layer_types list of a linear_attention / full_attention hybrid (legacy names remapped), or
+// empty when the config has none.
+Status ReadLinearOrFullTypes(const ConfigReader& c, int64_t layers,
+                             std::vector<std::string>* types) {
+  types->clear();
+  if (c.IsAbsentOrNull("layer_types")) return Status::OK();
+  return ReadLayerTypes(c, "layer_types", {"linear_attention", "full_attention"},
+                        /*remap_legacy=*/true, layers, kNumLayersKey, types);
+}
+
+// The layers of a Gated DeltaNet hybrid: full attention where `types` says so, Gated DeltaNet
+// (conv kernel linear_conv_kernel_dim, default 4) elsewhere.
+Status AddGdnHybridLayers(const ConfigReader& c, const AttentionDims& d,
+                          const std::vector<std::string>& types, const GdnDims& g,
+                          LayoutBuilder* out) {
+  int64_t kernel = 0;
+  uint64_t width = 0;
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_conv_kernel_dim", 4, &kernel));
+  CACHEPAWL_RETURN_IF_ERROR(out->ConvWidth(c, "linear_conv_kernel_dim", kernel, &width));
+  out->SetNumLayers(d.layers);
+  for (int64_t i = 0; i < d.layers; ++i) {
+    if (types[static_cast<size_t>(i)] == "full_attention") {
+      out->Attention(i, d.kv_heads, d.head_dim);
+    } else {
+      out->GatedDeltaNet(i, g.k_heads, g.k_dim, g.v_heads, g.v_dim, width);
+    }
+  }
+  return Status::OK();
+}
+
 // Qwen3-Next's decoder and the Qwen3.5 text decoders that reuse its layers (their configuration
 // classes differ only in defaults): layer_types, else full attention every
 // full_attention_interval-th layer and Gated DeltaNet elsewhere.
@@ -231,34 +269,20 @@ Status ReadGatedDeltaNetHybrid(const ConfigReader& c, AttentionDims defaults, in
   AttentionDims d;
   CACHEPAWL_RETURN_IF_ERROR(ReadDims(c, defaults, kv_default, 256, false, &d));
   std::vector<std::string> types;
-  if (!c.IsAbsentOrNull("layer_types")) {
-    CACHEPAWL_RETURN_IF_ERROR(
-        ReadLayerTypes(c, "layer_types", {"linear_attention", "full_attention"},
-                       /*remap_legacy=*/true, d.layers, kNumLayersKey, &types));
-  } else {
+  CACHEPAWL_RETURN_IF_ERROR(ReadLinearOrFullTypes(c, d.layers, &types));
+  if (types.empty()) {
     int64_t interval = 0;
     CACHEPAWL_RETURN_IF_ERROR(c.Positive("full_attention_interval", 4, &interval));
     for (int64_t i = 0; i < d.layers; ++i) {
       types.push_back((i + 1) % interval != 0 ? "linear_attention" : "full_attention");
     }
   }
-  int64_t kernel = 0, k_dim = 0, v_dim = 0, k_heads = 0, v_heads = 0;
-  uint64_t width = 0;
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_conv_kernel_dim", 4, &kernel));
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_key_head_dim", 128, &k_dim));
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_value_head_dim", 128, &v_dim));
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_num_key_heads", 16, &k_heads));
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_num_value_heads", 32, &v_heads));
-  CACHEPAWL_RETURN_IF_ERROR(out->ConvWidth(c, "linear_conv_kernel_dim", kernel, &width));
-  out->SetNumLayers(d.layers);
-  for (int64_t i = 0; i < d.layers; ++i) {
-    if (types[static_cast<size_t>(i)] == "full_attention") {
-      out->Attention(i, d.kv_heads, d.head_dim);
-    } else {
-      out->GatedDeltaNet(i, k_heads, k_dim, v_heads, v_dim, width);
-    }
-  }
-  return Status::OK();
+  GdnDims g;
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_key_head_dim", 128, &g.k_dim));
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_value_head_dim", 128, &g.v_dim));
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_num_key_heads", 16, &g.k_heads));
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_num_value_heads", 32, &g.v_heads));
+  return AddGdnHybridLayers(c, d, types, g, out);
 }
 
 }  // namespace
@@ -384,11 +408,8 @@ Status ReadOlmoHybrid(const ConfigReader& c, LayoutBuilder* out) {
   CACHEPAWL_RETURN_IF_ERROR(
       ReadDims(c, {32, 3840, 30, 0, 0}, std::nullopt, std::nullopt, false, &d));
   std::vector<std::string> types;
-  if (!c.IsAbsentOrNull("layer_types")) {
-    CACHEPAWL_RETURN_IF_ERROR(
-        ReadLayerTypes(c, "layer_types", {"linear_attention", "full_attention"},
-                       /*remap_legacy=*/true, d.layers, kNumLayersKey, &types));
-  } else {
+  CACHEPAWL_RETURN_IF_ERROR(ReadLinearOrFullTypes(c, d.layers, &types));
+  if (types.empty()) {
     for (int64_t i = 0; i < d.layers; ++i) {
       types.push_back(i % 4 == 3 ? "full_attention" : "linear_attention");
     }
@@ -408,28 +429,18 @@ Status ReadOlmoHybrid(const ConfigReader& c, LayoutBuilder* out) {
   CACHEPAWL_RETURN_IF_ERROR(c.OptionalPositive("linear_num_value_heads", &v_heads));
   CACHEPAWL_RETURN_IF_ERROR(c.OptionalPositive("linear_key_head_dim", &k_dim));
   CACHEPAWL_RETURN_IF_ERROR(c.OptionalPositive("linear_value_head_dim", &v_dim));
-  const int64_t kh = k_heads.value_or(d.heads), vh = v_heads.value_or(d.heads);
+  GdnDims g;
+  g.k_heads = k_heads.value_or(d.heads);
+  g.v_heads = v_heads.value_or(d.heads);
   // int(0.75 * hidden / key heads), exactly: 0.75 * hidden is exact in binary.
-  const int64_t kd = k_dim.value_or(3 * d.hidden / (4 * kh));
-  if (kd <= 0) {
+  g.k_dim = k_dim.value_or(3 * d.hidden / (4 * g.k_heads));
+  if (g.k_dim <= 0) {
     return Bad(c.Path("linear_key_head_dim"), "null",
                "int(0.75 * hidden_size " + std::to_string(d.hidden) + " / linear_num_key_heads " +
-                   std::to_string(kh) + ") is 0");
+                   std::to_string(g.k_heads) + ") is 0");
   }
-  const int64_t vd = v_dim.value_or(2 * kd);
-  int64_t kernel = 0;
-  uint64_t width = 0;
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("linear_conv_kernel_dim", 4, &kernel));
-  CACHEPAWL_RETURN_IF_ERROR(out->ConvWidth(c, "linear_conv_kernel_dim", kernel, &width));
-  out->SetNumLayers(d.layers);
-  for (int64_t i = 0; i < d.layers; ++i) {
-    if (types[static_cast<size_t>(i)] == "full_attention") {
-      out->Attention(i, d.kv_heads, d.head_dim);
-    } else {
-      out->GatedDeltaNet(i, kh, kd, vh, vd, width);
-    }
-  }
-  return Status::OK();
+  g.v_dim = v_dim.value_or(2 * g.k_dim);
+  return AddGdnHybridLayers(c, d, types, g, out);
 }
 
 // MiniMaxConfig (32 layers, hidden 4096, 32 heads, 8 KV heads, head_dim null: hidden // heads):
