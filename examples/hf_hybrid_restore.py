@@ -106,6 +106,9 @@ FAMILIES: Dict[str, Dict[str, Any]] = {
     # Lightning attention (a state, no conv) on the odd layers; MiniMaxCache holds its states.
     "minimax": dict(layer_types=["full_attention", "linear_attention", "full_attention",
                                  "linear_attention"], num_local_experts=2, num_experts_per_tok=1),
+    "zamba": dict(layer_types=["linear_attention", "hybrid", "linear_attention", "hybrid"],
+                  n_mamba_heads=2,
+                  mamba_d_state=16, mamba_expand=2, attention_head_dim=64),
     "olmo_hybrid": dict(layer_types=["linear_attention", "full_attention", "linear_attention",
                                      "full_attention"], linear_num_key_heads=2,
                         linear_num_value_heads=4, linear_key_head_dim=32,

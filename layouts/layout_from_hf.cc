@@ -294,6 +294,12 @@ void LayoutBuilder::Mamba1(int64_t index, int64_t d_inner, int64_t d_state, uint
       {static_cast<uint64_t>(d_inner), static_cast<uint64_t>(d_state)});
 }
 
+void LayoutBuilder::MultiHeadMamba1(int64_t index, int64_t heads, int64_t head_dim, int64_t d_state,
+                                    uint64_t conv_width) {
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  Ssm(index, "mamba1", {u(heads) * u(head_dim), conv_width}, {u(heads), u(head_dim), u(d_state)});
+}
+
 void LayoutBuilder::GatedDeltaNet(int64_t index, int64_t k_heads, int64_t k_dim, int64_t v_heads,
                                   int64_t v_dim, uint64_t conv_width) {
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
@@ -390,6 +396,7 @@ const std::map<std::string, FamilyReader, std::less<>>& Families() {
       {"qwen3_5_text", ReadQwen35Text},
       {"qwen3_next", ReadQwen3Next},
       {"recurrent_gemma", ReadRecurrentGemma},
+      {"zamba", ReadZamba},
       {"zamba2", ReadZamba2},
   };
   return *families;

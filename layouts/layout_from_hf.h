@@ -6,15 +6,15 @@
 // deepseek_v3, falcon_h1, falcon_mamba, gemma3 (its decoder under "text_config"), gemma3_text,
 // gpt_oss, granitemoehybrid, jamba, kimi_linear, lfm2, lfm2_moe, llama, mamba, mamba2, minimax,
 // mistral, nemotron_h, olmo_hybrid, qwen2, qwen3, qwen3_5 (its decoder under "text_config"),
-// qwen3_5_moe (likewise), qwen3_5_moe_text, qwen3_5_text, qwen3_next, recurrent_gemma, zamba2. For
-// each family exactly the keys its configuration class and modeling code use for the cache are
-// read: the decoder layer types (an explicit `layer_types` / `layers_block_type` / `block_types`
-// list, or the older keys the class derives them from: `attn_layer_period` and `attn_layer_offset`,
-// `attn_layer_indices`, `hybrid_override_pattern`, `full_attention_interval`, `full_attn_idxs`,
-// `sliding_window_pattern`, ...; legacy names "mamba", "attention", "conv" are mapped as
-// `remap_legacy_layer_types` maps them), the attention K/V heads and head dims, and the recurrent
-// blocks' dimensions. A key absent from config.json takes the configuration class's default, as in
-// transformers; derived values
+// qwen3_5_moe (likewise), qwen3_5_moe_text, qwen3_5_text, qwen3_next, recurrent_gemma, zamba,
+// zamba2. For each family exactly the keys its configuration class and modeling code use for the
+// cache are read: the decoder layer types (an explicit `layer_types` / `layers_block_type` /
+// `block_types` list, or the older keys the class derives them from: `attn_layer_period` and
+// `attn_layer_offset`, `attn_layer_indices`, `hybrid_override_pattern`, `full_attention_interval`,
+// `full_attn_idxs`, `sliding_window_pattern`, ...; legacy names "mamba", "attention", "conv" are
+// mapped as `remap_legacy_layer_types` maps them), the attention K/V heads and head dims, and the
+// recurrent blocks' dimensions. A key absent from config.json takes the configuration class's
+// default, as in transformers; derived values
 // (`head_dim` = hidden_size / num_attention_heads, Zamba2's `mamba_headdim`, Bamba's
 // `mamba_d_head` "auto", ...) are derived the same way, and an explicit key that the class would
 // take over a derivation (e.g. Falcon-H1's `head_dim`) is taken. Other keys are ignored.
@@ -28,9 +28,10 @@
 //     "mamba2", conv [d_inner + 2 * n_groups * d_state, W] of cache_dtype, state
 //     [n_heads, head_dim, d_state] of state_dtype;
 //   Mamba-1 (mamba, falcon_mamba, jamba): "mamba1", conv [d_inner, W], state [d_inner, d_state];
-//   Gated DeltaNet (qwen3_next, the qwen3_5 families, olmo_hybrid): "gdn", conv [2 * k_heads *
-//   k_dim +
-//     v_heads * v_dim, W], state [v_heads, k_dim, v_dim];
+//   Zamba (v1): multi-head Mamba-1, "mamba1", conv [d_inner, W], state [n_mamba_heads,
+//     d_inner / n_mamba_heads, d_state]; its hybrid layers also K/V;
+//   Gated DeltaNet (qwen3_next, the qwen3_5 families, olmo_hybrid): "gdn",
+//     conv [2 * k_heads * k_dim + v_heads * v_dim, W], state [v_heads, k_dim, v_dim];
 //   LFM2 short convolution: "shortconv", conv [hidden_size, W], no state;
 //   multi-head latent attention (deepseek_v3, kimi_linear's full-attention layers): one latent
 //     of kv_lora_rank + qk_rope_head_dim values per token (mla: true, num_kv_heads 1, no V);

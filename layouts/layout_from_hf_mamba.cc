@@ -359,6 +359,69 @@ Status ReadNemotronH(const ConfigReader& c, LayoutBuilder* out) {
   return Status::OK();
 }
 
+// ZambaConfig (Zamba v1): layers_block_type (alias layer_types; legacy names remapped), else
+// two Mamba layers, a hybrid, then hybrids where i % attn_layer_period (6) ==
+// attn_layer_offset (4); every layer runs multi-head Mamba-1 (n_mamba_heads 2 splitting d_inner
+// = mamba_expand * hidden_size; its state per head [d_inner / heads, mamba_d_state]) and each
+// hybrid layer the shared transformer block, whose K/V (num_key_value_heads 16 of
+// attention_head_dim, alias head_dim, default 2 * hidden_size // num_attention_heads) is cached
+// per layer.
+Status ReadZamba(const ConfigReader& c, LayoutBuilder* out) {
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, period = 0, offset = 0;
+  CACHEPAWL_RETURN_IF_ERROR(ReadNumLayers(c, 76, &layers));
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("hidden_size", 3712, &hidden));
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("num_attention_heads", 16, &heads));
+  CACHEPAWL_RETURN_IF_ERROR(ReadKvHeads(c, heads, 16, &kv_heads));
+  std::string key;
+  CACHEPAWL_RETURN_IF_ERROR(PickAliasedKey(c, "layers_block_type", "layer_types", &key));
+  std::vector<std::string> types;
+  if (!key.empty()) {
+    CACHEPAWL_RETURN_IF_ERROR(ReadLayerTypes(c, key, {"linear_attention", "hybrid"},
+                                             /*remap_legacy=*/true, layers, kNumLayersKey, &types));
+  } else {
+    CACHEPAWL_RETURN_IF_ERROR(c.Positive("attn_layer_period", 6, &period));
+    CACHEPAWL_RETURN_IF_ERROR(c.Int("attn_layer_offset", 4, &offset));
+    if (layers < 3) {
+      return Bad(c.Path(kNumLayersKey), std::to_string(layers),
+                 "ZambaConfig's default layers_block_type has at least 3 entries");
+    }
+    types = {"linear_attention", "linear_attention", "hybrid"};
+    for (int64_t i = 0; i < layers - 3; ++i) {
+      types.push_back(i % period == offset ? "hybrid" : "linear_attention");
+    }
+  }
+  std::string head_dim_key;
+  CACHEPAWL_RETURN_IF_ERROR(PickAliasedKey(c, "attention_head_dim", "head_dim", &head_dim_key));
+  int64_t head_dim = 2 * hidden / heads;
+  if (!head_dim_key.empty() && !c.IsAbsentOrNull(head_dim_key)) {
+    CACHEPAWL_RETURN_IF_ERROR(c.Positive(head_dim_key, 0, &head_dim));
+  } else if (head_dim == 0) {
+    return Bad(c.Path("num_attention_heads"), std::to_string(heads),
+               "2 * hidden_size / num_attention_heads is the head dim: it must be > 0");
+  }
+  int64_t mamba_heads = 0, d_state = 0, kernel = 0, expand = 0;
+  uint64_t width = 0;
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("n_mamba_heads", 2, &mamba_heads));
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("mamba_d_state", 16, &d_state));
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("mamba_d_conv", 4, &kernel));
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("mamba_expand", 2, &expand));
+  const int64_t d_inner = expand * hidden;
+  if (d_inner % mamba_heads != 0) {
+    return Bad(c.Path("n_mamba_heads"), std::to_string(mamba_heads),
+               "does not divide mamba_expand * hidden_size " + std::to_string(d_inner) +
+                   ": the configuration class refuses it");
+  }
+  CACHEPAWL_RETURN_IF_ERROR(out->ConvWidth(c, "mamba_d_conv", kernel, &width));
+  out->SetNumLayers(layers);
+  for (int64_t i = 0; i < layers; ++i) {
+    if (types[static_cast<size_t>(i)] == "hybrid") out->Attention(i, kv_heads, head_dim);
+  }
+  for (int64_t i = 0; i < layers; ++i) {
+    out->MultiHeadMamba1(i, mamba_heads, d_inner / mamba_heads, d_state, width);
+  }
+  return Status::OK();
+}
+
 // Zamba2Config: layers_block_type (alias layer_types; default: the 54-layer Zamba2-2.7B list),
 // every layer Mamba-2, "hybrid" layers also a shared transformer block with their own K/V of
 // attention_head_dim = 2 * hidden_size / num_attention_heads (a config key takes over, as do

@@ -115,6 +115,16 @@ class Sharder {
       s.conv_shape[0] = 3 * rank_heads * s.ssm_shape[1];
       return Status::OK();
     }
+    if (s.block == "mamba1" && s.ssm_shape.size() == 3) {  // multi-head (Zamba)
+      if (s.ssm_shape[0] * s.ssm_shape[1] != conv) {
+        return shape_error("ssm_shape", s.ssm_shape,
+                           "[heads, head_dim, d_state] (heads * head_dim = conv channels)");
+      }
+      CACHEPAWL_ASSIGN_OR_RETURN(s.ssm_shape[0],
+                                 Split(field + ".ssm_shape[0] (heads)", s.ssm_shape[0]));
+      s.conv_shape[0] = s.ssm_shape[0] * s.ssm_shape[1];
+      return Status::OK();
+    }
     if (s.block == "mamba1") {
       if (s.ssm_shape.size() != 2 || s.ssm_shape[0] != conv) {
         return shape_error("ssm_shape", s.ssm_shape,

@@ -131,6 +131,10 @@ class LayoutBuilder {
               int64_t d_state, uint64_t conv_width);
   // Mamba-1: conv [d_inner, W], state [d_inner, d_state].
   void Mamba1(int64_t index, int64_t d_inner, int64_t d_state, uint64_t conv_width);
+  // Zamba's multi-head Mamba-1: conv [heads * head_dim, W], state [heads, head_dim, d_state]
+  // (the same bytes as Mamba1's with d_inner = heads * head_dim, kept per head).
+  void MultiHeadMamba1(int64_t index, int64_t heads, int64_t head_dim, int64_t d_state,
+                       uint64_t conv_width);
   // Gated DeltaNet: conv [2 * k_heads * k_dim + v_heads * v_dim, W], state [v_heads, k_dim,
   // v_dim].
   void GatedDeltaNet(int64_t index, int64_t k_heads, int64_t k_dim, int64_t v_heads, int64_t v_dim,
@@ -169,6 +173,7 @@ Status ReadBamba(const ConfigReader& config, LayoutBuilder* out);
 Status ReadGraniteMoeHybrid(const ConfigReader& config, LayoutBuilder* out);
 Status ReadFalconH1(const ConfigReader& config, LayoutBuilder* out);
 Status ReadNemotronH(const ConfigReader& config, LayoutBuilder* out);
+Status ReadZamba(const ConfigReader& config, LayoutBuilder* out);
 Status ReadZamba2(const ConfigReader& config, LayoutBuilder* out);
 
 // layout_from_hf_attention.cc

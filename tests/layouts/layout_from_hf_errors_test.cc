@@ -37,7 +37,7 @@ TEST(LayoutFromHfErrorsTest, EveryKindOfErrorNamesTheKeyAndTheValue) {
       {R"({"model_type": "gpt2"})",
        {"model_type: 'gpt2' (not a family this converter maps; supported: bamba, "
         "deepseek_v3, falcon_h1, falcon_mamba, gemma3, ",
-        "recurrent_gemma, zamba2)"}},
+        "recurrent_gemma, zamba, zamba2)"}},
       {"[1, 2]", {"config: expected a JSON object, got array"}},
       {"{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 4096,,\n}", {"line 3, column 23"}},
       // Grouped-query attention: KV heads at most the query heads and dividing them, in every

@@ -2,7 +2,8 @@
 // beside lightning attention layers, whose cache is a linear-attention state [heads, head_dim,
 // head_dim] with no conv (block "lightning", in the model dtype as transformers and vLLM keep
 // it). OLMo Hybrid (olmo_hybrid): full attention beside Gated DeltaNet layers with their own
-// derived dims.
+// derived dims. Zamba (zamba, v1): multi-head Mamba-1 in every layer, a shared attention block's
+// K/V in the hybrid ones.
 #include <gtest/gtest.h>
 
 #include "layouts/layout_from_hf.h"
@@ -102,6 +103,45 @@ TEST(LayoutFromHfOlmoHybridTest, LayerTypesNeedBothKinds) {
   ExpectInvalid(R"json({"model_type": "olmo_hybrid", "hidden_size": 8,
     "num_attention_heads": 8, "linear_num_key_heads": 8})json",
                 {"linear_key_head_dim: null", "is 0"});
+}
+
+// ZambaConfig's defaults (Zamba v1): 76 layers, Mamba at 0 and 1, a hybrid at 2, then hybrids
+// where (i - 3) % 6 == 4; every layer multi-head Mamba-1 (2 heads of 2 * 3712 / 2 = 3712, d_state
+// 16, conv kernel 4), every hybrid K/V of 16 heads of 2 * 3712 / 16 = 464.
+TEST(LayoutFromHfZambaTest, TheClassDefaults) {
+  const ModelLayout l = Convert(R"json({"model_type": "zamba"})json");
+  ExpectLayers(l, 13, {{0, Kv(2, 16, 464)}, {1, Kv(7, 16, 464)}, {12, Kv(73, 16, 464)}}, 76,
+               {{0, Ssm(0, "mamba1", {7424, 4}, {2, 3712, 16})},
+                {75, Ssm(75, "mamba1", {7424, 4}, {2, 3712, 16})}});
+}
+
+constexpr char kZambaSmall[] = R"json({"model_type": "zamba", "_name_or_path": "test/zamba",
+  "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "head_dim": 96, "n_mamba_heads": 4, "mamba_d_state": 8,
+  "layer_types": ["linear_attention", "hybrid", "linear_attention", "hybrid"]})json";
+
+TEST(LayoutFromHfZambaTest, LayerTypesTheHeadDimAliasAndTheSplit) {
+  // d_inner 2 * 256 = 512 over 4 Mamba heads of 128.
+  const auto mamba = [](uint32_t i) { return Ssm(i, "mamba1", {512, 4}, {4, 128, 8}); };
+  ExpectLayout(Convert(kZambaSmall), Expected("test/zamba", 4, {Kv(1, 2, 96), Kv(3, 2, 96)},
+                                              {mamba(0), mamba(1), mamba(2), mamba(3)}));
+  HfLayoutOptions o = Options();
+  o.tp_size = 2;
+  o.tp_rank = 1;
+  const ModelLayout rank = Convert(kZambaSmall, o);
+  EXPECT_EQ(rank.ssm_layers[0].ssm_shape, (std::vector<uint64_t>{2, 128, 8}));
+  EXPECT_EQ(rank.ssm_layers[0].conv_shape, (std::vector<uint64_t>{256, 4}));
+  EXPECT_EQ(rank.attention_layers[0].num_kv_heads, 1u);
+}
+
+TEST(LayoutFromHfZambaTest, ImpossibleFieldsAreNamed) {
+  ExpectInvalid(R"json({"model_type": "zamba", "n_mamba_heads": 3})json",
+                {"n_mamba_heads: 3", "does not divide"});
+  ExpectInvalid(R"json({"model_type": "zamba", "num_hidden_layers": 2})json",
+                {"num_hidden_layers: 2", "at least 3 entries"});
+  ExpectInvalid(R"json({"model_type": "zamba", "num_hidden_layers": 2,
+    "layers_block_type": ["hybrid", "attention"]})json",
+                {"layers_block_type[1]"});
 }
 
 }  // namespace

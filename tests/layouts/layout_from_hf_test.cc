@@ -206,6 +206,7 @@ TEST(LayoutFromHfTest, EverySupportedModelTypeIsListedSorted) {
                                          "qwen3_5_text",
                                          "qwen3_next",
                                          "recurrent_gemma",
+                                         "zamba",
                                          "zamba2"};
   EXPECT_EQ(types, want);
 }
