@@ -359,6 +359,44 @@ Status ReadNemotronH(const ConfigReader& c, LayoutBuilder* out) {
   return Status::OK();
 }
 
+// What Zamba and Zamba2 read alike: the decoder's size and attention heads (num_key_value_heads:
+// `kv_default`, nullopt: the heads), the explicit layer types (layers_block_type, alias
+// layer_types; empty when absent) and the attention head dim (attention_head_dim, alias
+// head_dim; absent or null: 2 * hidden_size / num_attention_heads).
+struct ZambaDims {
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  std::vector<std::string> types;
+};
+
+Status ReadZambaDims(const ConfigReader& c, int64_t layers_default, int64_t hidden_default,
+                     int64_t heads_default, std::optional<int64_t> kv_default, ZambaDims* d) {
+  CACHEPAWL_RETURN_IF_ERROR(ReadNumLayers(c, layers_default, &d->layers));
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("hidden_size", hidden_default, &d->hidden));
+  CACHEPAWL_RETURN_IF_ERROR(c.Positive("num_attention_heads", heads_default, &d->heads));
+  CACHEPAWL_RETURN_IF_ERROR(ReadKvHeads(c, d->heads, kv_default, &d->kv_heads));
+  std::string key;
+  CACHEPAWL_RETURN_IF_ERROR(PickAliasedKey(c, "layers_block_type", "layer_types", &key));
+  if (!key.empty()) {
+    CACHEPAWL_RETURN_IF_ERROR(ReadLayerTypes(c, key, {"linear_attention", "hybrid"},
+                                             /*remap_legacy=*/true, d->layers, kNumLayersKey,
+                                             &d->types));
+  }
+  std::string head_dim_key;
+  CACHEPAWL_RETURN_IF_ERROR(PickAliasedKey(c, "attention_head_dim", "head_dim", &head_dim_key));
+  d->head_dim = 2 * d->hidden / d->heads;
+  if (!head_dim_key.empty() && !c.IsAbsentOrNull(head_dim_key)) {
+    CACHEPAWL_RETURN_IF_ERROR(c.Positive(head_dim_key, 0, &d->head_dim));
+  } else if (d->head_dim == 0) {
+    return Bad(c.Path("num_attention_heads"), std::to_string(d->heads),
+               "2 * hidden_size / num_attention_heads is the head dim: it must be > 0");
+  }
+  return Status::OK();
+}
+
 // ZambaConfig (Zamba v1): layers_block_type (alias layer_types; legacy names remapped), else
 // two Mamba layers, a hybrid, then hybrids where i % attn_layer_period (6) ==
 // attn_layer_offset (4); every layer runs multi-head Mamba-1 (n_mamba_heads 2 splitting d_inner
@@ -367,18 +405,12 @@ Status ReadNemotronH(const ConfigReader& c, LayoutBuilder* out) {
 // attention_head_dim, alias head_dim, default 2 * hidden_size // num_attention_heads) is cached
 // per layer.
 Status ReadZamba(const ConfigReader& c, LayoutBuilder* out) {
-  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, period = 0, offset = 0;
-  CACHEPAWL_RETURN_IF_ERROR(ReadNumLayers(c, 76, &layers));
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("hidden_size", 3712, &hidden));
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("num_attention_heads", 16, &heads));
-  CACHEPAWL_RETURN_IF_ERROR(ReadKvHeads(c, heads, 16, &kv_heads));
-  std::string key;
-  CACHEPAWL_RETURN_IF_ERROR(PickAliasedKey(c, "layers_block_type", "layer_types", &key));
-  std::vector<std::string> types;
-  if (!key.empty()) {
-    CACHEPAWL_RETURN_IF_ERROR(ReadLayerTypes(c, key, {"linear_attention", "hybrid"},
-                                             /*remap_legacy=*/true, layers, kNumLayersKey, &types));
-  } else {
+  ZambaDims z;
+  CACHEPAWL_RETURN_IF_ERROR(ReadZambaDims(c, 76, 3712, 16, 16, &z));
+  const int64_t layers = z.layers, hidden = z.hidden, kv_heads = z.kv_heads, head_dim = z.head_dim;
+  std::vector<std::string>& types = z.types;
+  if (types.empty()) {
+    int64_t period = 0, offset = 0;
     CACHEPAWL_RETURN_IF_ERROR(c.Positive("attn_layer_period", 6, &period));
     CACHEPAWL_RETURN_IF_ERROR(c.Int("attn_layer_offset", 4, &offset));
     if (layers < 3) {
@@ -389,15 +421,6 @@ Status ReadZamba(const ConfigReader& c, LayoutBuilder* out) {
     for (int64_t i = 0; i < layers - 3; ++i) {
       types.push_back(i % period == offset ? "hybrid" : "linear_attention");
     }
-  }
-  std::string head_dim_key;
-  CACHEPAWL_RETURN_IF_ERROR(PickAliasedKey(c, "attention_head_dim", "head_dim", &head_dim_key));
-  int64_t head_dim = 2 * hidden / heads;
-  if (!head_dim_key.empty() && !c.IsAbsentOrNull(head_dim_key)) {
-    CACHEPAWL_RETURN_IF_ERROR(c.Positive(head_dim_key, 0, &head_dim));
-  } else if (head_dim == 0) {
-    return Bad(c.Path("num_attention_heads"), std::to_string(heads),
-               "2 * hidden_size / num_attention_heads is the head dim: it must be > 0");
   }
   int64_t mamba_heads = 0, d_state = 0, kernel = 0, expand = 0;
   uint64_t width = 0;
@@ -427,18 +450,11 @@ Status ReadZamba(const ConfigReader& c, LayoutBuilder* out) {
 // attention_head_dim = 2 * hidden_size / num_attention_heads (a config key takes over, as do
 // mamba_headdim and hybrid_layer_ids: PreTrainedConfig sets them after __post_init__).
 Status ReadZamba2(const ConfigReader& c, LayoutBuilder* out) {
-  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0;
-  CACHEPAWL_RETURN_IF_ERROR(ReadNumLayers(c, 54, &layers));
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("hidden_size", 2560, &hidden));
-  CACHEPAWL_RETURN_IF_ERROR(c.Positive("num_attention_heads", 32, &heads));
-  CACHEPAWL_RETURN_IF_ERROR(ReadKvHeads(c, heads, std::nullopt, &kv_heads));
-  std::string key;
-  CACHEPAWL_RETURN_IF_ERROR(PickAliasedKey(c, "layers_block_type", "layer_types", &key));
-  std::vector<std::string> types;
-  if (!key.empty()) {
-    CACHEPAWL_RETURN_IF_ERROR(ReadLayerTypes(c, key, {"linear_attention", "hybrid"},
-                                             /*remap_legacy=*/true, layers, kNumLayersKey, &types));
-  } else {
+  ZambaDims z;
+  CACHEPAWL_RETURN_IF_ERROR(ReadZambaDims(c, 54, 2560, 32, std::nullopt, &z));
+  const int64_t layers = z.layers, hidden = z.hidden, kv_heads = z.kv_heads, head_dim = z.head_dim;
+  std::vector<std::string>& types = z.types;
+  if (types.empty()) {
     // Zamba2Config.__post_init__'s default, 54 layers with hybrids at 6, 12, ..., 42, 47, 51.
     constexpr int64_t kDefaultLayers = 54;
     if (layers != kDefaultLayers) {
@@ -462,16 +478,6 @@ Status ReadZamba2(const ConfigReader& c, LayoutBuilder* out) {
     for (int64_t i : hybrid_ids) derived += (derived.empty() ? "" : ", ") + std::to_string(i);
     return Bad(c.Path("hybrid_layer_ids"), "present",
                "disagrees with the hybrid layers of the layer types, [" + derived + "]");
-  }
-  // attention_head_dim, or the attribute_map alias head_dim.
-  std::string head_dim_key;
-  CACHEPAWL_RETURN_IF_ERROR(PickAliasedKey(c, "attention_head_dim", "head_dim", &head_dim_key));
-  int64_t head_dim = 2 * hidden / heads;
-  if (!head_dim_key.empty()) {
-    CACHEPAWL_RETURN_IF_ERROR(c.Positive(head_dim_key, 0, &head_dim));
-  } else if (head_dim == 0) {
-    return Bad(c.Path("num_attention_heads"), std::to_string(heads),
-               "2 * hidden_size / num_attention_heads is the head dim: it must be > 0");
   }
   Mamba2Dims m;
   int64_t expand = 0, kernel = 0;
