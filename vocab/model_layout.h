@@ -138,8 +138,10 @@ struct ModelLayout {
   // hidden size, so it is estimated per layer: 4 * num_kv_heads * head_dim for attention
   // layers (grouped-query attention with 4 query heads per KV head), half the SSM state's
   // channels (product of ssm_shape but its last dimension; conv_shape[0] for a shortconv layer)
-  // for SSM layers. Each layer costs 24 h^2 per token (projections and MLP); a full-attention
-  // layer adds 2 h d^2 (scores and values over the prefix), a windowed one 4 h w per token.
+  // for SSM layers (every recurrent block: Mamba, RG-LRU, Gated DeltaNet, KDA, lightning). An
+  // MLA layer counts as attention with its latent as one KV head of head_dim values. Each layer
+  // costs 24 h^2 per token (projections and MLP); a full-attention layer adds 2 h d^2 (scores and
+  // values over the prefix), a windowed one 4 h w per token.
   struct PrefillCost {
     double per_token = 0;
     double per_token_squared = 0;

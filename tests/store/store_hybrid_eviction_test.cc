@@ -133,5 +133,18 @@ TEST(ModelLayoutPrefillCostTest, EstimatesFromTheLayersShapes) {
   EXPECT_DOUBLE_EQ(w.per_token_squared, 2.0 * 128);
 }
 
+TEST(ModelLayoutPrefillCostTest, CoversMlaKdaAndLightningLayers) {
+  // TinyMla: the MLA layer's latent counts as one KV head of its width, h = 4 * 1 * 24 = 96,
+  // quadratic like any full attention; layer 2 h = 128; the KDA state [2, 4, 4] h = 8 / 2 = 4.
+  const ModelLayout::PrefillCost m = TinyMla().EstimatedPrefillCost();
+  EXPECT_DOUBLE_EQ(m.per_token, 24.0 * 96 * 96 + 24.0 * 128 * 128 + 24.0 * 4 * 4);
+  EXPECT_DOUBLE_EQ(m.per_token_squared, 2.0 * 96 + 2.0 * 128);
+  // TinyLightning: a lightning state [2, 4, 4] is linear in the prefix like any recurrent
+  // layer, h = 4, beside attention h = 128 and Mamba-2 h = 4.
+  const ModelLayout::PrefillCost l = TinyLightning().EstimatedPrefillCost();
+  EXPECT_DOUBLE_EQ(l.per_token, 24.0 * 128 * 128 + 2 * 24.0 * 4 * 4);
+  EXPECT_DOUBLE_EQ(l.per_token_squared, 2.0 * 128);
+}
+
 }  // namespace
 }  // namespace cachepawl

@@ -89,6 +89,26 @@ TEST(CmdBenchStoreTest, TpSizeRunsARankProcessPerRankAndChecksEveryByte) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the owner's folder was left behind";
 }
 
+// The presets of the newer families in CPU mode, briefly: every row's bytes compared.
+TEST(CmdBenchStoreTest, TheNewerPresetsRunEveryRowWithoutAWrongByte) {
+  testing::TempDir dir;
+  const CliResult r = Bench({"--cpu", "--json", "--layouts", "deepseek-v3", "--pages", "8",
+                             "--threads", "1", "--iters", "2", "--host-bytes", "128M",
+                             "--device-bytes", "64M", "--disk-bytes", "128M", "--dir", dir.str()});
+  ASSERT_EQ(r.code, kExitOk) << r.err << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["mismatches"].get<int>(), 0) << j["mismatch_details"].dump();
+  EXPECT_TRUE(j["errors"].empty()) << j["errors"].dump();
+  ASSERT_FALSE(j["rows"].empty()) << r.out;
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["layout"], "deepseek-v3") << row.dump();
+    EXPECT_EQ(row["mismatches"], 0) << row.dump();
+    if (row["op"] != "save") {
+      EXPECT_GT(row["verified_loads"].get<int>(), 0) << row.dump();
+    }
+  }
+}
+
 TEST(CmdBenchStoreTest, DryRunNamesWhatDoesNotFit) {
   // The defaults (sized for an H200) in CPU mode: 2,048 Llama pages x 16 threads need 128 GiB
   // per pool, more than --device-bytes 96G gives.

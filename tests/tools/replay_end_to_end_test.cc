@@ -239,6 +239,21 @@ TEST_F(ReplayCliTest, GptOssReplaysThroughItsSlidingAndFullLayers) {
   EXPECT_EQ(j["store_errors"], 0);
 }
 
+TEST_F(ReplayCliTest, DeepseekV3ReplaysThroughItsLatents) {
+  // The deepseek-v3 preset: 61 MLA layers, one latent of 576 values per token, no V, no state.
+  CliResult r =
+      RunCli({"replay", "--workload", "chat", "--layout", "deepseek-v3", "--requests", "20",
+              "--device-bytes", "256M", "--host-bytes", "256M", "--disk-bytes", "1G", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_EQ(j["kv_page_bytes"], 1124352);
+  EXPECT_EQ(j["mamba_state_bytes"], 0);
+  EXPECT_GT(j["loaded_pages"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j["wrong_bytes"], 0);
+  EXPECT_EQ(j["store_errors"], 0);
+}
+
 TEST_F(ReplayCliTest, ConcurrencyFourReportsItsThroughputAndEveryByteRight) {
   auto argv = Base();
   for (const char* a :
