@@ -308,9 +308,15 @@ Status ReadNemotronH(const ConfigReader& c, LayoutBuilder* out) {
         case '-':
           types.push_back("mlp");
           break;
-        default:
-          return Bad(c.Path("hybrid_override_pattern") + "[" + std::to_string(i) + "]",
-                     "'" + pattern->substr(i, 1) + "'", "expected M, *, E or -");
+        default: {
+          // Built by appends: GCC 12 at -O3 warns (-Wrestrict, a false positive) on
+          // "'" + substr + "'" here.
+          std::string value(1, '\'');
+          value += (*pattern)[i];
+          value += '\'';
+          return Bad(c.Path("hybrid_override_pattern") + "[" + std::to_string(i) + "]", value,
+                     "expected M, *, E or -");
+        }
       }
     }
   } else {
