@@ -223,35 +223,36 @@ TEST_F(ReplayCliTest, MambaTwoReplaysAChatWorkloadThroughItsStates) {
   EXPECT_EQ(j["checksum_failures"], 0);
 }
 
-TEST_F(ReplayCliTest, GptOssReplaysThroughItsSlidingAndFullLayers) {
-  // The gpt-oss-120b preset: 18 full and 18 sliding-window layers (8 pages), no state.
+// Replays the chat workload over an attention-only preset (no state) and checks what every such
+// replay must report: pages of `kv_page_bytes` loaded, no state, every byte right. Returns the
+// report (null after a failure).
+nlohmann::json ReplayAttentionOnlyPreset(const char* preset, const char* requests,
+                                         uint64_t kv_page_bytes) {
   CliResult r =
-      RunCli({"replay", "--workload", "chat", "--layout", "gpt-oss-120b", "--requests", "30",
+      RunCli({"replay", "--workload", "chat", "--layout", preset, "--requests", requests,
               "--device-bytes", "256M", "--host-bytes", "256M", "--disk-bytes", "1G", "--json"});
-  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  if (r.code != 0) return nullptr;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ok"], true);
-  EXPECT_EQ(j["kv_page_bytes"], 1179648);
+  EXPECT_EQ(j["kv_page_bytes"], kv_page_bytes);
   EXPECT_EQ(j["mamba_state_bytes"], 0);
   EXPECT_GT(j["loaded_pages"].get<uint64_t>(), 0u);
-  EXPECT_GT(j["hit_rate"]["pages"].get<double>(), 0.0);
   EXPECT_EQ(j["wrong_bytes"], 0);
   EXPECT_EQ(j["store_errors"], 0);
+  return j;
+}
+
+TEST_F(ReplayCliTest, GptOssReplaysThroughItsSlidingAndFullLayers) {
+  // The gpt-oss-120b preset: 18 full and 18 sliding-window layers (8 pages), no state.
+  const auto j = ReplayAttentionOnlyPreset("gpt-oss-120b", "30", 1179648);
+  ASSERT_FALSE(j.is_null());
+  EXPECT_GT(j["hit_rate"]["pages"].get<double>(), 0.0);
 }
 
 TEST_F(ReplayCliTest, DeepseekV3ReplaysThroughItsLatents) {
   // The deepseek-v3 preset: 61 MLA layers, one latent of 576 values per token, no V, no state.
-  CliResult r =
-      RunCli({"replay", "--workload", "chat", "--layout", "deepseek-v3", "--requests", "20",
-              "--device-bytes", "256M", "--host-bytes", "256M", "--disk-bytes", "1G", "--json"});
-  ASSERT_EQ(r.code, 0) << r.err << r.out;
-  auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["ok"], true);
-  EXPECT_EQ(j["kv_page_bytes"], 1124352);
-  EXPECT_EQ(j["mamba_state_bytes"], 0);
-  EXPECT_GT(j["loaded_pages"].get<uint64_t>(), 0u);
-  EXPECT_EQ(j["wrong_bytes"], 0);
-  EXPECT_EQ(j["store_errors"], 0);
+  EXPECT_FALSE(ReplayAttentionOnlyPreset("deepseek-v3", "20", 1124352).is_null());
 }
 
 TEST_F(ReplayCliTest, ConcurrencyFourReportsItsThroughputAndEveryByteRight) {
