@@ -132,11 +132,12 @@ Status AttachedStore::Connect() {
     return Status::InvalidArgument("HelloOk.layout: rank " + std::to_string(layout_.tp_rank) +
                                    "'s, this process asked for rank " + std::to_string(tp_rank));
   }
-  // A group's host records hold every rank's share; this rank's starts at its offset.
+  // A group's host records hold every share; this rank's starts at its offset.
   auto group = GroupLayout(layout_);
   if (!group.ok()) return group.status().WithContext("the owner's layout");
   for (Kind k : kAllKinds) {
-    rank_offset_[static_cast<int>(k)] = uint64_t{tp_rank} * layout_.RecordBytes(k);
+    rank_offset_[static_cast<int>(k)] =
+        uint64_t{layout_.TpShareOf(k, tp_rank)} * layout_.RecordBytes(k);
   }
   auto hasher = PageHasher::Create(layout_.page_size_tokens);
   if (!hasher.ok()) return hasher.status();

@@ -385,6 +385,7 @@ const std::map<std::string, FamilyReader, std::less<>>& Families() {
       {"mamba", ReadMamba},
       {"mamba2", ReadMamba2},
       {"minimax", ReadMiniMax},
+      {"minimax_m1", ReadMiniMax},
       {"mistral", ReadMistral},
       {"nemotron_h", ReadNemotronH},
       {"olmo_hybrid", ReadOlmoHybrid},

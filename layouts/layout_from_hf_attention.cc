@@ -444,11 +444,12 @@ Status ReadOlmoHybrid(const ConfigReader& c, LayoutBuilder* out) {
 }
 
 // MiniMaxConfig (32 layers, hidden 4096, 32 heads, 8 KV heads, head_dim null: hidden // heads):
-// layer_types, else full attention on the even layers ((i + 1) % 2 != 0) and lightning
-// attention on the odd ones. A full layer keeps K/V (a sliding-window mask when sliding_window
-// is set); a lightning layer the K^T V state [heads, head_dim, head_dim] in the model dtype
-// (MiniMaxLightningAttention's attn_weights_inter; vLLM's linear_attention_state_shape likewise),
-// no conv.
+// layer_types, else attn_type_list (the hub checkpoints' form, model_type minimax_m1, which
+// vLLM's MiniMaxText01 model reads: 1 softmax attention, 0 lightning), else full attention on
+// the even layers ((i + 1) % 2 != 0) and lightning attention on the odd ones. A full layer keeps
+// K/V (a sliding-window mask when sliding_window is set); a lightning layer the K^T V state [heads,
+// head_dim, head_dim] in the model dtype (MiniMaxLightningAttention's attn_weights_inter; vLLM's
+// linear_attention_state_shape likewise), no conv.
 Status ReadMiniMax(const ConfigReader& c, LayoutBuilder* out) {
   AttentionDims d;
   CACHEPAWL_RETURN_IF_ERROR(ReadDims(c, {32, 4096, 32, 0, 0}, 8, std::nullopt, false, &d));
@@ -457,6 +458,20 @@ Status ReadMiniMax(const ConfigReader& c, LayoutBuilder* out) {
     CACHEPAWL_RETURN_IF_ERROR(
         ReadLayerTypes(c, "layer_types", {"full_attention", "linear_attention"},
                        /*remap_legacy=*/false, d.layers, kNumLayersKey, &types));
+  } else if (!c.IsAbsentOrNull("attn_type_list")) {
+    std::optional<std::vector<int64_t>> list;
+    CACHEPAWL_RETURN_IF_ERROR(c.OptionalInts("attn_type_list", &list));
+    if (list->size() != static_cast<size_t>(d.layers)) {
+      return Bad(c.Path("attn_type_list"), std::to_string(list->size()) + " entries",
+                 "one per layer: num_hidden_layers " + std::to_string(d.layers));
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      if ((*list)[i] > 1) {
+        return Bad(c.Path("attn_type_list") + "[" + std::to_string(i) + "]",
+                   std::to_string((*list)[i]), "1 (softmax attention) or 0 (lightning)");
+      }
+      types.push_back((*list)[i] == 1 ? "full_attention" : "linear_attention");
+    }
   } else {
     for (int64_t i = 0; i < d.layers; ++i) {
       types.push_back((i + 1) % 2 != 0 ? "full_attention" : "linear_attention");

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 
 namespace cachepawl {
 namespace {
@@ -180,22 +181,25 @@ ModelLayout NemotronH8B() {
   return l;
 }
 
-// Qwen/Qwen3-Next-80B-A3B-Instruct: 48 layers, full attention every 4th ((i + 1) % 4 == 0;
-// 2 KV heads of 256), Gated DeltaNet elsewhere (16 key heads, 32 value heads, both of dim 128,
-// conv kernel 4).
-ModelLayout Qwen3Next80B() {
+// Qwen's Gated DeltaNet hybrids: `layers` layers, full attention every 4th ((i + 1) % 4 == 0; 2
+// KV heads of 256), Gated DeltaNet elsewhere (16 key heads and `v_heads` value heads, both of
+// dim 128, conv kernel 4).
+ModelLayout QwenGdnHybrid(std::string model, uint32_t layers, uint64_t v_heads) {
   ModelLayout l;
-  l.model = "Qwen/Qwen3-Next-80B-A3B-Instruct";
-  l.num_layers = 48;
-  for (uint32_t i = 0; i < 48; ++i) {
+  l.model = std::move(model);
+  l.num_layers = layers;
+  for (uint32_t i = 0; i < layers; ++i) {
     if ((i + 1) % 4 == 0) {
       AddAttention(&l, i, 2, 256);
     } else {
-      AddGdn(&l, i, 16, 32, 128, 128, 4);
+      AddGdn(&l, i, 16, v_heads, 128, 128, 4);
     }
   }
   return l;
 }
+
+// Qwen/Qwen3-Next-80B-A3B-Instruct: 48 layers, 32 value heads.
+ModelLayout Qwen3Next80B() { return QwenGdnHybrid("Qwen/Qwen3-Next-80B-A3B-Instruct", 48, 32); }
 
 // tiiuae/Falcon-H1-0.5B-Base: 36 layers, each runs attention (2 KV heads of 64) and Mamba-2
 // (24 heads of 64 = mamba_d_ssm 1536, d_state 128, n_groups 1, d_conv 4) in parallel.
@@ -234,6 +238,46 @@ ModelLayout DeepseekV3() {
   return l;
 }
 
+// moonshotai/Kimi-Linear-48B-A3B-Instruct: 27 layers; MLA (kv_lora_rank 512 + qk_rope_head_dim
+// 64) on linear_attn_config's full_attn_layers [4, 8, 12, 16, 20, 24, 27] (1-based), Kimi Delta
+// Attention elsewhere (32 heads of 128, short_conv_kernel_size 4).
+ModelLayout KimiLinear48B() {
+  static constexpr uint32_t kFull[] = {3, 7, 11, 15, 19, 23, 26};  // 0-based
+  ModelLayout l;
+  l.model = "moonshotai/Kimi-Linear-48B-A3B-Instruct";
+  l.num_layers = 27;
+  for (uint32_t i = 0; i < 27; ++i) {
+    if (std::find(std::begin(kFull), std::end(kFull), i) != std::end(kFull)) {
+      AddAttention(&l, i, 1, 512 + 64);
+      l.attention_layers.back().mla = true;
+    } else {
+      l.ssm_layers.push_back(
+          {i, "kda", {3 * 32 * 128, 4 - 1}, DType::kBf16, {32, 128, 128}, DType::kFp32});
+    }
+  }
+  return l;
+}
+
+// MiniMax-M1 (the config.json of github.com/MiniMax-AI/MiniMax-M1): 80 layers; softmax attention
+// (8 KV heads of 128) where attn_type_list is 1 (every 8th layer, (i + 1) % 8 == 0), lightning
+// attention elsewhere: a state [64 heads, 128, 128] in the model dtype (bf16), no conv.
+ModelLayout MiniMaxM1() {
+  ModelLayout l;
+  l.model = "MiniMaxAI/MiniMax-M1";
+  l.num_layers = 80;
+  for (uint32_t i = 0; i < 80; ++i) {
+    if ((i + 1) % 8 == 0) {
+      AddAttention(&l, i, 8, 128);
+    } else {
+      l.ssm_layers.push_back({i, "lightning", {}, DType::kBf16, {64, 128, 128}, DType::kBf16});
+    }
+  }
+  return l;
+}
+
+// Qwen/Qwen3.5-122B-A10B (its text_config): 48 layers, 64 value heads.
+ModelLayout Qwen35_122B() { return QwenGdnHybrid("Qwen/Qwen3.5-122B-A10B", 48, 64); }
+
 const std::map<std::string, Builder>& Registry() {
   static const auto* registry = new std::map<std::string, Builder>{
       {"deepseek-v3", DeepseekV3},
@@ -241,10 +285,13 @@ const std::map<std::string, Builder>& Registry() {
       {"gpt-oss-120b", GptOss120B},
       {"hymba-1.5b", Hymba1_5B},
       {"jamba-v0.1", JambaV01},
+      {"kimi-linear-48b-a3b", KimiLinear48B},
       {"llama-3.1-8b", Llama31_8B},
       {"mamba2-2.7b", Mamba2_2_7B},
+      {"minimax-m1", MiniMaxM1},
       {"nemotron-h-8b", NemotronH8B},
       {"qwen3-next-80b-a3b", Qwen3Next80B},
+      {"qwen3.5-122b-a10b", Qwen35_122B},
       {"recurrentgemma-2b", RecurrentGemma2B},
       {"samba-1.3b", Samba1_3B},
       {"zamba2-2.7b", Zamba2_2_7B},

@@ -27,12 +27,16 @@ class Sharder {
   }
 
   Status Attention(const std::string& field, AttentionLayerSpec& a) const {
-    if (a.mla) return Status::OK();  // the latent is not split: every rank holds all of it
+    if (a.mla) {  // the latent is not split: every rank holds all of it
+      a.tp_replicas = n_;
+      return Status::OK();
+    }
     const uint32_t h = a.num_kv_heads;
     if (h >= n_ && h % n_ == 0) {
       a.num_kv_heads = h / n_;
     } else if (h < n_ && n_ % h == 0) {
-      a.num_kv_heads = 1;  // each head replicated on n / h ranks
+      a.num_kv_heads = 1;  // each head replicated on n / h ranks: r holds head r / (n / h)
+      a.tp_replicas = n_ / h;
     } else {
       return Status::InvalidArgument(field + ".num_kv_heads: " + std::to_string(h) + " (tp_size " +
                                      std::to_string(n_) +

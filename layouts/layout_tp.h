@@ -5,7 +5,8 @@
 // which SGLang follows; docs/MODELS.md, "Tensor parallelism"), layer by layer:
 //   attention (full and sliding): num_kv_heads H. H >= tp_size: H / tp_size heads per rank
 //     (tp_size must divide H). H < tp_size: every rank keeps one head, each head replicated on
-//     tp_size / H ranks (H must divide tp_size).
+//     tp_size / H ranks (H must divide tp_size; tp_replicas tp_size / H, rank r holds head
+//     r / tp_replicas). MLA: every rank keeps the whole latent (tp_replicas tp_size).
 //   mamba2: ssm_shape [heads, head_dim, d_state], conv_shape [d_inner + 2 * n_groups * d_state, W]
 //     with d_inner = heads * head_dim (n_groups follows from the shapes). A rank keeps
 //     heads / tp_size heads and n_groups / tp_size groups; a single group (n_groups 1) is
@@ -16,8 +17,9 @@
 //     W]: k_heads / tp_size and v_heads / tp_size heads per rank.
 //   rglru: conv [lru_width, W], ssm [lru_width]: lru_width / tp_size channels per rank.
 //   shortconv: conv [hidden, W]: hidden / tp_size channels per rank.
-// Every rank's records have the same size; rank r's differ from rank 0's only in tp_rank (and so
-// the fingerprint) and in which heads and channels their bytes are.
+// Every rank's records have the same size; rank r's layout differs from rank 0's only in tp_rank
+// (and so the fingerprint), its bytes in which heads and channels they are. Replicated layers
+// (tp_replicas > 1) let a group store keep their kind once per share (ModelLayout::TpShares).
 //
 // Errors: InvalidArgument naming the field, the value and the tp_size, e.g.
 // "attention_layers[2].num_kv_heads: 6 (tp_size 4 neither divides it nor is a multiple of it)",

@@ -367,8 +367,8 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
 
   StoreOptions options_;
   ModelLayout layout_;  // a rank's records: the API's, the device pool's and the mover's
-  // The tiers' records (host, disk, remote): every rank's record of an entry in one
-  // (layouts/layout_tp.h, GroupLayout); layout_ itself when tp_size is 1.
+  // The tiers' records (host, disk, remote): every share of an entry in one (GroupLayout,
+  // vocab/model_layout.h); layout_ itself when tp_size is 1.
   ModelLayout tier_layout_;
   std::unique_ptr<PageHasher> hasher_;
   std::unique_ptr<PrefixIndex> index_;
@@ -393,8 +393,8 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   bool registering_ = false;  // Register/UnregisterDevicePool at work; guarded by mu_
   bool host_shared_ = false;  // set by Open
   std::unordered_set<EntryKey, EntryKeyHasher> filling_;  // guarded by mu_
-  // A tensor-parallel group's store (layout tp_size > 1): the entries not every rank saved yet
-  // (also in filling_); null otherwise. Guarded by mu_.
+  // A tensor-parallel group's store (layout tp_size > 1): the entries whose shares have not all
+  // been saved yet (also in filling_); null otherwise. Guarded by mu_.
   std::unique_ptr<TpPartials> partials_;
   uint64_t loads_pinning_host_ = 0;  // loads holding host pins; guarded by mu_
   // What the store counts of its own calls (store/store_counters.h: its event counters are

@@ -230,11 +230,14 @@ void StoreImpl::SubmitHostToDevice(const std::shared_ptr<TransferQueue>& mover,
   Operation op;
   op.direction = Direction::kLoad;
   op.per_layer_fences = per_layer;
-  // A group store's host record holds every rank's: this rank's share is at its offset (once per
-  // kind, not per unit: RecordBytes walks the layers).
+  // A group store's host record holds every share: this rank's is at its offset (once per kind,
+  // not per unit: RecordBytes walks the layers).
   std::array<uint64_t, kNumKinds> offset{};
   if (tp_rank > 0) {
-    for (Kind k : kAllKinds) offset[static_cast<int>(k)] = tp_rank * layout_.RecordBytes(k);
+    for (Kind k : kAllKinds) {
+      offset[static_cast<int>(k)] =
+          uint64_t{layout_.TpShareOf(k, tp_rank)} * layout_.RecordBytes(k);
+    }
   }
   for (const HostSource& s : sources) {
     op.units.push_back({s.key.kind,

@@ -158,13 +158,15 @@ class ObjectReader {
 Status ReadAttentionLayer(const Json& j, const std::string& path, AttentionLayerSpec* out) {
   if (!j.is_object()) return Bad(path, Render(j), "expected an object");
   ObjectReader r(j, path);
-  CACHEPAWL_RETURN_IF_ERROR(
-      r.CheckKeys({"layer_index", "num_kv_heads", "head_dim", "dtype", "sliding_window", "mla"}));
+  CACHEPAWL_RETURN_IF_ERROR(r.CheckKeys({"layer_index", "num_kv_heads", "head_dim", "dtype",
+                                         "sliding_window", "mla", "tp_replicas"}));
   CACHEPAWL_RETURN_IF_ERROR(r.U32("layer_index", true, &out->layer_index));
   CACHEPAWL_RETURN_IF_ERROR(r.U32("num_kv_heads", true, &out->num_kv_heads));
   CACHEPAWL_RETURN_IF_ERROR(r.U32("head_dim", true, &out->head_dim));
   CACHEPAWL_RETURN_IF_ERROR(r.DTypeValue("dtype", false, &out->dtype));
   CACHEPAWL_RETURN_IF_ERROR(r.Bool("mla", false, &out->mla));
+  out->tp_replicas = 1;
+  CACHEPAWL_RETURN_IF_ERROR(r.U32("tp_replicas", false, &out->tp_replicas));
   return r.U32("sliding_window", false, &out->sliding_window);
 }
 
@@ -254,6 +256,7 @@ std::string LayoutToJson(const ModelLayout& layout) {
     j["dtype"] = std::string(DTypeName(a.dtype));
     j["sliding_window"] = a.sliding_window;
     if (a.mla) j["mla"] = true;
+    if (a.tp_replicas != 1) j["tp_replicas"] = a.tp_replicas;
     attention.push_back(std::move(j));
   }
   std::vector<nlohmann::ordered_json> ssm;

@@ -16,6 +16,7 @@ namespace {
 constexpr uint32_t kFingerprintVersion = 1;
 constexpr uint32_t kFingerprintVersionWindowed = 2;
 constexpr uint32_t kFingerprintVersionMla = 3;
+constexpr uint32_t kFingerprintVersionReplicas = 4;
 // The block whose layers keep a conv state only (LFM2): an empty ssm_shape, 0 SSM bytes.
 constexpr char kShortConvBlock[] = "shortconv";
 constexpr char kLightningBlock[] = "lightning";
@@ -157,6 +158,10 @@ Status ModelLayout::Validate() const {
     if (a.mla && a.sliding_window != 0) {
       return bad(f + ".sliding_window", std::to_string(a.sliding_window),
                  "an MLA layer (mla true) has full attention: 0");
+    }
+    if (a.tp_replicas == 0 || tp_size % a.tp_replicas != 0) {
+      return bad(f + ".tp_replicas", std::to_string(a.tp_replicas),
+                 "must divide tp_size " + std::to_string(tp_size));
     }
     if (a.head_dim == 0) return bad(f + ".head_dim", "0", "must be > 0");
     if (!IsValidDType(static_cast<uint8_t>(a.dtype))) {
@@ -405,9 +410,14 @@ std::array<uint8_t, 32> ModelLayout::Fingerprint() const {
   e.Str("cachepawl-layout");
   // Windowed layers change how a page's KV is split into records: such layouts are tagged
   // version 2, so a disk tier written before they were kept apart is refused, not misread.
-  const bool mla = has_mla();
-  e.U32(mla ? kFingerprintVersionMla
-            : (has_window() ? kFingerprintVersionWindowed : kFingerprintVersion));
+  // Version 3 encodes each attention layer's mla flag; version 4 (a layer with tp_replicas
+  // other than 1, whose group store keeps fewer shares) also its tp_replicas.
+  bool replicas = false;
+  for (const auto& a : attention_layers) replicas = replicas || a.tp_replicas != 1;
+  const bool mla = has_mla() || replicas;
+  e.U32(replicas ? kFingerprintVersionReplicas
+        : mla    ? kFingerprintVersionMla
+                 : (has_window() ? kFingerprintVersionWindowed : kFingerprintVersion));
   e.Str(model);
   e.U32(num_layers);
   e.U32(page_size_tokens);
@@ -421,6 +431,7 @@ std::array<uint8_t, 32> ModelLayout::Fingerprint() const {
     e.U8(static_cast<uint8_t>(a.dtype));
     e.U32(a.sliding_window);
     if (mla) e.U8(a.mla ? 1 : 0);
+    if (replicas) e.U32(a.tp_replicas);
   }
   e.U64(ssm_layers.size());
   for (const auto& s : ssm_layers) {
@@ -473,12 +484,20 @@ std::string ModelLayout::Describe() const {
   o << "decoder layers:   " << num_layers << "\n";
   o << "page size:        " << page_size_tokens << " tokens\n";
   o << "tensor parallel:  rank " << tp_rank << " of " << tp_size << "\n";
+  if (tp_size > 1) {
+    o << "group shares:    ";
+    for (Kind k : kAllKinds) {
+      if (Stores(k)) o << " " << KindName(k) << "=" << TpShares(k);
+    }
+    o << " (a group store keeps this many records of each kind per entry)\n";
+  }
   o << "attention layers: " << attention_layers.size() << "\n";
   for (size_t i = 0; i < attention_layers.size(); ++i) {
     const auto& a = attention_layers[i];
     o << "  [" << a.layer_index << "] kv_heads=" << a.num_kv_heads << " head_dim=" << a.head_dim
       << " dtype=" << DTypeName(a.dtype);
     if (a.sliding_window) o << " window=" << a.sliding_window;
+    if (a.tp_replicas != 1) o << " same-on=" << a.tp_replicas << "-ranks";
     if (a.mla) {
       o << " mla  latent/page=" << KBytesPerPage(i) << " B\n";
     } else {
@@ -518,7 +537,7 @@ std::string ModelLayout::Describe() const {
 bool operator==(const AttentionLayerSpec& a, const AttentionLayerSpec& b) {
   return a.layer_index == b.layer_index && a.num_kv_heads == b.num_kv_heads &&
          a.head_dim == b.head_dim && a.dtype == b.dtype && a.sliding_window == b.sliding_window &&
-         a.mla == b.mla;
+         a.mla == b.mla && a.tp_replicas == b.tp_replicas;
 }
 
 bool operator==(const SsmLayerSpec& a, const SsmLayerSpec& b) {

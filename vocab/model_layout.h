@@ -50,6 +50,14 @@ struct AttentionLayerSpec {
   DType dtype = DType::kBf16;
   uint32_t sliding_window = 0;  // tokens; 0 means full attention
   bool mla = false;             // one latent tensor (K), no V
+  // How many ranks of the tensor-parallel group hold this layer's bytes identically: tp_size for
+  // an MLA layer (every rank holds the whole latent), tp_size / H when the model has H < tp_size
+  // KV heads (ranks r with the same r / tp_replicas hold the same head, as vLLM and SGLang
+  // assign them), 1 when every rank holds its own heads. It divides tp_size (1 for tp_size 1).
+  // ShardLayout sets it; a group store keeps a kind whose layers are all replicated once per
+  // distinct share instead of once per rank (TpShares). A value larger than the truth makes
+  // ranks load each other's bytes: write it by hand only for bytes that are equal.
+  uint32_t tp_replicas = 1;
 };
 
 // A recurrent layer with a fixed-size per-sequence state. Mamba-1/2 keep a conv state and an
@@ -133,6 +141,14 @@ struct ModelLayout {
   // 0 when the layout does not store that kind.
   uint64_t RecordBytes(Kind kind) const;
 
+  // Tensor-parallel shares (vocab/model_layout_group.cc). TpShares: how many distinct records of
+  // `kind` the tp_size ranks hold: tp_size / R, where R is the gcd of tp_replicas over the
+  // layers stored as `kind` (SSM layers: 1), so that ranks r and r' hold equal bytes of `kind`
+  // whenever r / R == r' / R. TpShareOf: the share rank `rank` holds, rank / R (< TpShares).
+  // A layout with tp_size 1 has one share of every kind.
+  uint32_t TpShares(Kind kind) const;
+  uint32_t TpShareOf(Kind kind, uint32_t rank) const;
+
   // An estimate of what prefilling a prompt costs, for the hybrid eviction policy's value per
   // byte: d tokens cost about per_token * d + per_token_squared * d^2 FLOPs. The layout has no
   // hidden size, so it is estimated per layer: 4 * num_kv_heads * head_dim for attention
@@ -179,11 +195,13 @@ struct ModelLayout {
 };
 
 // The layout of the records a store for a tensor-parallel group keeps in its tiers (host, disk,
-// remote): one record of each kind holds every rank's record of it, rank after rank (rank r's at
-// r * rank.RecordBytes(kind)). Its shapes are the rank's widened tp_size times (KV heads, conv
-// and state channels), so that its RecordBytes are tp_size times the rank's; its tp_size is the
-// rank's and its tp_rank 0, so its fingerprint is neither a rank's nor a whole model's, and any
-// rank's layout gives the same group layout. A layout with tp_size 1 is its own group layout.
+// remote): one record of each kind holds every distinct share of it, share after share (rank r's
+// at rank.TpShareOf(kind, r) * rank.RecordBytes(kind)): tp_size records for a kind every rank
+// holds its own of, one for a kind every rank holds equally (MLA latent KV). Its shapes are the
+// rank's widened TpShares(kind) times (KV heads, conv and state channels), so that its
+// RecordBytes are TpShares(kind) times the rank's; its tp_size is the rank's and its tp_rank 0,
+// so its fingerprint is neither a rank's nor a whole model's, and any rank's layout gives the
+// same group layout. A layout with tp_size 1 is its own group layout.
 // InvalidArgument when the widened sizes overflow (ModelLayout::Validate).
 [[nodiscard]] StatusOr<ModelLayout> GroupLayout(const ModelLayout& rank);
 

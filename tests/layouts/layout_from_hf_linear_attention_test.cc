@@ -37,6 +37,25 @@ TEST(LayoutFromHfMiniMaxTest, LayerTypesHeadDimAndTheWindow) {
                                                 {Lightning(0, 8, 32), Lightning(1, 8, 32)}));
 }
 
+// The hub checkpoints' form (model_type minimax_m1): attn_type_list, 1 softmax attention and 0
+// lightning, one per layer.
+TEST(LayoutFromHfMiniMaxTest, TheHubsAttnTypeListPlacesTheLayers) {
+  const ModelLayout l = Convert(R"json({"model_type": "minimax_m1", "_name_or_path": "test/m1",
+    "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 64, "attn_type_list": [0, 1, 0, 1]})json");
+  ExpectLayout(l, Expected("test/m1", 4, {Kv(1, 2, 64), Kv(3, 2, 64)},
+                           {Lightning(0, 8, 64), Lightning(2, 8, 64)}));
+  ExpectInvalid(R"json({"model_type": "minimax_m1", "num_hidden_layers": 3,
+    "attn_type_list": [0, 1]})json",
+                {"attn_type_list: 2 entries", "num_hidden_layers 3"});
+  ExpectInvalid(R"json({"model_type": "minimax_m1", "num_hidden_layers": 2,
+    "attn_type_list": [0, 2]})json",
+                {"attn_type_list[1]: 2", "1 (softmax attention) or 0 (lightning)"});
+  ExpectInvalid(R"json({"model_type": "minimax_m1", "num_hidden_layers": 2,
+    "attn_type_list": "0,1"})json",
+                {"attn_type_list"});
+}
+
 TEST(LayoutFromHfMiniMaxTest, TheStateTakesTheCacheDtypeAndSplitsByHeads) {
   HfLayoutOptions o = Options();
   o.cache_dtype = DType::kFp16;
@@ -49,6 +68,7 @@ TEST(LayoutFromHfMiniMaxTest, TheStateTakesTheCacheDtypeAndSplitsByHeads) {
   EXPECT_EQ(rank.ssm_layers[0].ssm_shape, (std::vector<uint64_t>{2, 32, 32}));
   EXPECT_TRUE(rank.ssm_layers[0].conv_shape.empty());
   EXPECT_EQ(rank.attention_layers[0].num_kv_heads, 1u);  // 2 KV heads over 4 ranks: replicated
+  EXPECT_EQ(rank.attention_layers[0].tp_replicas, 2u);
   o.tp_size = 3;
   o.tp_rank = 0;
   auto three = LayoutFromHfConfig(R"json({"model_type": "minimax", "num_hidden_layers": 1,

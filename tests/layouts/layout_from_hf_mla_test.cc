@@ -104,20 +104,28 @@ TEST(LayoutFromHfMlaTest, ImpossibleFieldsAreNamed) {
                 Options(StateConvention::kSglang));
 }
 
-// Tensor parallelism: the latent is the same on every rank (not split), the KDA heads are.
+// Tensor parallelism: the latent is the same on every rank (not split, stored once), the KDA
+// heads are split.
 TEST(LayoutFromHfMlaTest, RanksHoldTheWholeLatentAndTheirShareOfTheKdaHeads) {
   HfLayoutOptions o = Options();
   o.tp_size = 4;
   o.tp_rank = 3;
   const ModelLayout l = Convert(kKimiHubStyle, o);
   ASSERT_EQ(l.attention_layers.size(), 2u);
-  EXPECT_TRUE(l.attention_layers[0] == Mla(1, 288));
+  AttentionLayerSpec latent = Mla(1, 288);
+  latent.tp_replicas = 4;  // the same bytes on every rank
+  EXPECT_TRUE(l.attention_layers[0] == latent);
   EXPECT_TRUE(l.ssm_layers[0] == Ssm(0, "kda", {192, 3}, {1, 64, 64}));
   EXPECT_EQ(l.tp_size, 4u);
-  // The group record holds every rank's copy of the latent.
+  // The group record holds the latent once, and every rank's KDA state.
+  EXPECT_EQ(l.TpShares(Kind::kKV), 1u);
+  EXPECT_EQ(l.TpShareOf(Kind::kKV, 3), 0u);
+  EXPECT_EQ(l.TpShares(Kind::kMamba), 4u);
+  EXPECT_EQ(l.TpShareOf(Kind::kMamba, 3), 3u);
   auto group = GroupLayout(l);
   ASSERT_TRUE(group.ok()) << group.status().ToString();
-  EXPECT_EQ(group->RecordBytes(Kind::kKV), 4 * l.RecordBytes(Kind::kKV));
+  EXPECT_EQ(group->RecordBytes(Kind::kKV), l.RecordBytes(Kind::kKV));
+  EXPECT_EQ(group->RecordBytes(Kind::kMamba), 4 * l.RecordBytes(Kind::kMamba));
   o.tp_size = 3;
   o.tp_rank = 0;
   auto three = LayoutFromHfConfig(kKimiHubStyle, o);

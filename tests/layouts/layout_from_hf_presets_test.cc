@@ -88,6 +88,47 @@ constexpr char kPresetDeepseekV3[] = R"json({"architectures": ["DeepseekV3ForCau
   "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
   "qk_rope_head_dim": 64, "v_head_dim": 128})json";
 
+// moonshotai/Kimi-Linear-48B-A3B-Instruct (its config.json's cache keys, as the hub's file has
+// them: the first 60 lines read first-hand, num_hidden_layers, num_*_heads and qk_*_head_dim from
+// a quantized re-upload's full copy, Firworks/Kimi-Linear-48B-A3B-Instruct-nvfp4; docs/MODELS.md).
+constexpr char kPresetKimiLinear48B[] = R"json({"model_type": "kimi_linear", "dtype": "bfloat16",
+  "head_dim": 72, "hidden_size": 2304, "kv_lora_rank": 512, "linear_attn_config": {
+  "full_attn_layers": [4, 8, 12, 16, 20, 24, 27], "head_dim": 128, "kda_layers": [1, 2, 3, 5, 6,
+  7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26], "num_heads": 32,
+  "short_conv_kernel_size": 4}, "mla_use_nope": true, "num_attention_heads": 32,
+  "num_hidden_layers": 27, "num_key_value_heads": 32, "q_lora_rank": null,
+  "qk_nope_head_dim": 128, "qk_rope_head_dim": 64})json";
+
+// MiniMax-M1 (config.json of github.com/MiniMax-AI/MiniMax-M1 at 2abb4f4; its cache keys, with
+// attn_type_list whole: 1 softmax attention, 0 lightning).
+constexpr char kPresetMiniMaxM1[] = R"json({"model_type": "minimax_m1", "head_dim": 128,
+  "hidden_size": 6144, "num_attention_heads": 64, "num_hidden_layers": 80,
+  "num_key_value_heads": 8, "rotary_dim": 64, "sliding_window": null, "attn_type_list": [
+  0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1,
+  0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+  1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]})json";
+
+// Qwen/Qwen3.5-122B-A10B (config.json as github.com/alibaba/InferSim keeps it,
+// hf_configs/qwen3.5-122B-A10B_config.json at f2293da; its text_config's cache keys).
+constexpr char kPresetQwen35_122B[] = R"json({"model_type": "qwen3_5_moe", "text_config": {
+  "model_type": "qwen3_5_moe_text", "dtype": "bfloat16", "full_attention_interval": 4,
+  "head_dim": 256, "hidden_size": 3072, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+  "linear_num_key_heads": 16, "linear_num_value_heads": 64, "linear_value_head_dim": 128,
+  "mamba_ssm_dtype": "float32", "num_attention_heads": 32, "num_hidden_layers": 48,
+  "num_key_value_heads": 2, "layer_types": [
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention",
+  "linear_attention", "linear_attention", "linear_attention", "full_attention"]}})json";
+
 struct PresetCase {
   const char* preset;
   const char* config;
@@ -95,11 +136,19 @@ struct PresetCase {
 
 TEST(LayoutFromHfPresetsTest, EveryPresetWithAConfigIsWhatItsConfigGives) {
   const PresetCase cases[] = {
-      {"llama-3.1-8b", kPresetLlama31_8B},      {"mamba2-2.7b", kPresetMamba2_2_7B},
-      {"jamba-v0.1", kPresetJambaV01},          {"zamba2-2.7b", kPresetZamba2_2_7B},
-      {"nemotron-h-8b", kPresetNemotronH8B},    {"qwen3-next-80b-a3b", kPresetQwen3Next80B},
-      {"falcon-h1-0.5b", kPresetFalconH1_0_5B}, {"recurrentgemma-2b", kPresetRecurrentGemma2B},
-      {"gpt-oss-120b", kPresetGptOss120B},      {"deepseek-v3", kPresetDeepseekV3},
+      {"llama-3.1-8b", kPresetLlama31_8B},
+      {"mamba2-2.7b", kPresetMamba2_2_7B},
+      {"jamba-v0.1", kPresetJambaV01},
+      {"zamba2-2.7b", kPresetZamba2_2_7B},
+      {"nemotron-h-8b", kPresetNemotronH8B},
+      {"qwen3-next-80b-a3b", kPresetQwen3Next80B},
+      {"falcon-h1-0.5b", kPresetFalconH1_0_5B},
+      {"recurrentgemma-2b", kPresetRecurrentGemma2B},
+      {"gpt-oss-120b", kPresetGptOss120B},
+      {"deepseek-v3", kPresetDeepseekV3},
+      {"kimi-linear-48b-a3b", kPresetKimiLinear48B},
+      {"minimax-m1", kPresetMiniMaxM1},
+      {"qwen3.5-122b-a10b", kPresetQwen35_122B},
   };
   for (const PresetCase& c : cases) {
     SCOPED_TRACE(c.preset);

@@ -195,6 +195,7 @@ TEST(LayoutFromHfTest, EverySupportedModelTypeIsListedSorted) {
                                          "mamba",
                                          "mamba2",
                                          "minimax",
+                                         "minimax_m1",
                                          "mistral",
                                          "nemotron_h",
                                          "olmo_hybrid",

@@ -109,7 +109,24 @@ TEST(LayoutTpTest, GatedDeltaNetHeadsSplitAndFewKvHeadsAreReplicated) {
     EXPECT_EQ(rank.ssm_layers[0].ssm_shape, (std::vector<uint64_t>{32 / n, 128, 128})) << n;
     EXPECT_EQ(rank.attention_layers[0].num_kv_heads, 1u) << n;
     EXPECT_EQ(rank.KvPageBytes(), whole.KvPageBytes() / 2) << "one of the 2 heads on every rank";
+    // vLLM's num_kv_head_replicas = N / 2; rank r holds head r / (N / 2). A group store keeps
+    // the 2 heads once each; every rank its own state.
+    EXPECT_EQ(rank.attention_layers[0].tp_replicas, n / 2) << n;
+    EXPECT_EQ(rank.TpShares(Kind::kKV), 2u) << n;
+    EXPECT_EQ(rank.TpShares(Kind::kMamba), n) << n;
+    for (uint32_t r = 0; r < n; ++r) {
+      EXPECT_EQ(rank.TpShareOf(Kind::kKV, r), r / (n / 2)) << n << " " << r;
+      EXPECT_EQ(rank.TpShareOf(Kind::kMamba, r), r) << n << " " << r;
+    }
+    auto group = GroupLayout(rank);
+    ASSERT_TRUE(group.ok()) << group.status().ToString();
+    EXPECT_EQ(group->RecordBytes(Kind::kKV), whole.RecordBytes(Kind::kKV)) << "both heads, once";
+    EXPECT_EQ(group->RecordBytes(Kind::kMamba), whole.RecordBytes(Kind::kMamba)) << n;
   }
+  const ModelLayout two = Rank(whole, 2, 1);  // one head per rank: nothing is replicated
+  EXPECT_EQ(two.attention_layers[0].tp_replicas, 1u);
+  EXPECT_EQ(two.TpShares(Kind::kKV), 2u);
+  EXPECT_EQ(two.TpShareOf(Kind::kKV, 1), 1u);
   ExpectRefused(whole, 32, 0, {"ssm_layers[0] k_heads: 16", "tp_size 32"});
 }
 
@@ -120,6 +137,12 @@ TEST(LayoutTpTest, RecurrentAndShortConvChannelsSplit) {
   EXPECT_EQ(rank.ssm_layers[0].conv_shape[0], 640u);
   EXPECT_EQ(rank.ssm_layers[0].ssm_shape, (std::vector<uint64_t>{640}));
   EXPECT_EQ(rank.attention_layers[0].num_kv_heads, 1u);
+  // Its one windowed KV head is the same on every rank: one share of the windowed KV.
+  EXPECT_EQ(rank.attention_layers[0].tp_replicas, 4u);
+  EXPECT_EQ(rank.TpShares(Kind::kWindowKV), 1u);
+  EXPECT_EQ(rank.TpShareOf(Kind::kWindowKV, 3), 0u);
+  EXPECT_EQ(GroupLayout(rank)->RecordBytes(Kind::kWindowKV), rank.RecordBytes(Kind::kWindowKV));
+  EXPECT_EQ(GroupLayout(rank)->RecordBytes(Kind::kMamba), 4 * rank.RecordBytes(Kind::kMamba));
   ExpectRefused(rg, 3, 0, {"ssm_layers[0].conv_shape[0] (lru_width): 2560", "tp_size 3"});
 
   // LFM2-style short convolution: conv [hidden, W], no state.
@@ -204,6 +227,15 @@ TEST(LayoutTpTest, TheGroupLayoutHoldsEveryRanksRecordAndIsTheSameForEveryRank) 
     EXPECT_EQ(group->RecordBytes(Kind::kKV), whole.RecordBytes(Kind::kKV));
     EXPECT_NE(group->FingerprintHex(), whole.FingerprintHex());
   }
+  // A lightning layer (no conv) widens its state alone.
+  const ModelLayout minimax =
+      Expected("mm", 2, {Kv(1, 8, 128)}, {Ssm(0, "lightning", {}, {64, 96, 96})});
+  const ModelLayout mm_rank = Rank(minimax, 8, 5);
+  auto mm_group = GroupLayout(mm_rank);
+  ASSERT_TRUE(mm_group.ok()) << mm_group.status().ToString();
+  EXPECT_TRUE(mm_group->ssm_layers[0].conv_shape.empty());
+  EXPECT_EQ(mm_group->RecordBytes(Kind::kMamba), minimax.RecordBytes(Kind::kMamba));
+  EXPECT_EQ(mm_group->RecordBytes(Kind::kKV), minimax.RecordBytes(Kind::kKV));
   // Widened sizes that overflow are refused by name.
   ModelLayout huge = Expected("m", 1, {}, {Ssm(0, "mamba1", {uint64_t{1} << 44, 3}, {1, 1})});
   huge.tp_size = 1u << 20;

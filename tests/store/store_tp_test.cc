@@ -1,8 +1,9 @@
 // A tensor-parallel group's store (a layout with tp_size > 1) in CPU mode: one record per entry
-// holds every rank's share; an entry is a hit only once every rank saved its share, and each
-// rank's Load gets its own share back byte for byte, from host memory and from disk after a
-// restart; partial entries time out; repeated shares are refreshes; bad ranks are refused by
-// name. One store-owned device pool stands in for the ranks' pools (each rank its own slots).
+// holds every rank's share (once for ranks that hold equal bytes: MLA latents, replicated KV
+// heads); an entry is a hit only once every rank saved its share, and each rank's Load gets its
+// own share back byte for byte, from host memory and from disk after a restart; partial entries
+// time out; repeated shares are refreshes; bad ranks are refused by name. One store-owned device
+// pool stands in for the ranks' pools (each rank its own slots).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -32,14 +33,26 @@ ModelLayout RankLayout(uint32_t tp_size = kRanks) {
   return l;
 }
 
-// Rank `rank`'s share of an entry: content defined by the hash, the kind and the rank.
+// Rank `rank`'s share of an entry: content defined by the hash, the kind and the share the rank
+// holds of that kind (its rank, unless the layout says ranks hold equal bytes: TpShareOf).
 std::vector<std::byte> Share(const ModelLayout& l, const PageHash& h, Kind kind, uint32_t rank) {
   std::vector<std::byte> bytes(l.RecordBytes(kind));
   uint64_t seed;
   std::memcpy(&seed, h.bytes.data(), sizeof(seed));
   testing::FillRandom(bytes, seed ^ (kind == Kind::kMamba ? 0x5a5a5a5aull : 0) ^
-                                 (uint64_t{rank + 1} * 0x9e3779b97f4a7c15ull));
+                                 (uint64_t{l.TpShareOf(kind, rank) + 1} * 0x9e3779b97f4a7c15ull));
   return bytes;
+}
+
+// TinyHybrid as rank 0 of 4 whose 2 KV heads are each held by 2 ranks (a model with 2 KV heads
+// split 4 ways: ranks 0 and 1 hold one head, ranks 2 and 3 the other), or, `mla`, TinyMla as
+// rank 0 of 4 with its latent on every rank (ShardLayout's tp_replicas).
+ModelLayout ReplicatedRankLayout(bool mla) {
+  ModelLayout l = mla ? TinyMla() : TinyHybrid();
+  l.model += "-replicated-tp";
+  l.tp_size = 4;
+  for (AttentionLayerSpec& a : l.attention_layers) a.tp_replicas = a.mla || mla ? 4 : 2;
+  return l;
 }
 
 class StoreTpTest : public ::testing::Test {
@@ -344,6 +357,77 @@ TEST_F(StoreTpTest, ARequestWithoutARankMovesTheStoresOwnRanksShares) {
   ASSERT_EQ(m->reusable_pages, 2u);
   EXPECT_TRUE(LoadAsRank(store.get(), *m, 1, /*name_rank=*/false).ok());
   EXPECT_TRUE(LoadAsRank(store.get(), *m, 0).ok());
+}
+
+TEST_F(StoreTpTest, RanksHoldingTheSameKvHeadStoreItOnceAndEachLoadsIt) {
+  StoreOptions o = Options();
+  o.layout = ReplicatedRankLayout(/*mla=*/false);
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  const ModelLayout& l = store->layout();
+  ASSERT_EQ(l.TpShares(Kind::kKV), 2u);
+  ASSERT_EQ(l.TpShares(Kind::kMamba), 4u);
+  const auto prompt = Tokens(40, 12);  // 3 pages
+  const StoreStats before = store->Stats();
+  ASSERT_TRUE(SaveAsRank(store.get(), prompt, 0).ok());
+  ASSERT_TRUE(SaveAsRank(store.get(), prompt, 1).ok());
+  EXPECT_EQ(store->Stats().refreshed_pages, before.refreshed_pages + 3)
+      << "rank 1 holds rank 0's KV heads: its 3 pages are refreshes, its state is not";
+  ASSERT_TRUE(SaveAsRank(store.get(), prompt, 3).ok());
+  EXPECT_EQ(Reusable(store.get(), prompt), 0u) << "rank 2's state is missing";
+  ASSERT_TRUE(SaveAsRank(store.get(), prompt, 2).ok());
+  EXPECT_EQ(store->Stats().refreshed_pages, before.refreshed_pages + 6);
+  auto m = store->Lookup("", prompt);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 3u);
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(LoadAsRank(store.get(), *m, rank).ok()) << rank;
+  }
+  // Two shares of every page (not four), four of the state.
+  const StoreStats st = store->Stats();
+  const int host = static_cast<int>(Tier::kHost);
+  EXPECT_EQ(st.resident_bytes[host][static_cast<int>(Kind::kKV)], 3 * 2 * l.RecordBytes(Kind::kKV));
+  EXPECT_EQ(st.resident_bytes[host][static_cast<int>(Kind::kMamba)],
+            4 * l.RecordBytes(Kind::kMamba));
+  EXPECT_TRUE(store->Close().ok());
+}
+
+TEST_F(StoreTpTest, AnMlaLatentIsStoredOnceAndComesBackFromDiskForEveryRank) {
+  StoreOptions o = Options(1 << 20, 4 << 20);
+  o.layout = ReplicatedRankLayout(/*mla=*/true);
+  o.write_policy = WritePolicy::kWriteThrough;
+  const auto prompt = Tokens(900, 8);  // 2 pages
+  const auto other = Tokens(1900, 8);
+  {
+    auto store = OpenOrDie(o);
+    ASSERT_NE(store, nullptr);
+    const ModelLayout& l = store->layout();
+    ASSERT_EQ(l.TpShares(Kind::kKV), 1u);
+    ASSERT_TRUE(SaveAsRank(store.get(), prompt, 2).ok());
+    // The first rank's Save published the latent pages; the state waits for every rank's.
+    const int host = static_cast<int>(Tier::kHost);
+    EXPECT_EQ(store->Stats().resident_entries[host][static_cast<int>(Kind::kKV)], 2u);
+    EXPECT_EQ(Reusable(store.get(), prompt), 0u);
+    for (uint32_t rank : {0u, 1u, 3u}) ASSERT_TRUE(SaveAsRank(store.get(), prompt, rank).ok());
+    ASSERT_EQ(Reusable(store.get(), prompt), 2u);
+    EXPECT_EQ(store->Stats().resident_bytes[host][static_cast<int>(Kind::kKV)],
+              2 * l.RecordBytes(Kind::kKV))
+        << "one latent per page for 4 ranks";
+    for (uint32_t rank : {0u, 1u, 2u}) ASSERT_TRUE(SaveAsRank(store.get(), other, rank).ok());
+    ASSERT_TRUE(store->Close().ok());
+  }
+  auto store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  auto m = store->Lookup("", prompt);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 2u) << "the complete entries come back from disk";
+  EXPECT_EQ(m->state_tier, Tier::kDisk);
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(LoadAsRank(store.get(), *m, rank).ok()) << rank;
+  }
+  EXPECT_EQ(Reusable(store.get(), other), 0u) << "rank 3 never saved that state";
+  EXPECT_EQ(store->Stats().checksum_failures, 0u);
+  EXPECT_TRUE(store->Close().ok());
 }
 
 TEST_F(StoreTpTest, TheTiersKeepTheGroupLayoutAndTheApiTheRanks) {

@@ -126,6 +126,30 @@ TEST(LayoutJsonTest, MlaLayersRoundTripWithTheirFlag) {
                 {"attention_layers[0].mla: 'true'", "expected true or false"});
 }
 
+TEST(LayoutJsonTest, ReplicatedLayersRoundTripWithTheirReplicas) {
+  ModelLayout l;
+  l.model = "test/replicated";
+  l.num_layers = 2;
+  l.tp_size = 4;
+  l.tp_rank = 3;
+  l.attention_layers = {{0, 1, 128, DType::kBf16, 0}, {1, 2, 64, DType::kBf16, 0}};
+  l.attention_layers[0].tp_replicas = 4;
+  ASSERT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  const std::string json = LayoutToJson(l);
+  EXPECT_NE(json.find(R"("sliding_window":0,"tp_replicas":4})"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("head_dim":64,"dtype":"bf16","sliding_window":0})"), std::string::npos)
+      << "a layer of its own rank's heads carries no key: " << json;
+  auto back = ParseLayoutJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << json;
+  EXPECT_TRUE(*back == l);
+  EXPECT_EQ(back->FingerprintHex(), l.FingerprintHex());
+  EXPECT_EQ(back->TpShares(Kind::kKV), 4u) << "layer 1 is every rank's own";
+  ExpectInvalid(Replace(json, R"("tp_replicas":4)", R"("tp_replicas":3)"),
+                {"attention_layers[0].tp_replicas: 3", "must divide tp_size 4"});
+  ExpectInvalid(Replace(json, R"("tp_replicas":4)", R"("tp_replicas":-1)"),
+                {"attention_layers[0].tp_replicas: -1"});
+}
+
 TEST(LayoutJsonTest, OptionalKeysTakeTheirDefaults) {
   auto l = ParseLayoutJson(kMinimal);
   ASSERT_TRUE(l.ok()) << l.status().ToString();

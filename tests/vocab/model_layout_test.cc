@@ -248,6 +248,58 @@ TEST(ModelLayoutTest, MlaFingerprintIsVersionThreeAndNamesTheFlag) {
   EXPECT_FALSE(plain == Mla());
 }
 
+// Mla() as rank 1 of 4: the latent on every rank, layer 2's 2 KV heads each on 2 ranks.
+ModelLayout ReplicatedRank() {
+  ModelLayout l = Mla();
+  l.tp_size = 4;
+  l.tp_rank = 1;
+  l.attention_layers[0].tp_replicas = 4;
+  l.attention_layers[1].tp_replicas = 2;
+  return l;
+}
+
+TEST(ModelLayoutTest, ReplicatedLayersAreVersionFourAndTheirKindHasFewerShares) {
+  const ModelLayout l = ReplicatedRank();
+  ASSERT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  // Computed independently with Python's hashlib: version 4, each attention layer's encoding
+  // followed by its mla byte and its tp_replicas as 4 bytes.
+  EXPECT_EQ(l.FingerprintHex(), "0a40dccd4b2fd0c726f8810a0416165718bc702196e99bc98c8db8780d302144");
+  ModelLayout plain = l;
+  for (AttentionLayerSpec& a : plain.attention_layers) a.tp_replicas = 1;
+  EXPECT_NE(plain.FingerprintHex(), l.FingerprintHex());
+  EXPECT_FALSE(plain == l);
+  // Ranks r, r' hold equal KV when r / gcd(4, 2) == r' / 2: two shares; the state is per rank.
+  EXPECT_EQ(l.TpShares(Kind::kKV), 2u);
+  EXPECT_EQ(plain.TpShares(Kind::kKV), 4u);
+  EXPECT_EQ(l.TpShares(Kind::kMamba), 4u);
+  const uint32_t want[] = {0, 0, 1, 1};
+  for (uint32_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(l.TpShareOf(Kind::kKV, r), want[r]) << r;
+    EXPECT_EQ(plain.TpShareOf(Kind::kKV, r), r) << r;
+    EXPECT_EQ(l.TpShareOf(Kind::kMamba, r), r) << r;
+  }
+  EXPECT_EQ(Small().TpShares(Kind::kKV), 1u) << "tp_size 1";
+  EXPECT_NE(l.Describe().find("group shares:     kv=2 mamba=4"), std::string::npos) << l.Describe();
+  EXPECT_NE(l.Describe().find("same-on=2-ranks"), std::string::npos) << l.Describe();
+  // The group's records hold the KV twice (not four times) and the state four times.
+  auto group = GroupLayout(l);
+  ASSERT_TRUE(group.ok()) << group.status().ToString();
+  EXPECT_EQ(group->RecordBytes(Kind::kKV), 2 * l.RecordBytes(Kind::kKV));
+  EXPECT_EQ(group->RecordBytes(Kind::kMamba), 4 * l.RecordBytes(Kind::kMamba));
+  EXPECT_NE(group->FingerprintHex(), GroupLayout(plain)->FingerprintHex());
+}
+
+TEST(ModelLayoutTest, ReplicasMustDivideTheTensorParallelSize) {
+  ModelLayout l = ReplicatedRank();
+  l.attention_layers[1].tp_replicas = 3;
+  ExpectInvalid(l, {"attention_layers[1].tp_replicas: 3", "must divide tp_size 4"});
+  l.attention_layers[1].tp_replicas = 0;
+  ExpectInvalid(l, {"attention_layers[1].tp_replicas: 0"});
+  l = Mla();
+  l.attention_layers[0].tp_replicas = 2;
+  ExpectInvalid(l, {"attention_layers[0].tp_replicas: 2", "must divide tp_size 1"});
+}
+
 TEST(ModelLayoutTest, MlaLayersHaveFullAttention) {
   ModelLayout l = Mla();
   l.attention_layers[0].sliding_window = 128;
@@ -404,6 +456,11 @@ TEST(ModelLayoutTest, ChangingAnySingleFieldChangesTheFingerprint) {
       {"attn.dtype", [](ModelLayout& l) { l.attention_layers[0].dtype = DType::kFp16; }},
       {"attn.sliding_window", [](ModelLayout& l) { l.attention_layers[0].sliding_window = 1; }},
       {"attn.mla", [](ModelLayout& l) { l.attention_layers[0].mla = true; }},
+      {"attn.tp_replicas",
+       [](ModelLayout& l) {
+         l.tp_size = 2;
+         l.attention_layers[0].tp_replicas = 2;
+       }},
       {"attn.order",
        [](ModelLayout& l) { std::swap(l.attention_layers[0], l.attention_layers[1]); }},
       {"attn.removed", [](ModelLayout& l) { l.attention_layers.pop_back(); }},

@@ -90,14 +90,14 @@ class Rank {
     for (uint64_t i = 0; i < spec_.pages; ++i) {
       CACHEPAWL_ASSIGN_OR_RETURN(src_.emplace_back(), store_->AllocateDeviceSlot(Kind::kKV));
       CACHEPAWL_ASSIGN_OR_RETURN(dst_.emplace_back(), store_->AllocateDeviceSlot(Kind::kKV));
-      expected_.push_back(RandomRecord(kv_bytes_, Seed(i)));
+      expected_.push_back(RandomRecord(kv_bytes_, Seed(Kind::kKV, i)));
       CACHEPAWL_RETURN_IF_ERROR(
           store_->WriteDeviceRecord(Kind::kKV, src_.back(), expected_.back()));
     }
     if (state_bytes_ > 0) {
       CACHEPAWL_ASSIGN_OR_RETURN(src_state_, store_->AllocateDeviceSlot(Kind::kMamba));
       CACHEPAWL_ASSIGN_OR_RETURN(dst_state_, store_->AllocateDeviceSlot(Kind::kMamba));
-      expected_state_ = RandomRecord(state_bytes_, Seed(spec_.pages));
+      expected_state_ = RandomRecord(state_bytes_, Seed(Kind::kMamba, spec_.pages));
       CACHEPAWL_RETURN_IF_ERROR(
           store_->WriteDeviceRecord(Kind::kMamba, *src_state_, expected_state_));
     }
@@ -105,7 +105,7 @@ class Rank {
     CACHEPAWL_ASSIGN_OR_RETURN(host_, Memory::Allocate(Memory::Where::kHost, spec_.gpu, Bytes()));
     CACHEPAWL_ASSIGN_OR_RETURN(device_,
                                Memory::Allocate(Memory::Where::kDevice, spec_.gpu, Bytes()));
-    CACHEPAWL_RETURN_IF_ERROR(FillRandom(host_->data(), Bytes(), false, Seed(~0ull)));
+    CACHEPAWL_RETURN_IF_ERROR(FillRandom(host_->data(), Bytes(), false, Seed(Kind::kMamba, ~0ull)));
     return CopyBytes(device_->data(), host_->data(), Bytes(), spec_.gpu);
   }
 
@@ -172,8 +172,11 @@ class Rank {
   }
 
  private:
-  uint64_t Seed(uint64_t i) const {
-    return spec_.seed * 0x9e3779b97f4a7c15ull ^ (uint64_t{spec_.rank} << 48) ^ i;
+  // Record i's bytes of `kind`: ranks holding the same share of it (MLA latents, replicated KV
+  // heads: ModelLayout::TpShareOf) save the same bytes, as an engine's ranks do.
+  uint64_t Seed(Kind kind, uint64_t i) const {
+    const uint32_t share = store_->layout().TpShareOf(kind, spec_.rank);
+    return spec_.seed * 0x9e3779b97f4a7c15ull ^ (uint64_t{share} << 48) ^ i;
   }
   // Round R's prompt: the same on every rank, another for every round.
   std::vector<uint32_t> Tokens(uint64_t round) const {

@@ -22,9 +22,10 @@
 namespace cachepawl::tools {
 namespace {
 
-// Rank r's shares differ from every other rank's (rank 0's are the replay's usual contents).
-uint64_t RankSeed(uint64_t seed, uint32_t rank) {
-  return seed ^ (uint64_t{rank} * 0x9e3779b97f4a7c15ull);
+// The contents of share `share` of a kind (ModelLayout::TpShareOf): ranks that hold the same
+// share write the same bytes, as an engine's ranks do; share 0's are the replay's usual contents.
+uint64_t ShareSeed(uint64_t seed, uint32_t share) {
+  return seed ^ (uint64_t{share} * 0x9e3779b97f4a7c15ull);
 }
 
 // ---- The rank process ----
@@ -94,7 +95,8 @@ class ReplayRank {
         record.resize(l.RecordBytes(Kind::kKV));
         for (uint64_t p = from; p < to; ++p) {
           CACHEPAWL_ASSIGN_OR_RETURN(uint64_t slot, slots.Take(Kind::kKV));
-          FillContent(RankSeed(PageContentSeed(hashes[p]), spec_.rank), record);
+          FillContent(ShareSeed(PageContentSeed(hashes[p]), l.TpShareOf(Kind::kKV, spec_.rank)),
+                      record);
           CACHEPAWL_RETURN_IF_ERROR(store_->WriteDeviceRecord(Kind::kKV, slot, record));
           pages.push_back(slot);
         }
@@ -106,7 +108,8 @@ class ReplayRank {
       if (l.has_ssm()) {
         CACHEPAWL_ASSIGN_OR_RETURN(uint64_t state, slots.Take(Kind::kMamba));
         record.resize(l.RecordBytes(Kind::kMamba));
-        FillContent(RankSeed(StateContentSeed(hashes[to - 1], to * l.page_size_tokens), spec_.rank),
+        FillContent(ShareSeed(StateContentSeed(hashes[to - 1], to * l.page_size_tokens),
+                              l.TpShareOf(Kind::kMamba, spec_.rank)),
                     record);
         CACHEPAWL_RETURN_IF_ERROR(store_->WriteDeviceRecord(Kind::kMamba, state, record));
         req.device_state_slot = state;
@@ -177,14 +180,16 @@ class ReplayRank {
     std::vector<std::byte> got(l.has_attention() ? l.RecordBytes(Kind::kKV) : 0);
     for (uint64_t p = 0; p < pages.size(); ++p) {
       CACHEPAWL_RETURN_IF_ERROR(store_->ReadDeviceRecord(Kind::kKV, pages[p], got));
-      *wrong += CountWrongBytes(RankSeed(PageContentSeed(m.hashes[p]), spec_.rank), got);
+      *wrong += CountWrongBytes(
+          ShareSeed(PageContentSeed(m.hashes[p]), l.TpShareOf(Kind::kKV, spec_.rank)), got);
       *loaded += got.size();
     }
     if (state) {
       got.resize(l.RecordBytes(Kind::kMamba));
       CACHEPAWL_RETURN_IF_ERROR(store_->ReadDeviceRecord(Kind::kMamba, *state, got));
       *wrong += CountWrongBytes(
-          RankSeed(StateContentSeed(m.hashes[reuse - 1], reuse * l.page_size_tokens), spec_.rank),
+          ShareSeed(StateContentSeed(m.hashes[reuse - 1], reuse * l.page_size_tokens),
+                    l.TpShareOf(Kind::kMamba, spec_.rank)),
           got);
       *loaded += got.size();
     }
@@ -377,9 +382,11 @@ int Scheduler::Main(const RequestSource& source, std::ostream& out) {
       << run_.whole.model << "' (" << run_.tp_size << " ranks of "
       << HumanBytes(rank0->has_attention() ? rank0->RecordBytes(Kind::kKV) : 0)
       << " KV a page each; a group record "
-      << HumanBytes(group->has_attention() ? group->RecordBytes(Kind::kKV) : 0) << "), host tier "
-      << HumanBytes(o.host_bytes) << ", disk tier " << HumanBytes(o.disk_bytes)
-      << (run_.gpu ? ", rank r on the r-th visible GPU" : ", CPU mode") << "\n";
+      << HumanBytes(group->has_attention() ? group->RecordBytes(Kind::kKV) : 0) << ", "
+      << (rank0->has_attention() ? rank0->TpShares(Kind::kKV) : 0) << " of the " << run_.tp_size
+      << " ranks' KV distinct), host tier " << HumanBytes(o.host_bytes) << ", disk tier "
+      << HumanBytes(o.disk_bytes) << (run_.gpu ? ", rank r on the r-th visible GPU" : ", CPU mode")
+      << "\n";
   out << "requests " << t.requests << " in " << std::fixed << std::setprecision(1) << seconds
       << " s; prompt tokens " << t.prompt_tokens << ", reused " << t.reused_tokens << " (hit rate "
       << std::setprecision(4)
