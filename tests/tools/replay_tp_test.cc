@@ -44,6 +44,28 @@ TEST(ReplayTpTest, RanksKilledMidRequestLeaveNoPartialEntryThatAnyRankLoads) {
   EXPECT_EQ(run.output.find("rank processes killed: 0;"), std::string::npos) << run.output;
 }
 
+// DeepSeek-V3's latent is the same on every rank: the group store keeps it once (the first rank's
+// Save publishes it for all), every rank loads that one copy, and ranks killed while loading or
+// saving leave no wrong byte. Every rank looks up before any saves (as an engine's ranks, which
+// run the forward pass together), so each finds the scheduler's depth.
+TEST(ReplayTpTest, AnMlaModelsRanksShareOneLatentCopy) {
+  std::vector<std::string> args =
+      TpReplay({"--tp-size", "4", "--layout", "deepseek-v3", "--kill-rank-every", "4", "--seed",
+                "3"});
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--device-bytes") args[i + 1] = "1G";  // 1.1 MiB a page
+    if (args[i] == "--requests") args[i + 1] = "24";
+  }
+  const BinaryResult run = RunBinary(CACHEPAWL_BINARY, args);
+  ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.output;
+  for (const char* line : {"a group record 1.1 MiB, 1 of the 4 ranks' KV distinct",
+                           "(0 mismatches)", "wrong bytes: 0;"}) {
+    EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output;
+  }
+  EXPECT_EQ(run.output.find("rank processes killed: 0;"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("loaded 0 B"), std::string::npos) << run.output;
+}
+
 TEST(ReplayTpTest, WithADiskTierEveryRankLoadsTheSameDiskHits) {
   // Host memory for a few prompts: most hits come from disk, every rank loading the same group
   // records at once (the first rank's Load reads them, the others wait for it, none is Busy).

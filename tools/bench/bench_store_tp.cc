@@ -199,6 +199,13 @@ int Run::Main(std::ostream& out) {
         (void)Line("stages 1", 0);  // (what came before this Load)
         profile::Reset();
       }
+      if (std::strcmp(step, "save") != 0) {  // the ranks' Loads start together, prepared
+        if (auto prepared = Step("prep " + std::to_string(round), alone ? 1 : c_.tp_size);
+            !prepared.ok()) {
+          failed = prepared.status();
+          break;
+        }
+      }
       auto spans = Step(std::string(alone ? "load" : step) + " " + std::to_string(round),
                         alone ? 1 : c_.tp_size);
       if (!spans.ok()) {
@@ -240,6 +247,13 @@ int Run::Main(std::ostream& out) {
       << "GB/s: bytes over the step's span (aggregate: every rank's bytes from the first start "
          "to the last end); limit: one contiguous copy of the same bytes per rank, all ranks at "
          "once; alone: rank 0's while the other ranks wait\n";
+  for (Kind k : kAllKinds) {
+    if (rank0->Stores(k) && rank0->TpShares(k) < c_.tp_size) {
+      out << "shares: the ranks hold " << rank0->TpShares(k) << " distinct " << KindName(k)
+          << " records of " << c_.tp_size << " (equal bytes kept once): a rank's Save of a share "
+          << "another rank saved copies nothing, and save GB/s count every rank's bytes\n";
+    }
+  }
   out << std::left << std::setw(6) << "op" << std::right;
   for (uint32_t r = 0; r < c_.tp_size; ++r) out << std::setw(9) << ("rank" + std::to_string(r));
   out << std::setw(11) << "aggregate" << std::setw(9) << "limit" << std::setw(8) << "/limit"

@@ -4,7 +4,8 @@
 //
 //   limit load|limit save   one contiguous copy of the rank's request bytes  -> ok START END
 //   save R                  Save of round R's prompt from its own slots       -> ok START END
-//   load R                  LookupHashes, Load into poisoned slots            -> ok START END
+//   prep R                  poison the Load's slots, LookupHashes (untimed)   -> ok 0 0
+//   load R                  Load into the slots prepared for R (timed)       -> ok START END
 //   verify                  every loaded byte against what this rank saved    -> ok WRONG_RECORDS
 //   stages N                its stage profile since the last, per N Loads      -> ok NAME=US ...
 //   quit                                                                      (exits 0)
@@ -14,9 +15,11 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/store.h"
@@ -133,7 +136,11 @@ class Rank {
     return s.WithContext("save of round " + std::to_string(round));
   }
 
-  Status Load(uint64_t round, int64_t* start, int64_t* end) {
+  // A Load's untimed preparation: its destinations poisoned and the round's prompt looked up.
+  // The owner sends "prep" to every rank and then "load", so that the ranks' timed Loads start
+  // together rather than each after its own preparation (which also crosses the link).
+  Status PrepareLoad(uint64_t round) {
+    prepared_.reset();
     const std::vector<std::byte> poison(kv_bytes_, std::byte{kPoison});
     for (uint64_t slot : dst_) {
       CACHEPAWL_RETURN_IF_ERROR(store_->WriteDeviceRecord(Kind::kKV, slot, poison));
@@ -149,6 +156,14 @@ class Rank {
                               std::to_string(m.reusable_pages) + " of " +
                               std::to_string(spec_.pages) + " pages reusable");
     }
+    prepared_ = std::make_pair(round, std::move(m));
+    return Status::OK();
+  }
+
+  Status Load(uint64_t round, int64_t* start, int64_t* end) {
+    if (!prepared_ || prepared_->first != round) CACHEPAWL_RETURN_IF_ERROR(PrepareLoad(round));
+    const PrefixMatch m = std::move(prepared_->second);
+    prepared_.reset();
     *start = NowNs();
     auto fence = store_->Load(m, dst_, dst_state_);
     Status s = fence.ok() ? fence->Wait() : fence.status();
@@ -193,6 +208,7 @@ class Rank {
   uint64_t kv_bytes_ = 0, state_bytes_ = 0;
   std::vector<uint64_t> src_, dst_;
   std::optional<uint64_t> src_state_, dst_state_;
+  std::optional<std::pair<uint64_t, PrefixMatch>> prepared_;  // round and match of the next Load
   std::vector<std::vector<std::byte>> expected_;
   std::vector<std::byte> expected_state_;
   std::unique_ptr<Memory> host_, device_;
@@ -235,6 +251,8 @@ int RunTpRank(const std::string& spec_text) {
     if (step == "quit") return 0;
     if (step == "limit") {
       s = rank.Limit(arg == "load", &start, &end);
+    } else if (step == "prep") {
+      s = rank.PrepareLoad(std::strtoull(arg.c_str(), nullptr, 10));
     } else if (step == "save" || step == "load") {
       const uint64_t round = std::strtoull(arg.c_str(), nullptr, 10);
       s = step == "save" ? rank.Save(round, &start, &end) : rank.Load(round, &start, &end);

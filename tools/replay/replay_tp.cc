@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -65,25 +66,38 @@ class ReplayRank {
     return Status::OK();
   }
 
-  // One request: `reuse` pages of `tokens` to load (the scheduler's depth), the rest to save.
-  // The answer: "done DEPTH WRONG_BYTES LOADED_BYTES SAVED_BYTES REFUSED" (REFUSED 1: the store
-  // had no host room for the Load's disk hits, NoSpace; this rank recomputes the prefix, as the
-  // single-process replay counts such a refusal as a miss).
-  StatusOr<std::string> Request(const std::vector<uint32_t>& tokens, uint64_t reuse) {
-    const ModelLayout& l = store_->layout();
-    const std::vector<PageHash> hashes = store_->HashTokens("", tokens);
-    CACHEPAWL_ASSIGN_OR_RETURN(PrefixMatch m, store_->LookupHashes(hashes));
-    uint64_t wrong = 0, loaded = 0, saved = 0, refused = 0;
+  // One request's first phase: `reuse` pages of `tokens` to load (the scheduler's depth). The
+  // answer: "loaded DEPTH WRONG_BYTES LOADED_BYTES REFUSED" (REFUSED 1: the store had no host room
+  // for the Load's disk hits, NoSpace; this rank recomputes the prefix, as the single-process
+  // replay counts such a refusal as a miss).
+  StatusOr<std::string> Load(const std::vector<uint32_t>& tokens, uint64_t reuse) {
+    hashes_ = store_->HashTokens("", tokens);
+    reuse_ = reuse;
+    CACHEPAWL_ASSIGN_OR_RETURN(PrefixMatch m, store_->LookupHashes(hashes_));
+    uint64_t wrong = 0, loaded = 0, refused = 0;
     Slots slots(store_.get());
     if (reuse > 0 && m.reusable_pages == reuse) {
       Status s = LoadPrefix(m, reuse, &slots, &wrong, &loaded);
       if (s.IsNoSpace()) {
         refused = 1;
-        slots.FreeAll();
       } else {
         CACHEPAWL_RETURN_IF_ERROR(s);
       }
     }
+    std::ostringstream o;
+    o << "loaded " << m.reusable_pages << " " << wrong << " " << loaded << " " << refused;
+    return o.str();
+  }
+
+  // The second phase, once every rank has loaded (an engine's ranks run the forward pass
+  // together: none saves a new page before all of them have their prefix): the pages after the
+  // scheduler's depth are saved. The answer: "done SAVED_BYTES".
+  StatusOr<std::string> SaveRest() {
+    const ModelLayout& l = store_->layout();
+    const std::vector<PageHash>& hashes = hashes_;
+    const uint64_t reuse = reuse_;
+    uint64_t saved = 0;
+    Slots slots(store_.get());
     // Save the rest: a chunk of pages up to every block boundary (and the prompt's end), each
     // with the state at its end.
     const uint64_t n = hashes.size();
@@ -125,10 +139,7 @@ class ReplayRank {
       slots.FreeAll();
       from = to;
     }
-    std::ostringstream o;
-    o << "done " << m.reusable_pages << " " << wrong << " " << loaded << " " << saved << " "
-      << refused;
-    return o.str();
+    return "done " + std::to_string(saved);
   }
 
  private:
@@ -198,6 +209,8 @@ class ReplayRank {
 
   const RankSpec spec_;
   std::unique_ptr<Store> store_;
+  std::vector<PageHash> hashes_;  // the request under way: its pages, and the scheduler's depth
+  uint64_t reuse_ = 0;
 };
 
 // ---- The scheduler ----
@@ -235,6 +248,11 @@ class Scheduler {
   // Runs one request on every rank; false when the run must end (a rank stalled or could not
   // be started again).
   bool Request(uint64_t index, const std::vector<uint32_t>& tokens, Store* owner);
+  // Rank r's answer to request `index`, after the word `want`; nullopt when it has none (the
+  // rank was the `victim` killed, failed or stalled: an error is counted unless it was killed,
+  // the rank is started again, and *go_on is cleared when that fails or it stalled).
+  std::optional<std::istringstream> Answer(uint32_t r, uint64_t index, uint32_t victim,
+                                           const std::string& want, bool* go_on);
 
   const TpReplayRun& run_;
   std::ostream& err_;
@@ -245,6 +263,37 @@ class Scheduler {
   Totals totals_;
   bool stalled_ = false;
 };
+
+std::optional<std::istringstream> Scheduler::Answer(uint32_t r, uint64_t index, uint32_t victim,
+                                                    const std::string& want, bool* go_on) {
+  auto line = r == victim ? StatusOr<std::string>(Status::Unavailable("killed"))
+                          : ranks_.Read(r, run_.watchdog_seconds);
+  if (!line.ok()) {
+    if (line.status().IsTimedOut()) {
+      stalled_ = true;
+      err_ << "replay --tp-size: rank " << r << " (pid " << ranks_.pid(r)
+           << ") did not answer request " << index << " within " << run_.watchdog_seconds
+           << " s; its threads:\n"
+           << DescribeThreadsOf(ranks_.pid(r));
+      *go_on = false;
+      return std::nullopt;
+    }
+    if (r != victim) Error("rank " + std::to_string(r) + ": " + line.status().ToString());
+    if (Status s = StartRank(r); !s.ok()) {
+      Error("rank " + std::to_string(r) + " could not start again: " + s.ToString());
+      *go_on = false;
+    }
+    return std::nullopt;
+  }
+  std::istringstream in(*line);
+  std::string word;
+  in >> word;
+  if (word != want) {
+    Error("rank " + std::to_string(r) + ", request " + std::to_string(index) + ": " + *line);
+    return std::nullopt;
+  }
+  return in;
+}
 
 bool Scheduler::Request(uint64_t index, const std::vector<uint32_t>& tokens, Store* owner) {
   const ModelLayout& l = owner->layout();
@@ -266,48 +315,41 @@ bool Scheduler::Request(uint64_t index, const std::vector<uint32_t>& tokens, Sto
   const std::string text = msg.str();
   const bool kill = run_.kill_rank_every > 0 && rng_() % run_.kill_rank_every == 0;
   const uint32_t victim = kill ? static_cast<uint32_t>(rng_() % run_.tp_size) : run_.tp_size;
-  for (uint32_t r = 0; r < run_.tp_size; ++r) {
-    if (Status s = ranks_.Send(r, text); !s.ok()) Error(s.ToString());
-  }
-  if (kill) {
-    std::this_thread::sleep_for(std::chrono::microseconds(rng_() % 3000));
-    ranks_.Kill(victim);
-    ++totals_.kills;
-  }
+  const int kill_phase = kill ? static_cast<int>(rng_() % 2) : -1;  // while loading or saving
+  // Phase 1: every rank looks up and loads the scheduler's depth. Phase 2, once all have
+  // answered: the ranks that loaded save the rest.
+  std::vector<bool> alive(run_.tp_size, true);
   bool go_on = true;
-  for (uint32_t r = 0; r < run_.tp_size; ++r) {
-    auto line = r == victim ? StatusOr<std::string>(Status::Unavailable("killed"))
-                            : ranks_.Read(r, run_.watchdog_seconds);
-    if (!line.ok()) {
-      if (line.status().IsTimedOut()) {
-        stalled_ = true;
-        err_ << "replay --tp-size: rank " << r << " (pid " << ranks_.pid(r)
-             << ") did not answer request " << index << " within " << run_.watchdog_seconds
-             << " s; its threads:\n"
-             << DescribeThreadsOf(ranks_.pid(r));
-        go_on = false;
+  for (int phase = 0; phase < 2 && go_on; ++phase) {
+    for (uint32_t r = 0; r < run_.tp_size; ++r) {
+      if (!alive[r]) continue;
+      if (Status s = ranks_.Send(r, phase == 0 ? text : "save"); !s.ok()) Error(s.ToString());
+    }
+    if (kill_phase == phase && alive[victim]) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng_() % 3000));
+      ranks_.Kill(victim);
+      ++totals_.kills;
+    }
+    for (uint32_t r = 0; r < run_.tp_size; ++r) {
+      if (!alive[r]) continue;
+      auto answer = Answer(r, index, kill_phase == phase ? victim : run_.tp_size,
+                           phase == 0 ? "loaded" : "done", &go_on);
+      if (!answer) {
+        alive[r] = false;
         continue;
       }
-      if (r != victim) Error("rank " + std::to_string(r) + ": " + line.status().ToString());
-      if (Status s = StartRank(r); !s.ok()) {
-        Error("rank " + std::to_string(r) + " could not start again: " + s.ToString());
-        go_on = false;
+      uint64_t depth = 0, wrong = 0, loaded = 0, refused = 0, saved = 0;
+      if (phase == 0) {
+        *answer >> depth >> wrong >> loaded >> refused;
+        if (depth != reuse) ++totals_.depth_mismatches;
+        totals_.wrong_bytes += wrong;
+        totals_.loaded_bytes += loaded;
+        totals_.refused += refused;
+      } else {
+        *answer >> saved;
+        totals_.saved_bytes += saved;
       }
-      continue;
     }
-    std::istringstream in(*line);
-    std::string word;
-    uint64_t depth = 0, wrong = 0, loaded = 0, saved = 0, refused = 0;
-    in >> word >> depth >> wrong >> loaded >> saved >> refused;
-    if (word != "done") {
-      Error("rank " + std::to_string(r) + ", request " + std::to_string(index) + ": " + *line);
-      continue;
-    }
-    if (depth != reuse) ++totals_.depth_mismatches;
-    totals_.wrong_bytes += wrong;
-    totals_.loaded_bytes += loaded;
-    totals_.saved_bytes += saved;
-    totals_.refused += refused;
   }
   if (kill) ++totals_.killed_requests;
   if (lock) (void)owner->Unlock(*lock);
@@ -393,8 +435,9 @@ int Scheduler::Main(const RequestSource& source, std::ostream& out) {
       << (t.prompt_tokens ? static_cast<double>(t.reused_tokens) / t.prompt_tokens : 0.0) << ")\n";
   out << "every rank's depth equal to the scheduler's: " << (t.depth_mismatches == 0 ? "yes" : "NO")
       << " (" << t.depth_mismatches << " mismatches)\n";
-  out << "loaded " << HumanBytes(t.loaded_bytes) << " (all ranks, every byte compared), saved "
-      << HumanBytes(t.saved_bytes) << "; wrong bytes: " << t.wrong_bytes << "; errors: " << t.errors
+  out << "loaded " << HumanBytes(t.loaded_bytes)
+      << " (all ranks, every byte compared), given to Save " << HumanBytes(t.saved_bytes)
+      << " (refreshes included); wrong bytes: " << t.wrong_bytes << "; errors: " << t.errors
       << "\n";
   out << "rank Loads refused for host room (NoSpace; that rank recomputed): " << t.refused << "\n";
   out << "rank processes killed: " << t.kills << "; partial entries now " << st.tp_partial_entries
@@ -441,11 +484,20 @@ int RunTpReplayRank(const std::string& spec_text) {
     tokens.reserve(n);
     std::istringstream b(body);
     for (uint32_t t; b >> t;) tokens.push_back(t);
-    auto answer = tokens.size() == n ? rank.Request(tokens, reuse)
+    auto answer = tokens.size() == n ? rank.Load(tokens, reuse)
                                      : StatusOr<std::string>(Status::InvalidArgument(
                                            "request of " + std::to_string(n) + " tokens, " +
                                            std::to_string(tokens.size()) + " came"));
     std::cout << (answer.ok() ? *answer : "err " + answer.status().ToString()) << std::endl;
+    if (!answer.ok()) continue;
+    std::string go;
+    if (!std::getline(std::cin, go)) return 0;
+    if (go != "save") {
+      std::cout << "err expected 'save', got '" << go << "'" << std::endl;
+      return 2;
+    }
+    auto saved = rank.SaveRest();
+    std::cout << (saved.ok() ? *saved : "err " + saved.status().ToString()) << std::endl;
   }
   return 0;
 }
