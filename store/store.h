@@ -18,10 +18,10 @@
 // opened or attached with, layout().tp_rank, unless SaveRequest::tp_rank or LoadOptions::tp_rank
 // names another); an entry is a hit (and evictable, and written on) only once every rank's share
 // was saved (docs/DESIGN.md, "Tensor-parallel entries"). Ranks that hold equal bytes of a kind
-// (MLA latent KV, KV heads replicated across ranks: ModelLayout::TpShares) share one copy of it:
-// the first of them to save it saves it for all, the others' Saves of it are refreshes, and each
-// of them loads that copy. A process attached with rank r's layout moves rank r's shares only
-// (one process, one GPU, one rank, as the engines run).
+// (MLA latent KV, KV heads replicated across ranks: ModelLayout::TpShares) share one copy of it
+// in the tiers: each of them saves its bytes to that one place and loads them from it. A process
+// attached with rank r's layout moves rank r's shares only (one process, one GPU, one rank, as
+// the engines run).
 //
 // Pure SSM layouts (no attention layers, e.g. Mamba-2). The page hash chain still names every
 // prefix, but a page holds no KV: an entry is a link of the chain, and a prefix of n pages is

@@ -57,10 +57,8 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
   if (!group.ok()) return group.status().WithContext("StoreOptions.layout");
   s->tier_layout_ = std::move(group).value();
   if (s->layout_.tp_size > 1) {
-    std::array<uint32_t, kNumKinds> shares{};
-    for (Kind k : kAllKinds) shares[static_cast<int>(k)] = s->layout_.TpShares(k);
     s->partials_ = std::make_unique<TpPartials>(
-        shares, std::chrono::milliseconds(options.tp_partial_timeout_ms));
+        s->layout_.tp_size, std::chrono::milliseconds(options.tp_partial_timeout_ms));
   }
   // A layout file's own page size, known only now.
   CACHEPAWL_RETURN_IF_ERROR(

@@ -117,8 +117,7 @@ StatusOr<Fence> StoreImpl::SaveVia(std::shared_ptr<TransferQueue> via, const Sav
     if (partials_) ExpirePartialsLocked();
     auto consider = [&](const SaveWant& w) {
       const bool partial = partials_ && partials_->ContainsLocked(w.key);
-      const uint32_t share = layout_.TpShareOf(w.key.kind, tp_rank);
-      if (partial ? !partials_->LacksLocked(w.key, share) : CachedLocked(w.key)) {
+      if (partial ? !partials_->LacksLocked(w.key, tp_rank) : CachedLocked(w.key)) {
         counters_.CountRefreshedLocked();
       } else {
         fresh.push_back(w);
@@ -308,7 +307,6 @@ Status StoreImpl::PrepareGroupSaveChunkLocked(
     std::unique_lock<std::mutex>& lock, Operation* op,
     std::vector<std::pair<EntryKey, HostSlotId>>* pending) {
   const uint32_t rank = progress->tp_rank;
-  auto share_of = [&](const EntryKey& key) { return layout_.TpShareOf(key.kind, rank); };
   const auto now = SteadyClock::now();
   // This rank joins the partial entries first: its copy in flight keeps them from expiring or
   // giving way to the allocation below. The others need a slot for the group's record.
@@ -318,7 +316,7 @@ Status StoreImpl::PrepareGroupSaveChunkLocked(
   std::vector<size_t> allocated_for;  // index into part of slots[k]
   for (size_t i = 0; i < part.size(); ++i) {
     if (partials_->ContainsLocked(part[i].key)) {
-      slot_of[i] = partials_->JoinLocked(part[i].key, share_of(part[i].key), now);
+      slot_of[i] = partials_->JoinLocked(part[i].key, rank, now);
       joined[i] = slot_of[i].has_value();
       refreshed[i] = !joined[i];
     } else if (CachedLocked(part[i].key)) {
@@ -343,8 +341,8 @@ Status StoreImpl::PrepareGroupSaveChunkLocked(
     for (HostSlotId slot : slots) (void)host_->Free(slot);
     for (size_t i = 0; i < part.size(); ++i) {
       if (!joined[i]) continue;
-      const TpPartials::Ended ended = partials_->EndLocked(part[i].key, share_of(part[i].key),
-                                                           /*ok=*/false, SteadyClock::now());
+      const TpPartials::Ended ended =
+          partials_->EndLocked(part[i].key, rank, /*ok=*/false, SteadyClock::now());
       if (ended.abandoned) {
         filling_.erase(part[i].key);
         (void)host_->Free(ended.slot);
@@ -359,18 +357,20 @@ Status StoreImpl::PrepareGroupSaveChunkLocked(
     if (partials_->ContainsLocked(key)) {
       // Another rank started it while this one waited for room: its slot.
       (void)host_->Free(slots[k]);
-      slot_of[i] = partials_->JoinLocked(key, share_of(key), now);
+      slot_of[i] = partials_->JoinLocked(key, rank, now);
       refreshed[i] = !slot_of[i].has_value();
     } else if (CachedLocked(key)) {
       (void)host_->Free(slots[k]);  // published (or being filled) meanwhile
       refreshed[i] = true;
     } else {
       slot_of[i] = slots[k];
-      partials_->StartLocked(key, slots[k], share_of(key), now);
+      partials_->StartLocked(key, slots[k], rank, now);
       filling_.insert(key);
     }
   }
-  std::array<uint64_t, kNumKinds> offset{};  // this rank's share in a group record, per kind
+  // This rank's share in a group record, per kind. Ranks holding the same share (equal bytes)
+  // each copy theirs to its one place; the entry is published once every rank's copy landed.
+  std::array<uint64_t, kNumKinds> offset{};
   for (Kind k : kAllKinds) {
     offset[static_cast<int>(k)] = uint64_t{layout_.TpShareOf(k, rank)} * layout_.RecordBytes(k);
   }
@@ -405,9 +405,9 @@ void StoreImpl::FinishSaveLocked(const std::vector<std::pair<EntryKey, HostSlotI
   for (const auto& [key, slot] : pending) {
     if (partials_) {
       // A group store: this rank's share landed (or not). The entry is published only with
-      // every share (TpShares of its kind); until then it stays partial (and in filling_).
-      const TpPartials::Ended ended = partials_->EndLocked(
-          key, layout_.TpShareOf(key.kind, progress->tp_rank), s.ok(), SteadyClock::now());
+      // every rank's share; until then it stays partial (and in filling_).
+      const TpPartials::Ended ended =
+          partials_->EndLocked(key, progress->tp_rank, s.ok(), SteadyClock::now());
       if (ended.abandoned) {
         filling_.erase(key);
         (void)host_->Free(slot);

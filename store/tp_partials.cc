@@ -4,39 +4,39 @@
 
 namespace cachepawl {
 
-bool TpPartials::LacksLocked(const EntryKey& key, uint32_t share) const {
+bool TpPartials::LacksLocked(const EntryKey& key, uint32_t rank) const {
   auto it = entries_.find(key);
   if (it == entries_.end()) return false;
-  return ((it->second.landed | it->second.in_flight) & (uint64_t{1} << share)) == 0;
+  return ((it->second.landed | it->second.in_flight) & (uint64_t{1} << rank)) == 0;
 }
 
-std::optional<HostSlotId> TpPartials::JoinLocked(const EntryKey& key, uint32_t share,
+std::optional<HostSlotId> TpPartials::JoinLocked(const EntryKey& key, uint32_t rank,
                                                  Clock::time_point now) {
   Entry& e = entries_.at(key);
-  const uint64_t bit = uint64_t{1} << share;
+  const uint64_t bit = uint64_t{1} << rank;
   e.touched = now;
   if ((e.landed | e.in_flight) & bit) return std::nullopt;
   e.in_flight |= bit;
   return e.slot;
 }
 
-void TpPartials::StartLocked(const EntryKey& key, HostSlotId slot, uint32_t share,
+void TpPartials::StartLocked(const EntryKey& key, HostSlotId slot, uint32_t rank,
                              Clock::time_point now) {
-  entries_[key] = Entry{slot, 0, uint64_t{1} << share, now};
+  entries_[key] = Entry{slot, 0, uint64_t{1} << rank, now};
 }
 
-TpPartials::Ended TpPartials::EndLocked(const EntryKey& key, uint32_t share, bool ok,
+TpPartials::Ended TpPartials::EndLocked(const EntryKey& key, uint32_t rank, bool ok,
                                         Clock::time_point now) {
   Ended out;
   auto it = entries_.find(key);
   if (it == entries_.end()) return out;
   Entry& e = it->second;
-  const uint64_t bit = uint64_t{1} << share;
+  const uint64_t bit = uint64_t{1} << rank;
   e.in_flight &= ~bit;
   if (ok) e.landed |= bit;
   e.touched = now;
   out.slot = e.slot;
-  if (e.landed == AllShares(key.kind)) {
+  if (e.landed == AllRanks()) {
     out.complete = true;
   } else if (e.landed == 0 && e.in_flight == 0) {
     out.abandoned = true;
