@@ -19,7 +19,8 @@
 // names another); an entry is a hit (and evictable, and written on) only once every rank's share
 // was saved (docs/DESIGN.md, "Tensor-parallel entries"). Ranks that hold equal bytes of a kind
 // (MLA latent KV, KV heads replicated across ranks: ModelLayout::TpShares) share one copy of it
-// in the tiers: each of them saves its bytes to that one place and loads them from it. A process
+// in the tiers: the first of them to save it copies it there (the others' Saves of it copy
+// nothing, but count), and each of them loads it from there. A process
 // attached with rank r's layout moves rank r's shares only (one process, one GPU, one rank, as
 // the engines run).
 //

@@ -57,8 +57,12 @@ StatusOr<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
   if (!group.ok()) return group.status().WithContext("StoreOptions.layout");
   s->tier_layout_ = std::move(group).value();
   if (s->layout_.tp_size > 1) {
+    std::array<uint32_t, kNumKinds> replicas{};
+    for (Kind k : kAllKinds) {
+      replicas[static_cast<int>(k)] = s->layout_.tp_size / s->layout_.TpShares(k);
+    }
     s->partials_ = std::make_unique<TpPartials>(
-        s->layout_.tp_size, std::chrono::milliseconds(options.tp_partial_timeout_ms));
+        s->layout_.tp_size, replicas, std::chrono::milliseconds(options.tp_partial_timeout_ms));
   }
   // A layout file's own page size, known only now.
   CACHEPAWL_RETURN_IF_ERROR(

@@ -7,7 +7,7 @@ namespace cachepawl {
 bool TpPartials::LacksLocked(const EntryKey& key, uint32_t rank) const {
   auto it = entries_.find(key);
   if (it == entries_.end()) return false;
-  return ((it->second.landed | it->second.in_flight) & (uint64_t{1} << rank)) == 0;
+  return ((it->second.saved | it->second.in_flight) & (uint64_t{1} << rank)) == 0;
 }
 
 std::optional<HostSlotId> TpPartials::JoinLocked(const EntryKey& key, uint32_t rank,
@@ -15,14 +15,28 @@ std::optional<HostSlotId> TpPartials::JoinLocked(const EntryKey& key, uint32_t r
   Entry& e = entries_.at(key);
   const uint64_t bit = uint64_t{1} << rank;
   e.touched = now;
-  if ((e.landed | e.in_flight) & bit) return std::nullopt;
+  if ((e.saved | e.in_flight) & bit) return std::nullopt;
+  const uint32_t share = rank / Replicas(key.kind);
+  const bool copied = (e.shares >> share) & 1;
+  const bool copying = (e.in_flight & ShareRanks(key.kind, rank)) != 0;
+  if (copying || copied) {
+    Entry with = e;
+    with.saved |= bit;
+    // Counted as saved without a copy, unless that completes the entry with no copy in flight
+    // to publish it: then this rank copies (its equal bytes, to the same place) and its copy's
+    // end publishes the entry.
+    if (!CompleteLocked(with, key.kind)) {
+      e.saved |= bit;
+      return std::nullopt;
+    }
+  }
   e.in_flight |= bit;
   return e.slot;
 }
 
 void TpPartials::StartLocked(const EntryKey& key, HostSlotId slot, uint32_t rank,
                              Clock::time_point now) {
-  entries_[key] = Entry{slot, 0, uint64_t{1} << rank, now};
+  entries_[key] = Entry{slot, 0, uint64_t{1} << rank, 0, now};
 }
 
 TpPartials::Ended TpPartials::EndLocked(const EntryKey& key, uint32_t rank, bool ok,
@@ -33,12 +47,15 @@ TpPartials::Ended TpPartials::EndLocked(const EntryKey& key, uint32_t rank, bool
   Entry& e = it->second;
   const uint64_t bit = uint64_t{1} << rank;
   e.in_flight &= ~bit;
-  if (ok) e.landed |= bit;
+  if (ok) {
+    e.saved |= bit;
+    e.shares |= uint64_t{1} << (rank / Replicas(key.kind));
+  }
   e.touched = now;
   out.slot = e.slot;
-  if (e.landed == AllRanks()) {
+  if (CompleteLocked(e, key.kind)) {
     out.complete = true;
-  } else if (e.landed == 0 && e.in_flight == 0) {
+  } else if (e.saved == 0 && e.in_flight == 0) {
     out.abandoned = true;
   } else {
     return out;

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <random>
 #include <string>
 #include <thread>
@@ -15,6 +17,7 @@
 
 #include "layouts/layout_tp.h"
 #include "store/store.h"
+#include "store/store_faults.h"
 #include "tests/common/test_util.h"
 #include "tests/store/store_test_util.h"
 
@@ -368,12 +371,19 @@ TEST_F(StoreTpTest, RanksHoldingTheSameKvHeadStoreItOnceAndEachLoadsIt) {
   ASSERT_EQ(l.TpShares(Kind::kKV), 2u);
   ASSERT_EQ(l.TpShares(Kind::kMamba), 4u);
   const auto prompt = Tokens(40, 12);  // 3 pages
-  // Ranks 0 and 1 write the same bytes to the one copy of their head; nothing is a hit, nor
-  // published, before every rank has saved.
-  for (uint32_t rank : {0u, 1u, 3u}) ASSERT_TRUE(SaveAsRank(store.get(), prompt, rank).ok());
-  EXPECT_EQ(Reusable(store.get(), prompt), 0u) << "rank 2's share is missing";
+  // Rank 0 copies the head it holds with rank 1: rank 1's pages need no copy (refreshes), its
+  // state does. Nothing is a hit, nor published, before every rank has saved.
+  const uint64_t refreshed = store->Stats().refreshed_pages;
+  ASSERT_TRUE(SaveAsRank(store.get(), prompt, 0).ok());
+  ASSERT_TRUE(SaveAsRank(store.get(), prompt, 1).ok());
+  EXPECT_EQ(store->Stats().refreshed_pages, refreshed + 3);
+  ASSERT_TRUE(SaveAsRank(store.get(), prompt, 3).ok());
+  EXPECT_EQ(Reusable(store.get(), prompt), 0u) << "rank 2 has not saved";
   EXPECT_EQ(store->Stats().resident_entries[static_cast<int>(Tier::kHost)][0], 0u);
+  // Rank 3 copied the other head; rank 2, the last, copies its equal bytes again so that its
+  // copy's end publishes the entries.
   ASSERT_TRUE(SaveAsRank(store.get(), prompt, 2).ok());
+  EXPECT_EQ(store->Stats().refreshed_pages, refreshed + 3);
   auto m = store->Lookup("", prompt);
   ASSERT_TRUE(m.ok());
   ASSERT_EQ(m->reusable_pages, 3u);
@@ -401,8 +411,8 @@ TEST_F(StoreTpTest, AnMlaLatentIsStoredOnceAndComesBackFromDiskForEveryRank) {
     const ModelLayout& l = store->layout();
     ASSERT_EQ(l.TpShares(Kind::kKV), 1u);
     ASSERT_TRUE(SaveAsRank(store.get(), prompt, 2).ok());
-    // Every rank saves the same latent to its one place; the pages are published with the
-    // state, once every rank's Save has landed.
+    // Rank 2 copied the latent; ranks 0 and 1 need no copy, rank 3 (the last) copies it again to
+    // publish it. The pages are published with the state, once every rank has saved.
     const int host = static_cast<int>(Tier::kHost);
     EXPECT_EQ(store->Stats().resident_entries[host][static_cast<int>(Kind::kKV)], 0u);
     EXPECT_EQ(Reusable(store.get(), prompt), 0u);
@@ -425,6 +435,85 @@ TEST_F(StoreTpTest, AnMlaLatentIsStoredOnceAndComesBackFromDiskForEveryRank) {
   }
   EXPECT_EQ(Reusable(store.get(), other), 0u) << "rank 3 never saved that state";
   EXPECT_EQ(store->Stats().checksum_failures, 0u);
+  EXPECT_TRUE(store->Close().ok());
+}
+
+// A rank that counted on another rank's copy of their share is saved, but the share is not: when
+// that copy fails, the entry is published only after a copy of the share lands, made by the next
+// Save of a rank that has not saved, and no rank loads the failed copy's bytes.
+TEST_F(StoreTpTest, ASharesFailedCopyIsMadeAgainBeforeTheEntryIsPublished) {
+  ModelLayout layout = ReplicatedRankLayout(/*mla=*/true);
+  layout.ssm_layers.clear();  // attention only: a Save of pages alone, one share of 4
+  StoreOptions o = CpuStoreOptions(layout, 1 << 20, 1 << 20, 0, dir_.str() + "/store");
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> copies{0};
+  StoreFaultInjection faults;
+  faults.before_operation = [&](const Operation& op) -> Status {
+    if (op.direction != Direction::kSave || copies.fetch_add(1) != 0) return Status::OK();
+    released.wait();
+    return Status::Internal("injected: the first copy fails");
+  };
+  auto opened = OpenStoreWithFaults(o, faults);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Store* store = opened->get();
+  const ModelLayout& l = store->layout();
+  ASSERT_EQ(l.TpShares(Kind::kKV), 1u);
+  const auto prompt = Tokens(3000, 8);  // 2 pages
+  const auto hashes = store->HashTokens("", prompt);
+  auto save = [&](uint32_t rank) -> Status {
+    std::vector<uint64_t> pages;
+    for (const PageHash& h : hashes) {
+      auto slot = store->AllocateDeviceSlot(Kind::kKV);
+      if (!slot.ok()) return slot.status();
+      EXPECT_TRUE(store->WriteDeviceRecord(Kind::kKV, *slot, Share(l, h, Kind::kKV, rank)).ok());
+      pages.push_back(*slot);
+    }
+    SaveRequest req;
+    req.tokens = prompt;
+    req.device_pages = pages;
+    req.tp_rank = rank;
+    auto fence = store->Save(req);
+    const Status s = fence.ok() ? fence->Wait(std::chrono::seconds(30)) : fence.status();
+    for (uint64_t p : pages) EXPECT_TRUE(store->FreeDeviceSlot(Kind::kKV, p).ok());
+    return s;
+  };
+  auto first = std::async(std::launch::async, [&] { return save(2); });
+  while (copies.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const uint64_t refreshed = store->Stats().refreshed_pages;
+  ASSERT_TRUE(save(0).ok()) << "rank 0 counts on rank 2's copy in flight";
+  EXPECT_EQ(store->Stats().refreshed_pages, refreshed + 2) << "no copy of its own";
+  release.set_value();
+  EXPECT_FALSE(first.get().ok()) << "rank 2's copy failed";
+  EXPECT_EQ(Reusable(store, prompt), 0u);
+  ASSERT_TRUE(save(1).ok());  // the share has no copy that landed: rank 1 makes one
+  ASSERT_TRUE(save(3).ok());  // counts on it
+  EXPECT_EQ(Reusable(store, prompt), 0u) << "rank 2 has not saved";
+  ASSERT_TRUE(save(2).ok());
+  auto m = store->Lookup("", prompt);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->reusable_pages, 2u);
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    std::vector<uint64_t> pages;
+    const std::vector<std::byte> poison(l.RecordBytes(Kind::kKV), std::byte{0xEE});
+    for (size_t i = 0; i < 2; ++i) {
+      auto slot = store->AllocateDeviceSlot(Kind::kKV);
+      ASSERT_TRUE(slot.ok());
+      ASSERT_TRUE(store->WriteDeviceRecord(Kind::kKV, *slot, poison).ok());
+      pages.push_back(*slot);
+    }
+    LoadOptions lo;
+    lo.tp_rank = rank;
+    auto fence = store->Load(*m, pages, std::nullopt, lo);
+    ASSERT_TRUE(fence.ok()) << fence.status().ToString();
+    ASSERT_TRUE(fence->Wait(std::chrono::seconds(30)).ok());
+    std::vector<std::byte> got(l.RecordBytes(Kind::kKV));
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_TRUE(store->ReadDeviceRecord(Kind::kKV, pages[i], got).ok());
+      EXPECT_TRUE(got == Share(l, m->hashes[i], Kind::kKV, rank)) << rank << " page " << i;
+      EXPECT_TRUE(store->FreeDeviceSlot(Kind::kKV, pages[i]).ok());
+    }
+  }
   EXPECT_TRUE(store->Close().ok());
 }
 

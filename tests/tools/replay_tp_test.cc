@@ -44,9 +44,9 @@ TEST(ReplayTpTest, RanksKilledMidRequestLeaveNoPartialEntryThatAnyRankLoads) {
   EXPECT_EQ(run.output.find("rank processes killed: 0;"), std::string::npos) << run.output;
 }
 
-// DeepSeek-V3's latent is the same on every rank: the group store keeps it once (every rank's
-// Save writes its equal bytes to that one place), every rank loads that copy, and ranks killed
-// while loading or saving leave no wrong byte. Every rank looks up before any saves (as an engine's ranks, which
+// DeepSeek-V3's latent is the same on every rank: the group store keeps it once (one rank's Save
+// copies it, the others' count on it), every rank loads that copy, and ranks killed while
+// loading or saving leave no wrong byte. Every rank looks up before any saves (as an engine's ranks, which
 // run the forward pass together), so each finds the scheduler's depth.
 TEST(ReplayTpTest, AnMlaModelsRanksShareOneLatentCopy) {
   std::vector<std::string> args =

@@ -251,7 +251,8 @@ int Run::Main(std::ostream& out) {
     if (rank0->Stores(k) && rank0->TpShares(k) < c_.tp_size) {
       out << "shares: the ranks hold " << rank0->TpShares(k) << " distinct " << KindName(k)
           << " records of " << c_.tp_size
-          << " (equal bytes kept once: the ranks holding one write the same bytes to it)\n";
+          << " (equal bytes kept once: a rank's Save of a share another rank copied copies "
+             "nothing; save GB/s count every rank's bytes)\n";
     }
   }
   out << std::left << std::setw(6) << "op" << std::right;
