@@ -20,7 +20,8 @@
 // was saved (docs/DESIGN.md, "Tensor-parallel entries"). Ranks that hold equal bytes of a kind
 // (MLA latent KV, KV heads replicated across ranks: ModelLayout::TpShares) share one copy of it
 // in the tiers: the first of them to save it copies it there (the others' Saves of it copy
-// nothing, but count), and each of them loads it from there. A process
+// nothing, but count; the last rank copies again when no copy would be in flight to publish the
+// entry), and each of them loads it from there. A process
 // attached with rank r's layout moves rank r's shares only (one process, one GPU, one rank, as
 // the engines run).
 //

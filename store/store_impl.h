@@ -249,10 +249,11 @@ class StoreImpl final : public Store, private HostSpace::Victims, private DiskCa
   Status PrepareSaveChunk(std::span<const SaveWant> part, std::span<const PageHash> chain,
                           SaveProgress* progress, Operation* op,
                           std::vector<std::pair<EntryKey, HostSlotId>>* pending);
-  // PrepareSaveChunk for a tensor-parallel group's store: a new entry gets a slot for every
-  // rank's record and starts partial; a partial one lacking this rank's share gets the share
-  // copied into its slot (at tp_rank * layout_.RecordBytes(kind)). Requires mu_ (`lock`; waiting
-  // for room releases it).
+  // PrepareSaveChunk for a tensor-parallel group's store: a new entry gets a slot for the group's
+  // record (every share) and starts partial; a partial one this rank has not saved gets its share
+  // copied into its slot (at TpShareOf(kind, tp_rank) * layout_.RecordBytes(kind)), unless another
+  // rank of the share copied it (TpPartials::JoinLocked). Requires mu_ (`lock`; waiting for room
+  // releases it).
   Status PrepareGroupSaveChunkLocked(std::span<const SaveWant> part,
                                      std::span<const PageHash> chain, SaveProgress* progress,
                                      std::unique_lock<std::mutex>& lock, Operation* op,

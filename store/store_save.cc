@@ -368,8 +368,8 @@ Status StoreImpl::PrepareGroupSaveChunkLocked(
       filling_.insert(key);
     }
   }
-  // This rank's share in a group record, per kind. Ranks holding the same share (equal bytes)
-  // each copy theirs to its one place; the entry is published once every rank's copy landed.
+  // This rank's share in a group record, per kind: ranks holding the same share (equal bytes)
+  // copy to its one place (TpPartials decides which of them copy).
   std::array<uint64_t, kNumKinds> offset{};
   for (Kind k : kAllKinds) {
     offset[static_cast<int>(k)] = uint64_t{layout_.TpShareOf(k, rank)} * layout_.RecordBytes(k);

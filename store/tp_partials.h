@@ -16,8 +16,10 @@
 //     a copy (its bytes are equal; the store keeps them once) - unless it is the last rank and the
 //     entry would complete without any copy in flight to publish it, when it copies again;
 //   - otherwise it copies its share into the slot, at its share's place.
-// A share whose only copy failed is copied again by the next Save of a rank that has not saved;
-// until every share has landed from a copy that succeeded, the entry is not published.
+// A share whose only copy failed is copied again by the next Save of a rank of that share that
+// has not saved (the ranks that counted on the failed copy never copy it: the entry then waits for
+// that rank, or expires); until every share has landed from a copy that succeeded, the entry is
+// not published.
 //
 // A rank that never saves (it died, or its engine skipped the page) would keep a partial entry
 // forever: Expire hands back the ones untouched for longer than the timeout with no copy in

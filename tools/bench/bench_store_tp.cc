@@ -195,16 +195,16 @@ int Run::Main(std::ostream& out) {
       if (!failed.ok()) break;
       const bool alone = std::strcmp(step, "load alone") == 0;
       const bool profiled = c_.profile_stages && timed && alone;
-      if (profiled) {
-        (void)Line("stages 1", 0);  // (what came before this Load)
-        profile::Reset();
-      }
       if (std::strcmp(step, "save") != 0) {  // the ranks' Loads start together, prepared
         if (auto prepared = Step("prep " + std::to_string(round), alone ? 1 : c_.tp_size);
             !prepared.ok()) {
           failed = prepared.status();
           break;
         }
+      }
+      if (profiled) {
+        (void)Line("stages 1", 0);  // (what came before this Load, its preparation included)
+        profile::Reset();
       }
       auto spans = Step(std::string(alone ? "load" : step) + " " + std::to_string(round),
                         alone ? 1 : c_.tp_size);

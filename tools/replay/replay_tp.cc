@@ -319,7 +319,7 @@ bool Scheduler::Request(uint64_t index, const std::vector<uint32_t>& tokens, Sto
   // Phase 1: every rank looks up and loads the scheduler's depth. Phase 2, once all have
   // answered: the ranks that loaded save the rest.
   std::vector<bool> alive(run_.tp_size, true);
-  bool go_on = true;
+  bool go_on = true, killed = false;
   for (int phase = 0; phase < 2 && go_on; ++phase) {
     for (uint32_t r = 0; r < run_.tp_size; ++r) {
       if (!alive[r]) continue;
@@ -329,6 +329,7 @@ bool Scheduler::Request(uint64_t index, const std::vector<uint32_t>& tokens, Sto
       std::this_thread::sleep_for(std::chrono::microseconds(rng_() % 3000));
       ranks_.Kill(victim);
       ++totals_.kills;
+      killed = true;
     }
     for (uint32_t r = 0; r < run_.tp_size; ++r) {
       if (!alive[r]) continue;
@@ -351,7 +352,7 @@ bool Scheduler::Request(uint64_t index, const std::vector<uint32_t>& tokens, Sto
       }
     }
   }
-  if (kill) ++totals_.killed_requests;
+  if (killed) ++totals_.killed_requests;
   if (lock) (void)owner->Unlock(*lock);
   ++totals_.requests;
   totals_.prompt_tokens += tokens.size();
