@@ -200,8 +200,9 @@ struct ModelLayout {
 // holds its own of, one for a kind every rank holds equally (MLA latent KV). Its shapes are the
 // rank's widened TpShares(kind) times (KV heads, conv and state channels), so that its
 // RecordBytes are TpShares(kind) times the rank's; its tp_size is the rank's and its tp_rank 0,
-// so its fingerprint is neither a rank's nor a whole model's, and any rank's layout gives the
-// same group layout. A layout with tp_size 1 is its own group layout.
+// so any rank's layout gives the same group layout, and its fingerprint is no whole model's and
+// no rank's but rank 0's when every kind has one share (then rank 0's records are the group's).
+// A layout with tp_size 1 is its own group layout.
 // InvalidArgument when the widened sizes overflow (ModelLayout::Validate).
 [[nodiscard]] StatusOr<ModelLayout> GroupLayout(const ModelLayout& rank);
 
