@@ -46,12 +46,11 @@ TEST(ReplayTpTest, RanksKilledMidRequestLeaveNoPartialEntryThatAnyRankLoads) {
 
 // DeepSeek-V3's latent is the same on every rank: the group store keeps it once (one rank's Save
 // copies it, the others' count on it), every rank loads that copy, and ranks killed while
-// loading or saving leave no wrong byte. Every rank looks up before any saves (as an engine's ranks, which
-// run the forward pass together), so each finds the scheduler's depth.
+// loading or saving leave no wrong byte. Every rank looks up before any saves (as an engine's
+// ranks, which run the forward pass together), so each finds the scheduler's depth.
 TEST(ReplayTpTest, AnMlaModelsRanksShareOneLatentCopy) {
-  std::vector<std::string> args =
-      TpReplay({"--tp-size", "4", "--layout", "deepseek-v3", "--kill-rank-every", "4", "--seed",
-                "3"});
+  std::vector<std::string> args = TpReplay(
+      {"--tp-size", "4", "--layout", "deepseek-v3", "--kill-rank-every", "4", "--seed", "3"});
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == "--device-bytes") args[i + 1] = "1G";  // 1.1 MiB a page
     if (args[i] == "--requests") args[i + 1] = "24";
