@@ -238,6 +238,9 @@ Status AttachedStore::CreateMover(const DevicePoolDescription& pool) {
   to.save_priority = options_.write_stream_priority;
   to.load_priority = options_.load_stream_priority;
   to.staging_bytes = options_.staging_bytes;
+  to.completion_spin_us = options_.completion_spin_us;
+  to.wait_spin_us = options_.wait_spin_us;
+  to.inline_dispatch = options_.inline_dispatch;
   auto mover = DeviceMover::Create(layout_, pool, view_.get(), to);
   if (!mover.ok()) return mover.status().WithContext("device pool");
   std::lock_guard<std::mutex> lock(mu_);
@@ -672,6 +675,9 @@ Fence AttachedStore::AllOf(std::vector<Fence> parts) {
   auto count = std::make_shared<Count>();
   count->left = parts.size();
   Fence fence = all->fence();
+  if (!parts.empty()) {
+    internal::FenceAccess::SetWaitSpin(fence, internal::FenceAccess::WaitSpin(parts.back()));
+  }
   // StreamWait: the engine's stream waits for every piece (each its own copy's event).
   internal::FenceAccess::SetStreamWaiter(fence, [parts](void* stream) -> Status {
     for (const Fence& f : parts) CACHEPAWL_RETURN_IF_ERROR(f.StreamWait(stream));
@@ -705,6 +711,7 @@ StatusOr<Fence> AttachedStore::LoadPiece(const PrefixMatch& match,
         std::make_shared<DeferredStreamWaiter>(std::chrono::milliseconds(options_.stream_wait_ms));
     internal::FenceAccess::SetStreamWaiter(
         user->fence(), [deferred](void* stream) { return deferred->Wait(stream); });
+    internal::FenceAccess::SetWaitSpin(user->fence(), options_.wait_spin_us);
   }
   LoadCall call;
   call.fence_id = NewFence(user, deferred, /*complete_on_copy=*/true, start_ns);
@@ -741,6 +748,7 @@ StatusOr<Fence> AttachedStore::Save(const SaveRequest& request) {
     call.hashes.assign(request.hashes.begin(), request.hashes.end());
   }
   auto user = std::make_shared<FenceCompleter>();
+  if (gpu_mode()) internal::FenceAccess::SetWaitSpin(user->fence(), options_.wait_spin_us);
   call.fence_id = NewFence(user, nullptr, /*complete_on_copy=*/false);
   call.first_page = request.first_page;
   call.device_pages.assign(request.device_pages.begin(), request.device_pages.end());

@@ -178,6 +178,9 @@ Status StoreImpl::CreateMover(const DevicePoolDescription& pool) {
   to.save_priority = options_.write_stream_priority;
   to.load_priority = options_.load_stream_priority;
   to.staging_bytes = options_.staging_bytes;
+  to.completion_spin_us = options_.completion_spin_us;
+  to.wait_spin_us = options_.wait_spin_us;
+  to.inline_dispatch = options_.inline_dispatch;
   to.fault_injection = faults_.before_operation;
   to.cuda_fault = faults_.cuda_call;
   auto mover = DeviceMover::Create(layout_, pool, host_.get(), to);

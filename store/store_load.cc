@@ -247,6 +247,7 @@ void StoreImpl::SubmitHostToDevice(const std::shared_ptr<TransferQueue>& mover,
   const uint64_t submit_start = profile::Now();
   Fence inner = mover->Submit(std::move(op));
   profile::Add(profile::Stage::kLoadSubmit, submit_start);
+  internal::FenceAccess::SetWaitSpin(outer->fence(), internal::FenceAccess::WaitSpin(inner));
   const WhenDoneProfile prof{profile::Stage::kLoadCopy, profile::Stage::kLoadHop,
                              profile::Stage::kLoadFinish, profile::Now()};
   {

@@ -87,6 +87,11 @@ Status CheckStagingBytes(uint64_t bytes) {
   return InvalidStoreOption("staging_bytes", std::to_string(bytes), "must be at least 1 MiB");
 }
 
+Status CheckSpinUs(std::string_view field, uint64_t microseconds) {
+  if (microseconds <= 1000000) return Status::OK();
+  return InvalidStoreOption(field, std::to_string(microseconds), "must be at most 1000000 (1 s)");
+}
+
 Status CheckStreamPriority(std::string_view field, int64_t priority) {
   if (priority >= -kStreamPriorityLimit && priority <= kStreamPriorityLimit) return Status::OK();
   return InvalidStoreOption(field, std::to_string(priority),

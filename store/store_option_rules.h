@@ -35,6 +35,8 @@ namespace cachepawl {
 // At least one page of `page_size_tokens` (Validate with the options' page size; Open again
 // with a layout file's own).
 [[nodiscard]] Status CheckMaxPromptTokensHoldAPage(uint64_t tokens, uint32_t page_size_tokens);
+// `field`: "completion_spin_us" or "wait_spin_us"; in [0, 1000000].
+[[nodiscard]] Status CheckSpinUs(std::string_view field, uint64_t microseconds);
 // `field`: "load_stream_priority" or "write_stream_priority"; in [-1000, 1000].
 [[nodiscard]] Status CheckStreamPriority(std::string_view field, int64_t priority);
 

@@ -54,6 +54,8 @@ Status StoreOptions::Validate() const {
   CACHEPAWL_RETURN_IF_ERROR(CheckCudaDevice(cuda_device));
   CACHEPAWL_RETURN_IF_ERROR(CheckStreamPriority("load_stream_priority", load_stream_priority));
   CACHEPAWL_RETURN_IF_ERROR(CheckStreamPriority("write_stream_priority", write_stream_priority));
+  CACHEPAWL_RETURN_IF_ERROR(CheckSpinUs("completion_spin_us", completion_spin_us));
+  CACHEPAWL_RETURN_IF_ERROR(CheckSpinUs("wait_spin_us", wait_spin_us));
   CACHEPAWL_RETURN_IF_ERROR(CheckSaveChunkEntries(save_chunk_entries));
   CACHEPAWL_RETURN_IF_ERROR(CheckMaxPromptTokens(max_prompt_tokens));
   const uint32_t page = layout ? layout->page_size_tokens : page_size_tokens;

@@ -174,6 +174,7 @@ StatusOr<Fence> StoreImpl::SaveVia(std::shared_ptr<TransferQueue> via, const Sav
   if (!internal::FenceAccess::Empty(last_op)) {
     // Operations of one direction complete in order: waiting for the last one waits for all.
     internal::FenceAccess::SetStreamWaiter(result, internal::FenceAccess::StreamWaiter(last_op));
+    internal::FenceAccess::SetWaitSpin(result, internal::FenceAccess::WaitSpin(last_op));
   } else if (!failed.ok()) {
     // Nothing was submitted: the error is the call's, as before any transfer started.
     OperationFinished();

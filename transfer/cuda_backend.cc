@@ -5,8 +5,9 @@
 // kernel and the copies: Save gathers into chunk c on the kernel stream while the copy
 // stream drains earlier chunks to the host; Load fills chunk c from the host while the kernel
 // stream scatters earlier chunks. A chunk is reused once its previous user has finished.
-// The dispatcher thread only enqueues (it never waits on the GPU); a completion thread per
-// direction waits for each operation's final event in order and fires its fence.
+// Dispatch only enqueues (it never waits on the GPU; the dispatcher or a submitting thread calls
+// it, one at a time per direction); a completion thread per direction waits for each operation's
+// final event in order and fires its fence.
 //
 // GPU-side fence signal: one pinned, mapped 32-bit counter per direction. Operation `seq` ends
 // with cuStreamWriteValue32(counter, seq) on the direction's last stream; Fence::StreamWait
@@ -27,6 +28,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -224,12 +226,23 @@ class CudaBackend final : public TransferBackend {
     return Status::OK();
   }
 
+  bool EnqueuesOnly() const override { return true; }
+
   void Dispatch(std::unique_ptr<PlannedOperation> op) override {
     const uint64_t enqueue_start = profile::Now();
     Dir& d = dirs_[static_cast<int>(op->direction)];
     Pending p;
     p.status = op->pre_status;
     p.op = std::move(op);
+    // The calling thread (the dispatcher, or a submitting thread of the engine's, whose current
+    // GPU may be another) enqueues on this mover's GPU, and gets its own back afterwards.
+    int caller_device = -1;
+    if (p.status.ok()) {
+      p.status = CheckCuda(cudaGetDevice(&caller_device), "cudaGetDevice");
+      if (p.status.ok() && caller_device != device_) {
+        p.status = CheckCuda(cudaSetDevice(device_), "cudaSetDevice");
+      }
+    }
     if (p.status.ok()) {
       p.status = p.op->direction == Direction::kSave ? EnqueueSave(d, p) : EnqueueLoad(d, p);
     }
@@ -239,6 +252,7 @@ class CudaBackend final : public TransferBackend {
       p.cpu_release = true;
       if (p.status.ok()) p.status = fin;
     }
+    if (caller_device >= 0 && caller_device != device_) (void)cudaSetDevice(caller_device);
     const uint64_t seq = p.op->seq;
     profile::Add(profile::Stage::kMoverEnqueue, enqueue_start);
     p.enqueued_at = profile::Now();
@@ -493,6 +507,21 @@ class CudaBackend final : public TransferBackend {
     return Status::OK();
   }
 
+  // Polls `e` for up to options_.completion_spin_us (the caller then sleeps on it if it has not
+  // finished): the operation's end is seen without a sleeping thread's wake-up.
+  void SpinUntilFinished(const Event& e) const {
+    if (options_.completion_spin_us == 0) return;
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point until =
+        Clock::now() + std::chrono::microseconds(options_.completion_spin_us);
+    while (cudaEventQuery(e.get()) == cudaErrorNotReady && Clock::now() < until) {
+      std::this_thread::yield();
+    }
+    // An error the query returned is the Synchronize's to report; it must not linger for the
+    // next launch check.
+    (void)cudaGetLastError();
+  }
+
   void CompletionLoop(Dir& d) {
     // The events it waits on and the host counters it writes do not need the device current;
     // a failure to make it current is logged once, and the operations complete as they would.
@@ -515,6 +544,7 @@ class CudaBackend final : public TransferBackend {
         p.op->completer.CompleteLayer(a, status);
       }
       if (p.done) {
+        SpinUntilFinished(p.done);
         Status done = p.done.Synchronize();
         if (done.ok()) {
           done = CheckCuda(InjectedFault(CudaFaultSite::kCompletion), "cudaEventSynchronize");

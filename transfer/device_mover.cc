@@ -24,6 +24,9 @@ struct DeviceMover::DirectionQueue {
   std::deque<std::unique_ptr<PlannedOperation>> pending;  // guarded by mu
   uint64_t next_seq = 0;                                  // guarded by mu
   bool stop = false;                                      // guarded by mu
+  // The direction's dispatch turn: true while a thread (the dispatcher, or a submitting thread
+  // dispatching inline) dispatches an operation; the next waits for it. Guarded by mu.
+  bool dispatching = false;
   std::thread dispatcher;
   std::atomic<uint64_t> submitted{0}, completed_ok{0}, failed{0}, units{0}, bytes{0};
 };
@@ -47,6 +50,14 @@ Status DeviceMoverOptions::Validate() const {
   if (kernel_ctas > 65535) {
     return Status::InvalidArgument("device_mover.kernel_ctas: " + std::to_string(kernel_ctas) +
                                    " (must be <= 65535; 0 means one per SM)");
+  }
+  for (const auto& [name, us] :
+       {std::pair<const char*, uint32_t>{"completion_spin_us", completion_spin_us},
+        {"wait_spin_us", wait_spin_us}}) {
+    if (us > 1000000) {
+      return Status::InvalidArgument(std::string("device_mover.") + name + ": " +
+                                     std::to_string(us) + " (must be at most 1000000: 1 s)");
+    }
   }
   if (save_priority < -1000 || save_priority > 1000) {
     return Status::InvalidArgument("device_mover.save_priority: " + std::to_string(save_priority));
@@ -105,6 +116,9 @@ StatusOr<std::unique_ptr<DeviceMover>> DeviceMover::Create(const ModelLayout& la
   }
   std::unique_ptr<DeviceMover> e(new DeviceMover(layout, pool, host, options));
   e->gpu_ = gpu;
+  // A fault seam runs on the dispatcher thread (tests may hold an operation there while the
+  // submitting thread goes on): operations are never dispatched inline while it is set.
+  e->inline_dispatch_ = gpu && options.inline_dispatch && !options.fault_injection;
   const RecordMap* maps[kNumKinds] = {};
   for (Kind k : kAllKinds) {
     e->maps_[static_cast<int>(k)] =
@@ -116,6 +130,7 @@ StatusOr<std::unique_ptr<DeviceMover>> DeviceMover::Create(const ModelLayout& la
   } else {
     e->backend_ = internal::MakeCpuBackend(maps, options.staging_chunk_bytes());
   }
+  e->inline_dispatch_ = e->inline_dispatch_ && e->backend_->EnqueuesOnly();
   for (int d = 0; d < 2; ++d) {
     e->queues_[d] = std::make_unique<DirectionQueue>();
     e->queues_[d]->dispatcher = std::thread([ptr = e.get(), d] { ptr->DispatchLoop(d); });
@@ -145,18 +160,27 @@ void DeviceMover::DispatchLoop(int direction) {
     std::unique_ptr<PlannedOperation> op;
     {
       std::unique_lock<std::mutex> lock(q.mu);
-      q.cv.wait(lock, [&] { return q.stop || !q.pending.empty(); });
+      q.cv.wait(lock, [&] { return !q.dispatching && (q.stop || !q.pending.empty()); });
       if (q.pending.empty()) return;  // stopping and drained
       op = std::move(q.pending.front());
       q.pending.pop_front();
+      q.dispatching = true;
     }
-    profile::Add(profile::Stage::kMoverQueue, op->queued_at);
-    if (options_.fault_injection && op->pre_status.ok()) {
-      Status st = options_.fault_injection(op->op);
-      if (!st.ok()) op->pre_status = st.WithContext("injected fault");
+    DispatchOne(std::move(op));
+    {
+      std::lock_guard<std::mutex> lock(q.mu);
+      q.dispatching = false;
     }
-    backend_->Dispatch(std::move(op));
   }
+}
+
+void DeviceMover::DispatchOne(std::unique_ptr<PlannedOperation> op) {
+  profile::Add(profile::Stage::kMoverQueue, op->queued_at);
+  if (options_.fault_injection && op->pre_status.ok()) {
+    Status st = options_.fault_injection(op->op);
+    if (!st.ok()) op->pre_status = st.WithContext("injected fault");
+  }
+  backend_->Dispatch(std::move(op));
 }
 
 Status DeviceMover::Validate(const Operation& op) const {
@@ -296,15 +320,36 @@ Fence DeviceMover::Submit(Operation op) {
     }
   };
   planned->op = std::move(op);
+  if (gpu_ && options_.wait_spin_us > 0) {
+    internal::FenceAccess::SetWaitSpin(fence, options_.wait_spin_us);
+  }
+  bool inline_turn = false;
   {
     std::lock_guard<std::mutex> lock(q.mu);
     planned->seq = ++q.next_seq;
     std::function<Status(void*)> waiter = backend_->StreamWaiter(planned->direction, planned->seq);
     if (waiter) internal::FenceAccess::SetStreamWaiter(fence, std::move(waiter));
     q.submitted.fetch_add(1, std::memory_order_relaxed);
-    q.pending.push_back(std::move(planned));
+    inline_turn = inline_dispatch_ && !q.dispatching && q.pending.empty();
+    if (inline_turn) {
+      q.dispatching = true;
+    } else {
+      q.pending.push_back(std::move(planned));
+    }
   }
-  q.cv.notify_one();
+  if (!inline_turn) {
+    q.cv.notify_one();
+    return fence;
+  }
+  // This thread holds the turn: nothing of this direction is queued before the operation.
+  DispatchOne(std::move(planned));
+  bool more = false;
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    q.dispatching = false;
+    more = !q.pending.empty() || q.stop;
+  }
+  if (more) q.cv.notify_one();
   return fence;
 }
 

@@ -18,7 +18,11 @@
 // Transfer, has the rates per chunk size). Pools whose records are contiguous on the device
 // (block-contiguous, DevicePoolArena) skip staging: copy engines move whole records. Each direction
 // has its own two non-blocking streams (copy, kernel) at options' priority; operations of one
-// direction run in submission order; the two directions overlap.
+// direction run in submission order; the two directions overlap. An operation's kernels and
+// copies are enqueued by its direction's dispatcher thread, or by the submitting thread itself
+// when nothing of that direction is queued (options.inline_dispatch); a completion thread per
+// direction sees each operation's end (polling it first: options.completion_spin_us) and fires
+// its fence.
 //
 // CPU mode (no GPU, options.mode == kOff): the same planning and staging, with memcpy on one
 // worker thread per direction; the device pool is host memory (DevicePoolDescription::device
@@ -111,7 +115,22 @@ struct DeviceMoverOptions {
   // Merge copies of adjacent records into one copy-engine call (2-D copies for records at a
   // constant pitch); false: one call per record piece (batched with cudaMemcpyBatchAsync).
   bool coalesce_copies = true;
-  // Tests only: called on the dispatcher thread before each operation runs; a non-OK status
+  // GPU mode, the fixed cost of an operation: a sleeping thread's wake-up costs tens of
+  // microseconds (more on a virtual machine), a noticeable part of a 1 ms operation. Each
+  // direction's completion thread polls the end of the operation it waits for up to
+  // completion_spin_us before it sleeps on it, and Fence::Wait on an operation's fence polls up to
+  // wait_spin_us before it sleeps; each costs a core while it polls. 0: sleep at once. At most
+  // 1 s each. CPU mode ignores both.
+  uint32_t completion_spin_us = 20000;
+  uint32_t wait_spin_us = 2000;
+  // GPU mode: Submit enqueues an operation's copies and kernels on the calling thread when its
+  // direction has nothing queued nor being enqueued, instead of waking the direction's
+  // dispatcher thread (the caller pays the enqueue: tens of microseconds). Order is kept either
+  // way. false: always the dispatcher. CPU mode always hands operations to the dispatcher (there
+  // the dispatch is the memcpy itself), and so does a mover with a fault_injection seam.
+  bool inline_dispatch = true;
+  // Tests only: called on the dispatcher thread before each operation runs (it may block there
+  // while the submitting thread goes on: no operation is dispatched inline); a non-OK status
   // fails the operation as a CUDA error would (after the operations before it completed).
   std::function<Status(const Operation&)> fault_injection;
   // Tests only (GPU mode): called before each CUDA call of `site`; a non-zero return, a
@@ -170,12 +189,15 @@ class DeviceMover final : public TransferQueue {
   Status Validate(const Operation& op) const;
   std::unique_ptr<internal::PlannedOperation> Plan(Operation op) const;
   void DispatchLoop(int direction);
+  // Runs `op` through the fault seam and the backend; the caller holds the direction's turn.
+  void DispatchOne(std::unique_ptr<internal::PlannedOperation> op);
 
   const ModelLayout layout_;
   const DevicePoolDescription pool_;
   HostSlotMemory* const host_;
   const DeviceMoverOptions options_;
   bool gpu_ = false;
+  bool inline_dispatch_ = false;  // GPU mode with an enqueue-only backend and the option on
   std::unique_ptr<internal::RecordMap> maps_[kNumKinds];
   std::unique_ptr<internal::TransferBackend> backend_;
   std::unique_ptr<DirectionQueue> queues_[2];

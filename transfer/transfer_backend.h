@@ -20,10 +20,14 @@ namespace cachepawl::internal {
 class TransferBackend {
  public:
   virtual ~TransferBackend() = default;
-  // Called on the direction's dispatcher thread, in submission order. Runs or enqueues `op` and
-  // eventually completes op->completer (per layer, then whole) exactly once, after the op's
-  // memory accesses ended, in submission order per direction.
+  // Called for one direction at a time, in submission order: on the direction's dispatcher
+  // thread, or (EnqueuesOnly backends) on a submitting thread that holds the direction's
+  // dispatch turn. Runs or enqueues `op` and eventually completes op->completer (per layer, then
+  // whole) exactly once, after the op's memory accesses ended, in submission order per direction.
   virtual void Dispatch(std::unique_ptr<PlannedOperation> op) = 0;
+  // True when Dispatch only enqueues work (it never waits for the transfer), so a submitting
+  // thread may call it itself.
+  virtual bool EnqueuesOnly() const { return false; }
   // Blocks until every dispatched operation has completed.
   virtual void Drain() = 0;
   // A function that makes a CUDA stream wait until operation `seq` of `direction` completed;

@@ -60,6 +60,9 @@ Status AttachOptions::Validate() const {
       CheckRange("AttachOptions.page_size_tokens", page_size_tokens, 1, 1u << 20));
   CACHEPAWL_RETURN_IF_ERROR(
       CheckRange("AttachOptions.load_split_pages", load_split_pages, 0, 1u << 20));
+  CACHEPAWL_RETURN_IF_ERROR(
+      CheckRange("AttachOptions.completion_spin_us", completion_spin_us, 0, 1000000));
+  CACHEPAWL_RETURN_IF_ERROR(CheckRange("AttachOptions.wait_spin_us", wait_spin_us, 0, 1000000));
   if (staging_bytes < (uint64_t{1} << 20)) {
     return Status::InvalidArgument("AttachOptions.staging_bytes: " + std::to_string(staging_bytes) +
                                    " (must be >= 1 MiB)");

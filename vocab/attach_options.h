@@ -65,6 +65,10 @@ struct AttachOptions {
   // A device pool owned by this client (Store::AllocateDeviceSlot); 0: RegisterDevicePool.
   uint64_t device_pool_bytes = 0;
   uint64_t staging_bytes = 256ull << 20;  // this client's device mover (DeviceMoverOptions)
+  // This client's device mover, as StoreOptions' fields of the same names.
+  uint32_t completion_spin_us = 20000;
+  uint32_t wait_spin_us = 2000;
+  bool inline_dispatch = true;
   int load_stream_priority = 0;
   int write_stream_priority = 0;
   // The owner's answer to each call: past this, the call fails with Unavailable and the client

@@ -1,7 +1,10 @@
 #include "vocab/fence.h"
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -13,10 +16,12 @@ namespace internal {
 struct FenceState {
   mutable std::mutex mu;
   std::condition_variable cv;
-  bool done = false;                                          // guarded by mu
-  Status status;                                              // guarded by mu
-  std::vector<char> layer_done;                               // guarded by mu
-  std::vector<Status> layer_status;                           // guarded by mu
+  bool done = false;                      // guarded by mu
+  std::atomic<bool> fired{false};         // `done`, readable without mu (Wait's polling)
+  std::atomic<uint32_t> wait_spin_us{0};  // FenceAccess::SetWaitSpin
+  Status status;                          // guarded by mu
+  std::vector<char> layer_done;           // guarded by mu
+  std::vector<Status> layer_status;       // guarded by mu
   std::vector<std::function<void(const Status&)>> callbacks;  // guarded by mu
   // Per layer: callbacks waiting for that sub-fence. Guarded by mu.
   std::vector<std::vector<std::function<void(const Status&)>>> layer_callbacks;
@@ -39,6 +44,14 @@ void FenceAccess::SetStreamWaiter(const Fence& fence, std::function<Status(void*
   fence.state_->gpu_stream_waiter = std::move(waiter);
 }
 
+void FenceAccess::SetWaitSpin(const Fence& fence, uint32_t microseconds) {
+  if (fence.state_) fence.state_->wait_spin_us.store(microseconds, std::memory_order_relaxed);
+}
+
+uint32_t FenceAccess::WaitSpin(const Fence& fence) {
+  return fence.state_ ? fence.state_->wait_spin_us.load(std::memory_order_relaxed) : 0;
+}
+
 }  // namespace internal
 
 using internal::FenceState;
@@ -58,6 +71,17 @@ bool Fence::Ready() const {
 
 Status Fence::Wait(std::chrono::milliseconds timeout) const {
   if (!state_) return Status::OK();
+  // Polls first when the producer asked for it (a GPU operation of a millisecond or two: a
+  // sleeping waiter's wake-up would add tens of microseconds to it), then sleeps.
+  const uint32_t spin_us = state_->wait_spin_us.load(std::memory_order_relaxed);
+  if (spin_us > 0 && !state_->fired.load(std::memory_order_acquire)) {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point until = Clock::now() + std::min<std::chrono::microseconds>(
+                                                       std::chrono::microseconds(spin_us), timeout);
+    while (!state_->fired.load(std::memory_order_acquire) && Clock::now() < until) {
+      std::this_thread::yield();
+    }
+  }
   std::unique_lock<std::mutex> lock(state_->mu);
   if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
     return Status::TimedOut("fence did not fire within " + std::to_string(timeout.count()) + " ms");
@@ -191,6 +215,7 @@ void FenceCompleter::Complete(Status status) {
     if (state_->done) return;
     state_->done = true;
     state_->status = status;
+    state_->fired.store(true, std::memory_order_release);
     for (size_t i = 0; i < state_->layer_done.size(); ++i) {
       if (!state_->layer_done[i]) {
         state_->layer_done[i] = 1;

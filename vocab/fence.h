@@ -38,7 +38,9 @@ class Fence {
   static Fence Completed(Status status);
 
   bool Ready() const;
-  // Blocks until ready or `timeout` passes; returns the operation's status, or TimedOut.
+  // Blocks until ready or `timeout` passes; returns the operation's status, or TimedOut. A GPU
+  // operation's fence polls for a bounded time before it sleeps (DeviceMoverOptions::
+  // wait_spin_us): the calling thread keeps its core meanwhile.
   Status Wait(std::chrono::milliseconds timeout = std::chrono::hours(24)) const;
   // The operation's status once Ready(); FailedPrecondition before.
   Status status() const;

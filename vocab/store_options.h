@@ -127,6 +127,14 @@ struct StoreOptions {
   int load_stream_priority = 0;  // CUDA stream priorities in [-1000, 1000] (lower runs first)
   int write_stream_priority = 0;
   uint64_t staging_bytes = 256ull << 20;  // device staging per direction (DeviceMoverOptions)
+  // GPU mode, a copy's end seen without a sleeping thread's wake-up (DeviceMoverOptions): the
+  // device mover's completion threads poll an operation's end up to completion_spin_us, a Load's
+  // or Save's Fence::Wait polls up to wait_spin_us, before they sleep; each in [0, 1000000]
+  // (a core each while polling; 0: sleep at once). inline_dispatch: a Load or Save enqueues its
+  // copies on the calling thread when nothing of its direction is queued.
+  uint32_t completion_spin_us = 20000;
+  uint32_t wait_spin_us = 2000;
+  bool inline_dispatch = true;
 
   // ---- Save pipeline. ----
   // A Save of more entries than this moves them as several transfer operations of at most this

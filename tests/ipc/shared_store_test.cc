@@ -542,6 +542,16 @@ TEST(AttachOptionsTest, BadOptionsNameTheField) {
   s = Store::Attach(ao).status();
   EXPECT_NE(s.message().find("AttachOptions.inflight_spin_us: 100001"), std::string::npos)
       << s.ToString();
+  ao.inflight_spin_us = 200;
+  ao.completion_spin_us = 1000001;
+  s = Store::Attach(ao).status();
+  EXPECT_NE(s.message().find("AttachOptions.completion_spin_us: 1000001"), std::string::npos)
+      << s.ToString();
+  ao.completion_spin_us = 0;
+  ao.wait_spin_us = 1000001;
+  s = Store::Attach(ao).status();
+  EXPECT_NE(s.message().find("AttachOptions.wait_spin_us: 1000001"), std::string::npos)
+      << s.ToString();
 }
 
 TEST_F(SharedStoreTest, ASecondOwnerOnALiveSocketIsBusyAStaleOneIsReplaced) {

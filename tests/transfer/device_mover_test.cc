@@ -144,6 +144,15 @@ TEST_F(MoverFixture, CreateRejectsBadArguments) {
   EXPECT_NE(o.Validate().message().find("device_mover.staging_bytes: 1048576"), std::string::npos)
       << o.Validate().ToString();
   o = CpuMover();
+  o.completion_spin_us = 1000001;
+  EXPECT_NE(o.Validate().message().find("device_mover.completion_spin_us: 1000001"),
+            std::string::npos)
+      << o.Validate().ToString();
+  o = CpuMover();
+  o.wait_spin_us = 4000000;
+  EXPECT_NE(o.Validate().message().find("device_mover.wait_spin_us: 4000000"), std::string::npos)
+      << o.Validate().ToString();
+  o = CpuMover();
   o.tile_bytes = 1000;
   EXPECT_NE(o.Validate().message().find("device_mover.tile_bytes: 1000"), std::string::npos);
   o = CpuMover();

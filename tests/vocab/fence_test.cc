@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "vocab/internal/fence_access.h"
+
 namespace cachepawl {
 namespace {
 
@@ -111,6 +113,44 @@ TEST(FenceTest, WaitersOnOtherThreadsWakeUp) {
   c.Complete(Status::OK());
   for (auto& t : waiters) t.join();
   EXPECT_EQ(woke.load(), 4);
+}
+
+TEST(FenceTest, AWaitThatPollsFirstSeesTheStatusAndStillTimesOut) {
+  // Polling (FenceAccess::SetWaitSpin, the device mover's GPU fences) changes how a waiter
+  // waits, not what it sees: a fence fired while it polls, one fired after the poll gave way to
+  // sleeping, and one that never fires within the timeout (shorter than the poll).
+  {
+    FenceCompleter c;
+    Fence f = c.fence();
+    internal::FenceAccess::SetWaitSpin(f, 1000000);
+    EXPECT_EQ(internal::FenceAccess::WaitSpin(f), 1000000u);
+    std::thread t([&] { c.Complete(Status::IOError("copy")); });
+    const Status s = f.Wait();
+    t.join();
+    EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  }
+  {
+    FenceCompleter c;
+    Fence f = c.fence();
+    internal::FenceAccess::SetWaitSpin(f, 100);
+    std::thread t([&] {
+      std::this_thread::sleep_for(milliseconds(20));
+      c.Complete(Status::OK());
+    });
+    EXPECT_TRUE(f.Wait().ok());
+    t.join();
+  }
+  {
+    FenceCompleter c;
+    Fence f = c.fence();
+    internal::FenceAccess::SetWaitSpin(f, 1000000);
+    EXPECT_TRUE(f.Wait(milliseconds(5)).IsTimedOut());
+    c.Complete(Status::OK());
+    EXPECT_TRUE(f.Wait(milliseconds(0)).ok());
+  }
+  Fence empty;
+  internal::FenceAccess::SetWaitSpin(empty, 5);  // no effect, no crash
+  EXPECT_EQ(internal::FenceAccess::WaitSpin(empty), 0u);
 }
 
 TEST(FenceTest, StreamWaitWithoutGpuSignalIsAnErrorNotAHang) {

@@ -91,6 +91,12 @@ TEST(StoreOptionsTest, EachBadFieldIsNamed) {
   o.staging_bytes = 1000;
   ExpectBad(o, "StoreOptions.staging_bytes: 1000");
   o = Good();
+  o.completion_spin_us = 1000001;
+  ExpectBad(o, "StoreOptions.completion_spin_us: 1000001");
+  o = Good();
+  o.wait_spin_us = 2000000;
+  ExpectBad(o, "StoreOptions.wait_spin_us: 2000000");
+  o = Good();
   o.page_size_tokens = 0;
   ExpectBad(o, "StoreOptions.page_size_tokens: 0");
   o = Good();

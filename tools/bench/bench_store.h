@@ -75,6 +75,10 @@ struct Config {
   uint32_t processes = 0;       // 0: the store in this process (Store::Open)
   uint32_t poll_spin_us = 200;  // ServeOptions / AttachOptions::poll_spin_us of those stores
   uint32_t load_split_pages = AttachOptions().load_split_pages;  // of the attached stores
+  // --mover-polling off: every device mover (the stores', the attached stores', the peer's)
+  // sleeps at once on a copy's end and hands every operation to its dispatcher thread
+  // (completion_spin_us = wait_spin_us = 0, inline_dispatch false), as before they polled.
+  bool mover_polling = true;
   std::string self;  // this program (--processes starts it again as a lookup load)
   uint64_t seed = 1;
   // Cases not started once this many seconds have passed since `started` are skipped (0: no
@@ -265,8 +269,9 @@ Status ParallelFor(size_t n, const std::function<Status(size_t)>& fn);
 // the store's requests (per thread: its pages and state), host->device and device->host.
 class MoverPeer {
  public:
+  // `polling`: Config::mover_polling.
   static StatusOr<std::unique_ptr<MoverPeer>> Create(const ModelLayout& layout,
-                                                     uint64_t arena_bytes, bool gpu);
+                                                     uint64_t arena_bytes, bool gpu, bool polling);
   ~MoverPeer();
   MoverPeer(const MoverPeer&) = delete;
   MoverPeer& operator=(const MoverPeer&) = delete;
@@ -284,6 +289,7 @@ class MoverPeer {
   MoverPeer() = default;
   ModelLayout layout_;
   bool gpu_ = false;
+  bool polling_ = true;
   std::unique_ptr<HostArena> arena_;
   std::unique_ptr<DeviceMover> mover_;
   std::vector<ThreadSlots> slots_;

@@ -105,10 +105,12 @@ Status ParallelFor(size_t n, const std::function<Status(size_t)>& fn) {
 // ---------------------------------------------------------------------------------------------
 
 StatusOr<std::unique_ptr<MoverPeer>> MoverPeer::Create(const ModelLayout& layout,
-                                                       uint64_t arena_bytes, bool gpu) {
+                                                       uint64_t arena_bytes, bool gpu,
+                                                       bool polling) {
   std::unique_ptr<MoverPeer> p(new MoverPeer());
   p->layout_ = layout;
   p->gpu_ = gpu;
+  p->polling_ = polling;
   HostArenaOptions ho;
   ho.bytes = (arena_bytes + 4095) / 4096 * 4096;
   ho.pin = gpu ? HostArenaOptions::Pin::kOn : HostArenaOptions::Pin::kOff;
@@ -128,6 +130,11 @@ Status MoverPeer::UsePool(const DevicePoolDescription& pool) {
   mover_.reset();
   DeviceMoverOptions o;
   o.mode = gpu_ ? DeviceMoverOptions::Mode::kOn : DeviceMoverOptions::Mode::kOff;
+  if (!polling_) {
+    o.completion_spin_us = 0;
+    o.wait_spin_us = 0;
+    o.inline_dispatch = false;
+  }
   auto e = DeviceMover::Create(layout_, pool, arena_.get(), o);
   if (!e.ok()) return e.status().WithContext("mover peer");
   mover_ = std::move(e).value();

@@ -51,6 +51,7 @@ nlohmann::json ReportJson(const Config& c, const Report& r, const RunInfo& info)
                       {"pages", c.pages},
                       {"threads", c.threads},
                       {"pools", c.pools},
+                      {"mover_polling", c.mover_polling},
                       {"seconds", r.seconds}};
   j["layouts"] = nlohmann::json::array();
   for (size_t i = 0; i < c.layouts.size(); ++i) {

@@ -42,7 +42,7 @@ Status LayoutRun::Run() {
     threads = std::max(threads, t);
   }
   CACHEPAWL_ASSIGN_OR_RETURN(bench_, MakeBenchPool(layout_, c_.gpu, pages, states));
-  CACHEPAWL_ASSIGN_OR_RETURN(mover_, MoverPeer::Create(layout_, arena, c_.gpu));
+  CACHEPAWL_ASSIGN_OR_RETURN(mover_, MoverPeer::Create(layout_, arena, c_.gpu, c_.mover_polling));
   CACHEPAWL_ASSIGN_OR_RETURN(limit_, LimitPeer::Create(c_.gpu, bench_.memory->data(),
                                                        bench_.memory->size(), limit, threads));
   for (const std::string& pool : c_.pools) {
@@ -126,6 +126,11 @@ StatusOr<std::unique_ptr<Store>> LayoutRun::OpenStore(const std::string& pool, u
   }
   o.cuda_device = c_.gpu ? 0 : -1;
   o.device_pool_bytes = pool == "owned" ? PoolBytes(c_) : 0;
+  if (!c_.mover_polling) {
+    o.completion_spin_us = 0;
+    o.wait_spin_us = 0;
+    o.inline_dispatch = false;
+  }
   std::unique_ptr<Store> store;
   if (c_.processes > 0) {
     // The previous store's owner goes first (its client was closed by the phase that used it):
@@ -147,6 +152,9 @@ StatusOr<std::unique_ptr<Store>> LayoutRun::OpenStore(const std::string& pool, u
     ao.device_pool_bytes = o.device_pool_bytes;
     ao.poll_spin_us = c_.poll_spin_us;
     ao.load_split_pages = c_.load_split_pages;
+    ao.completion_spin_us = o.completion_spin_us;
+    ao.wait_spin_us = o.wait_spin_us;
+    ao.inline_dispatch = o.inline_dispatch;
     ao.call_timeout_ms = 60000;  // (a Load waits up to host_space_wait_ms in the owner)
     ao.owner_timeout_ms = 60000;
     CACHEPAWL_ASSIGN_OR_RETURN(store, Store::Attach(ao));

@@ -223,6 +223,12 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
   app.add_option("--load-split-pages", load_split_pages,
                  "with --processes or --tp-size: AttachOptions::load_split_pages of the attached "
                  "stores (default 256; 0: a Load is one call)");
+  std::string mover_polling = "on";
+  app.add_option("--mover-polling", mover_polling,
+                 "on: the device movers poll a copy's end and enqueue on the calling thread "
+                 "(StoreOptions::completion_spin_us, wait_spin_us, inline_dispatch at their "
+                 "defaults); off: they sleep at once and hand every operation to their "
+                 "dispatcher thread, for the stores and the mover peer alike (default on)");
   std::string lookup_load;  // internal: this process is another engine process's lookups
   app.add_option("--lookup-load", lookup_load)->group("");
   std::string tp_rank_worker;  // internal: this process is a rank of --tp-size
@@ -342,6 +348,10 @@ int RunBenchStore(const std::vector<std::string>& args, CommandIo& io) {
                  " (must be at most 1048576)");
   }
   c.load_split_pages = load_split_pages;
+  if (mover_polling != "on" && mover_polling != "off") {
+    return usage("--mover-polling: '" + mover_polling + "' (expected on or off)");
+  }
+  c.mover_polling = mover_polling == "on";
   c.seed = seed;
   c.gpu = gpu;
   if (app.count("--tp-size") > 0) {
