@@ -307,6 +307,9 @@ class CudaBackend final : public TransferBackend {
     std::vector<Event> produced, consumed;
     std::vector<bool> chunk_used;  // dispatcher thread only
     uint32_t next_chunk = 0;       // dispatcher thread only
+    // Kernels were launched on `kernel` since the copy stream last waited for that stream: an
+    // operation that ends on the copy stream must join it first (dispatcher thread only).
+    bool kernel_tail = false;
     // The next chunk of the ring.
     std::pair<uint32_t, std::byte*> TakeChunk(uint64_t chunk_bytes) {
       const uint32_t c = next_chunk;
@@ -426,6 +429,7 @@ class CudaBackend final : public TransferBackend {
 
   Status EnqueueSave(Dir& d, Pending& p) {
     const PlannedOperation& op = *p.op;
+    if (!op.chunks.empty()) d.kernel_tail = true;  // (kept on a failure part way)
     for (const StagedChunk& chunk : op.chunks) {
       const auto [h, chunk_base] = d.TakeChunk(chunk_bytes_);
       if (d.chunk_used[h]) CACHEPAWL_RETURN_IF_ERROR(d.consumed[h].MakeWait(d.kernel.get()));
@@ -443,6 +447,7 @@ class CudaBackend final : public TransferBackend {
 
   Status EnqueueLoad(Dir& d, Pending& p) {
     const PlannedOperation& op = *p.op;
+    if (!op.chunks.empty()) d.kernel_tail = true;
     CACHEPAWL_RETURN_IF_ERROR(Copies(op.direct, nullptr, false, d.copy.get()));
     if (!op.direct.empty() && !op.chunks.empty()) {
       CACHEPAWL_ASSIGN_OR_RETURN(Event e, events_.Get());
@@ -483,17 +488,26 @@ class CudaBackend final : public TransferBackend {
     return Status::OK();
   }
 
-  // Joins the direction's two streams, writes the counter and records the done event on the
-  // last stream. Runs for failed operations too, so the counter never skips a value.
+  // Ends the operation on its last stream (a Save's copies, a Load's scatters; a Load without
+  // staged chunks ends on the copy stream too), after joining the other stream when it may hold
+  // work the last one is not ordered after, then writes the counter and records the done event
+  // there. Every operation of the direction up to this one has then landed when the counter
+  // passes its seq. Runs for failed operations too, so the counter never skips a value.
   Status Finalize(Dir& d, Pending& p) {
-    const bool wb = d.index == 0;
-    cudaStream_t last = wb ? d.copy.get() : d.kernel.get();
-    cudaStream_t other = wb ? d.kernel.get() : d.copy.get();
-    CACHEPAWL_ASSIGN_OR_RETURN(Event e, events_.Get());
-    p.extra_events.push_back(std::move(e));
-    const Event& join = p.extra_events.back();
-    CACHEPAWL_RETURN_IF_ERROR(join.Record(other));
-    CACHEPAWL_RETURN_IF_ERROR(join.MakeWait(last));
+    const bool on_copy = d.index == 0 || p.op->chunks.empty();
+    cudaStream_t last = on_copy ? d.copy.get() : d.kernel.get();
+    cudaStream_t other = on_copy ? d.kernel.get() : d.copy.get();
+    // Ending on the copy stream: only kernels launched since the copy stream last joined them
+    // need a join. Ending on the kernel stream: always (the copy stream's copies feed it).
+    if (!on_copy || d.kernel_tail) {
+      CACHEPAWL_ASSIGN_OR_RETURN(Event e, events_.Get());
+      p.extra_events.push_back(std::move(e));
+      const Event& join = p.extra_events.back();
+      CACHEPAWL_RETURN_IF_ERROR(join.Record(other));
+      CACHEPAWL_RETURN_IF_ERROR(join.MakeWait(last));
+    }
+    // A Load that ends on the kernel stream leaves work there the copy stream is not after.
+    d.kernel_tail = !on_copy;
     if (signal_->gpu_side()) {
       CACHEPAWL_RETURN_IF_ERROR(
           CheckCu(signal_->write(last, signal_->device + d.index * sizeof(uint32_t),
