@@ -360,6 +360,16 @@ CACHEPAWL_API cachepawl_status cachepawl_options_set_stream_priorities(cachepawl
 /* Device staging per direction: >= 1 MiB (default 256 MiB). */
 CACHEPAWL_API cachepawl_status cachepawl_options_set_staging_bytes(cachepawl_options* options,
                                                                    uint64_t bytes);
+/* GPU mode, the CPU the store spends to see a copy's end without a thread's wake-up
+ * (docs/EMBEDDING.md, section 1): the device mover's completion threads poll an operation's end
+ * for up to `completion_spin_us` (default 20000), a load's or save's fence wait polls for up to
+ * `wait_spin_us` (default 2000), each at most 1000000 (0: sleep at once); `inline_dispatch`
+ * nonzero (default): a load or save enqueues its copies on the calling thread when nothing of its
+ * direction is queued, 0: always on the mover's dispatcher thread. */
+CACHEPAWL_API cachepawl_status cachepawl_options_set_polling(cachepawl_options* options,
+                                                             uint32_t completion_spin_us,
+                                                             uint32_t wait_spin_us,
+                                                             int32_t inline_dispatch);
 /* Checkpoint hints are rounded down to this many pages (0, the default: one page). */
 CACHEPAWL_API cachepawl_status
 cachepawl_options_set_track_interval_pages(cachepawl_options* options, uint32_t pages);

@@ -294,6 +294,19 @@ cachepawl_status cachepawl_options_set_staging_bytes(cachepawl_options* options,
   });
 }
 
+cachepawl_status cachepawl_options_set_polling(cachepawl_options* options,
+                                               uint32_t completion_spin_us, uint32_t wait_spin_us,
+                                               int32_t inline_dispatch) {
+  return Setter("cachepawl_options_set_polling", options, [&](StoreOptions& o) {
+    CACHEPAWL_RETURN_IF_ERROR(CheckSpinUs("completion_spin_us", completion_spin_us));
+    CACHEPAWL_RETURN_IF_ERROR(CheckSpinUs("wait_spin_us", wait_spin_us));
+    o.completion_spin_us = completion_spin_us;
+    o.wait_spin_us = wait_spin_us;
+    o.inline_dispatch = inline_dispatch != 0;
+    return Status::OK();
+  });
+}
+
 cachepawl_status cachepawl_options_set_track_interval_pages(cachepawl_options* options,
                                                             uint32_t pages) {
   return Setter("cachepawl_options_set_track_interval_pages", options, [&](StoreOptions& o) {

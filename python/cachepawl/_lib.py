@@ -137,6 +137,7 @@ _PROTOTYPES: List[Tuple[str, Any, Sequence[Any]]] = [
     ("cachepawl_options_set_device_pool_bytes", _status, (OptionsP, _u64)),
     ("cachepawl_options_set_stream_priorities", _status, (OptionsP, _i32, _i32)),
     ("cachepawl_options_set_staging_bytes", _status, (OptionsP, _u64)),
+    ("cachepawl_options_set_polling", _status, (OptionsP, _u32, _u32, _i32)),
     ("cachepawl_options_set_track_interval_pages", _status, (OptionsP, _u32)),
     ("cachepawl_options_set_remote_seeds", _status, (OptionsP, _str)),
     ("cachepawl_options_set_remote_auth", _status, (OptionsP, _str, _str)),

@@ -122,6 +122,9 @@ class Options(_lib.Owner):
         load_stream_priority: Optional[int] = None,
         write_stream_priority: Optional[int] = None,
         staging_bytes: Optional[int] = None,
+        completion_spin_us: Optional[int] = None,
+        wait_spin_us: Optional[int] = None,
+        inline_dispatch: Optional[bool] = None,
         track_interval_pages: Optional[int] = None,
         remote_seeds: Optional[str] = None,
         remote_user: Optional[str] = None,
@@ -214,6 +217,19 @@ class Options(_lib.Owner):
                     h,
                     i32("load_stream_priority", load_stream_priority or 0),
                     i32("write_stream_priority", write_stream_priority or 0),
+                )
+            )
+        if not (completion_spin_us is None and wait_spin_us is None and inline_dispatch is None):
+            # Unset ones keep their defaults (StoreOptions').
+            completion = 20000 if completion_spin_us is None else completion_spin_us
+            wait = 2000 if wait_spin_us is None else wait_spin_us
+            inline = True if inline_dispatch is None else inline_dispatch
+            check(
+                lib.cachepawl_options_set_polling(
+                    h,
+                    u32("completion_spin_us", completion),
+                    u32("wait_spin_us", wait),
+                    _flag("inline_dispatch", inline),
                 )
             )
         self._set_fields(

@@ -58,7 +58,9 @@ class Store(_lib.Owner):
       instead of failing the open);
     * ``cuda_device`` (-1: CPU mode), ``device_pool_bytes`` (a store-owned device pool; 0: the
       engine registers its own), ``load_stream_priority``, ``write_stream_priority``,
-      ``staging_bytes``, ``track_interval_pages``.
+      ``staging_bytes``, ``track_interval_pages``; ``completion_spin_us`` (20000),
+      ``wait_spin_us`` (2000) and ``inline_dispatch`` (True): the CPU spent polling a copy's end
+      instead of waking a thread (docs/EMBEDDING.md, section 1).
     * the remote tier, a Redis Cluster several stores share (docs/EMBEDDING.md, "Sharing
       prefixes across replicas: the remote tier"): ``remote_seeds``
       (``"redis://host:port[,host:port...]"``; unset: no remote tier), ``remote_user``,

@@ -111,7 +111,7 @@ def test_every_prototype_declared() -> None:
         assert argtypes == expected, name
         fn = getattr(_lib.lib, name)
         assert fn.argtypes == argtypes and fn.restype is restype, name
-    assert seen == set(table) and len(table) == len(_lib._PROTOTYPES) == 125
+    assert seen == set(table) and len(table) == len(_lib._PROTOTYPES) == 126
 
 
 def test_missing_library_file() -> None:

@@ -494,6 +494,9 @@ class Program {
       case 7: {
         const int32_t load = Enum(), write = Enum();
         CALL(null_o, cachepawl_options_set_stream_priorities(o, load, write));
+        const uint32_t completion = static_cast<uint32_t>(Enum()),
+                       wait = static_cast<uint32_t>(Enum());
+        CALL(null_o, cachepawl_options_set_polling(o, completion, wait, Enum()));
         break;
       }
       case 8:
