@@ -30,7 +30,6 @@ TEST(CmdBenchStoreTest, ArgumentErrorsExitTwoNamingTheValue) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--layouts", "llama-3.1-8b,no-such-model"}, "--layouts: 'no-such-model'"},
       {{"--layouts", "mamba2-2.7b"}, "'mamba2-2.7b' (a pure SSM layout"},
-      {{"--layouts", "gpt-oss-120b"}, "'gpt-oss-120b' (layer 0 keeps a sliding window of 128"},
       {{"--pages", "1,x,16"}, "--pages: 'x'"},
       {{"--pages", "0"}, "--pages: '0'"},
       {{"--pages", "1,,16"}, "--pages: '' in '1,,16'"},
@@ -89,23 +88,44 @@ TEST(CmdBenchStoreTest, TpSizeRunsARankProcessPerRankAndChecksEveryByte) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the owner's folder was left behind";
 }
 
-// The presets of the newer families in CPU mode, briefly: every row's bytes compared.
+// The presets of the newer families in CPU mode, briefly (about 20 s on the dev box): every
+// row of every tier runs, its bytes compared. gpt-oss-120b and Samba have sliding-window layers:
+// a Load brings the windowed KV of a request's last pages only (the JSON says how many), and a
+// request's bytes count what each direction moves.
 TEST(CmdBenchStoreTest, TheNewerPresetsRunEveryRowWithoutAWrongByte) {
-  testing::TempDir dir;
-  const CliResult r = Bench({"--cpu", "--json", "--layouts", "deepseek-v3", "--pages", "8",
-                             "--threads", "1", "--iters", "2", "--host-bytes", "128M",
-                             "--device-bytes", "64M", "--disk-bytes", "128M", "--dir", dir.str()});
-  ASSERT_EQ(r.code, kExitOk) << r.err << r.out;
-  const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["mismatches"].get<int>(), 0) << j["mismatch_details"].dump();
-  EXPECT_TRUE(j["errors"].empty()) << j["errors"].dump();
-  ASSERT_FALSE(j["rows"].empty()) << r.out;
-  for (const auto& row : j["rows"]) {
-    EXPECT_EQ(row["layout"], "deepseek-v3") << row.dump();
-    EXPECT_EQ(row["mismatches"], 0) << row.dump();
-    if (row["op"] != "save") {
-      EXPECT_GT(row["verified_loads"].get<int>(), 0) << row.dump();
+  const std::map<std::string, uint64_t> window_pages = {
+      {"deepseek-v3", 0}, {"gpt-oss-120b", 8},      {"kimi-linear-48b-a3b", 0},
+      {"minimax-m1", 0},  {"qwen3.5-122b-a10b", 0}, {"samba-1.3b", 128}};
+  for (const auto& [layout, window] : window_pages) {
+    testing::TempDir dir;
+    const CliResult r = Bench({"--cpu", "--json", "--layouts", layout, "--pages", "8", "--threads",
+                               "1", "--iters", "2", "--host-bytes", "1G", "--device-bytes", "1G",
+                               "--disk-bytes", "1G", "--dir", dir.str()});
+    ASSERT_EQ(r.code, kExitOk) << layout << ": " << r.err << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["mismatches"].get<int>(), 0) << layout << ": " << j["mismatch_details"].dump();
+    EXPECT_TRUE(j["errors"].empty()) << layout << ": " << j["errors"].dump();
+    EXPECT_TRUE(j["skipped"].empty()) << layout << ": " << j["skipped"].dump();
+    EXPECT_EQ(j["layouts"][0]["window_pages"].get<uint64_t>(), window) << layout;
+    const ModelLayout l = LayoutPreset(layout, 16).value();
+    const uint64_t state = l.has_ssm() ? l.MambaSlotBytes() : 0;
+    const uint64_t loaded = std::min<uint64_t>(8, window), saved = l.has_ssm() ? loaded : 8;
+    std::set<std::string> seen;
+    ASSERT_EQ(j["rows"].size(), 9u) << layout << ": " << r.out;  // host 3 ops x 2 pools, disk 3
+    for (const auto& row : j["rows"]) {
+      EXPECT_EQ(row["layout"], layout) << row.dump();
+      EXPECT_EQ(row["mismatches"], 0) << row.dump();
+      seen.insert(row["pool"].get<std::string>() + " " + row["tier"].get<std::string>() + " " +
+                  row["op"].get<std::string>());
+      const bool save = row["op"] == "save";
+      const uint64_t pages = 8 * l.RecordBytes(Kind::kKV) +
+                             (save ? saved : loaded) * l.RecordBytes(Kind::kWindowKV) + state;
+      EXPECT_EQ(row["bytes"].get<uint64_t>(), pages) << row.dump();
+      if (!save) {
+        EXPECT_GT(row["verified_loads"].get<int>(), 0) << row.dump();
+      }
     }
+    EXPECT_EQ(seen.size(), 9u) << layout;
   }
 }
 

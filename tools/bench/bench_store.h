@@ -12,6 +12,7 @@
 // Everything here is tool code: errors are Status values, nothing throws.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -96,12 +97,33 @@ ModelLayout Hybrid128MiBStateLayout();
 StatusOr<ModelLayout> ResolveBenchLayout(const std::string& name);
 
 // ---- Sizes and budgets ----
+// A request of N pages moves, each way: the full-attention KV record of every page
+// (Kind::kKV), the windowed layers' record (Kind::kWindowKV) of the pages a Load at its depth
+// reads (the last `window_pages`; a Save keeps it for those, or for every page when the layout
+// has no state: any depth is reusable then), and the state. Without windowed layers that is N
+// whole KV pages and the state.
 struct Sizes {
-  uint64_t page_record = 0, state_record = 0;  // record bytes moved per page / state
-  uint64_t page_slot = 0, state_slot = 0;      // host slot bytes (header block, padding)
+  uint64_t page_record = 0, state_record = 0;  // a whole device KV page (all layers) / a state
+  uint64_t kv_record = 0, window_record = 0;   // a page's kKV and kWindowKV records
+  uint64_t page_slot = 0, window_slot = 0, state_slot = 0;  // host slot bytes of each record
+  uint64_t window_pages = 0;       // pages a Load takes windowed KV of (0: no windowed layers)
+  bool window_every_page = false;  // a Save keeps every page's windowed KV (no state)
   bool ssm = false;
-  uint64_t RequestBytes(uint64_t pages) const { return pages * page_record + state_record; }
-  uint64_t RequestSlotBytes(uint64_t pages) const { return pages * page_slot + state_slot; }
+  uint64_t LoadedWindowPages(uint64_t pages) const { return std::min(pages, window_pages); }
+  uint64_t SavedWindowPages(uint64_t pages) const {
+    return window_every_page ? pages : LoadedWindowPages(pages);
+  }
+  uint64_t LoadBytes(uint64_t pages) const {
+    return pages * kv_record + LoadedWindowPages(pages) * window_record + state_record;
+  }
+  uint64_t SaveBytes(uint64_t pages) const {
+    return pages * kv_record + SavedWindowPages(pages) * window_record + state_record;
+  }
+  // The larger of the two (buffers are sized by it).
+  uint64_t RequestBytes(uint64_t pages) const { return SaveBytes(pages); }
+  uint64_t RequestSlotBytes(uint64_t pages) const {
+    return pages * page_slot + SavedWindowPages(pages) * window_slot + state_slot;
+  }
 };
 Sizes SizesOf(const ModelLayout& layout);
 
@@ -229,7 +251,8 @@ std::unique_ptr<PoolView> MakeBenchView(const ModelLayout& layout, const BenchPo
 struct ThreadSlots {
   std::vector<uint64_t> src_pages, dst_pages;  // save sources, load destinations
   std::optional<uint64_t> src_state, dst_state;
-  std::vector<uint64_t> page_seeds;  // record seeds of pages 0..P-1
+  std::vector<uint64_t> page_seeds;    // record seeds of pages 0..P-1 (Kind::kKV)
+  std::vector<uint64_t> window_seeds;  // and of their windowed records (Kind::kWindowKV)
   uint64_t state_seed = 0;
 };
 // The bench pool's fixed mapping: thread t's sources are pages [2tP, 2tP+P), destinations
@@ -237,12 +260,12 @@ struct ThreadSlots {
 ThreadSlots BenchSlots(uint32_t thread, uint64_t pages, bool ssm);
 // Every thread's sources (pages, then the state) get their records; destinations get the
 // poison; destinations are checked. In pieces on several workers (`page_bytes`: a KV record).
-Status WriteSources(PoolView& view, const std::vector<ThreadSlots>& all, uint64_t page_bytes);
-Status PoisonDestinations(PoolView& view, const std::vector<ThreadSlots>& all, uint64_t page_bytes);
+Status WriteSources(PoolView& view, const std::vector<ThreadSlots>& all, const Sizes& sizes);
+Status PoisonDestinations(PoolView& view, const std::vector<ThreadSlots>& all, const Sizes& sizes);
 // Per thread: "" or where its first wrong byte is.
 StatusOr<std::vector<std::string>> VerifyDestinations(PoolView& view,
                                                       const std::vector<ThreadSlots>& all,
-                                                      uint64_t page_bytes);
+                                                      const Sizes& sizes);
 
 // ---- Rounds: every thread issues its request at once ----
 enum class Op : uint8_t { kLoad, kSave, kBoth };  // host->device, device->host, both at once
@@ -290,6 +313,7 @@ class MoverPeer {
   ModelLayout layout_;
   bool gpu_ = false;
   bool polling_ = true;
+  std::vector<std::vector<uint64_t>> save_seeds_;  // per thread: each save unit's record seed
   std::unique_ptr<HostArena> arena_;
   std::unique_ptr<DeviceMover> mover_;
   std::vector<ThreadSlots> slots_;
@@ -308,7 +332,8 @@ class LimitPeer {
   ~LimitPeer();
   LimitPeer(const LimitPeer&) = delete;
   LimitPeer& operator=(const LimitPeer&) = delete;
-  Status Round(Op op, uint32_t threads, uint64_t bytes, Samples* out);
+  // Per thread: `load_bytes` host->device and/or `save_bytes` device->host.
+  Status Round(Op op, uint32_t threads, uint64_t load_bytes, uint64_t save_bytes, Samples* out);
 
  private:
   LimitPeer() = default;
@@ -324,7 +349,9 @@ struct Samples {
   std::vector<double> latency_us;               // one per request
   std::vector<double> round_s, load_s, save_s;  // one per round: wall, and per direction
   uint32_t threads = 0;
-  uint64_t bytes = 0;  // record bytes per request and direction
+  uint64_t bytes = 0;       // record bytes per request (a Load's, or a Save's for Save rounds)
+  uint64_t save_bytes = 0;  // a Save's, when `both` rounds move other bytes than the Load's
+  uint64_t SaveBytes() const { return save_bytes != 0 ? save_bytes : bytes; }
   // Aggregate GB/s over the median round: both directions for `both`.
   double Gbps(bool both) const;
   double DirectionGbps(bool load) const;

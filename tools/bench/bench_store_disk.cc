@@ -57,7 +57,7 @@ Status LayoutRun::DiskSave(const std::string& pool, const std::string& dir, uint
                            uint64_t pages, uint64_t seed, std::vector<Prefix>& pre, Samples* save,
                            int* rounds) {
   save->threads = threads;
-  save->bytes = sizes_.RequestBytes(pages);
+  save->bytes = sizes_.SaveBytes(pages);
   // As many rounds as the disk tier holds without evicting; each until every record is on disk
   // (the last round's prefixes are the ones loaded).
   const uint64_t round_bytes = uint64_t{threads} * sizes_.RequestSlotBytes(pages);
@@ -73,7 +73,7 @@ Status LayoutRun::DiskSave(const std::string& pool, const std::string& dir, uint
     auto view = ViewOf(pool, store.get());
     CACHEPAWL_ASSIGN_OR_RETURN(auto slots,
                                Slots(pool == "owned", &held, threads, pages, seed, true));
-    CACHEPAWL_RETURN_IF_ERROR(WriteSources(*view, slots, sizes_.page_record));
+    CACHEPAWL_RETURN_IF_ERROR(WriteSources(*view, slots, sizes_));
     for (int k = 0; k < *rounds; ++k) {
       Samples fence_times;
       std::vector<ThreadTimes> times;
@@ -110,7 +110,7 @@ Status LayoutRun::DiskLoads(const std::string& pool, const std::string& dir, uin
   const uint64_t tier = DiskPhaseTierNeed(sizes_, threads, pages);
   Samples load;
   load.threads = threads;
-  load.bytes = sizes_.RequestBytes(pages);
+  load.bytes = sizes_.LoadBytes(pages);
   Row row = MakeRow(pool, "disk", Op::kLoad, threads, pages, c_.disk_iters, {}, nullptr);
   profile::Totals stages;  // --profile-stages: the timed Loads' stages, summed
   // Each Load from a reopened store (its host tier starts empty) whose host tier is then filled

@@ -46,7 +46,7 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
                            const std::string& pool, uint32_t threads, uint64_t pages) {
   const bool owned = pool == "owned";
   const uint64_t seed = CaseSeed();
-  const uint64_t bytes = sizes_.RequestBytes(pages);
+  const uint64_t load_bytes = sizes_.LoadBytes(pages), save_bytes = sizes_.SaveBytes(pages);
   OwnedSlots held(&store);
   CACHEPAWL_ASSIGN_OR_RETURN(auto slots, Slots(owned, &held, threads, pages, seed, true));
   CACHEPAWL_ASSIGN_OR_RETURN(auto peer_slots, Slots(false, nullptr, threads, pages, seed, true));
@@ -55,19 +55,21 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
   for (int o = 0; o < 3; ++o) {
     for (Samples* s : {&peer[o].mover, &peer[o].limit, &store_samples[o]}) {
       s->threads = threads;
-      s->bytes = bytes;
+      s->bytes = kOps[o] == Op::kSave ? save_bytes : load_bytes;
+      s->save_bytes = save_bytes;
     }
   }
   // The limit (first: it overwrites the bench pool's memory as raw bytes).
   for (int o = 0; o < 3; ++o) {
     Samples warm;
-    CACHEPAWL_RETURN_IF_ERROR(limit_->Round(kOps[o], threads, bytes, &warm));
+    CACHEPAWL_RETURN_IF_ERROR(limit_->Round(kOps[o], threads, load_bytes, save_bytes, &warm));
     for (int i = 0; i < c_.iters; ++i) {
-      CACHEPAWL_RETURN_IF_ERROR(limit_->Round(kOps[o], threads, bytes, &peer[o].limit));
+      CACHEPAWL_RETURN_IF_ERROR(
+          limit_->Round(kOps[o], threads, load_bytes, save_bytes, &peer[o].limit));
     }
   }
-  CACHEPAWL_RETURN_IF_ERROR(WriteSources(view, slots, sizes_.page_record));
-  if (owned) CACHEPAWL_RETURN_IF_ERROR(WriteSources(peer_view, peer_slots, sizes_.page_record));
+  CACHEPAWL_RETURN_IF_ERROR(WriteSources(view, slots, sizes_));
+  if (owned) CACHEPAWL_RETURN_IF_ERROR(WriteSources(peer_view, peer_slots, sizes_));
   Row rows[3];
   for (int o = 0; o < 3; ++o) {
     rows[o] = MakeRow(pool, "host", kOps[o], threads, pages, c_.iters, {}, nullptr);
@@ -122,7 +124,7 @@ Status LayoutRun::HostCase(Store& store, PoolView& view, PoolView& peer_view,
         MakeRow(pool + " mover", "host", kOps[o], threads, pages, c_.iters, {}, nullptr);
     for (int i = 0; i <= c_.iters; ++i) {
       if (kOps[o] != Op::kSave) {
-        CACHEPAWL_RETURN_IF_ERROR(PoisonDestinations(peer_view, peer_slots, sizes_.page_record));
+        CACHEPAWL_RETURN_IF_ERROR(PoisonDestinations(peer_view, peer_slots, sizes_));
       }
       if (i == 1) begin_profile();
       CACHEPAWL_RETURN_IF_ERROR(mover_->Round(kOps[o], i == 0 ? &warm : &peer[o].mover));

@@ -144,23 +144,41 @@ Status MoverPeer::UsePool(const DevicePoolDescription& pool) {
 Status MoverPeer::Prepare(const std::vector<ThreadSlots>& slots) {
   Release();
   slots_ = slots;
+  // The store's units (Sizes): every page's kKV record, the windowed records a Load reads (and a
+  // Save keeps), the state.
+  const Sizes sizes = SizesOf(layout_);
   for (const ThreadSlots& s : slots_) {
     Operation load{Direction::kLoad, {}, false}, save{Direction::kSave, {}, false};
-    auto add = [&](Kind kind, uint64_t src_dev, uint64_t dst_dev, uint64_t seed) -> Status {
-      auto from = arena_->Allocate(kind);
-      if (!from.ok()) return from.status().WithContext("mover peer's host arena");
-      FillRecord(seed, {arena_->SlotPayload(*from), layout_.RecordBytes(kind)});
-      load.units.push_back({kind, {Tier::kHost, *from}, {Tier::kDevice, dst_dev}});
-      auto to = arena_->Allocate(kind);
-      if (!to.ok()) return to.status().WithContext("mover peer's host arena");
-      save.units.push_back({kind, {Tier::kDevice, src_dev}, {Tier::kHost, *to}});
+    std::vector<uint64_t>& seeds = save_seeds_.emplace_back();
+    auto add = [&](Kind kind, uint64_t src_dev, uint64_t dst_dev, uint64_t seed, bool loads,
+                   bool saves) -> Status {
+      if (loads) {
+        auto from = arena_->Allocate(kind);
+        if (!from.ok()) return from.status().WithContext("mover peer's host arena");
+        FillRecord(seed, {arena_->SlotPayload(*from), layout_.RecordBytes(kind)});
+        load.units.push_back({kind, {Tier::kHost, *from}, {Tier::kDevice, dst_dev}});
+      }
+      if (saves) {
+        auto to = arena_->Allocate(kind);
+        if (!to.ok()) return to.status().WithContext("mover peer's host arena");
+        save.units.push_back({kind, {Tier::kDevice, src_dev}, {Tier::kHost, *to}});
+        seeds.push_back(seed);
+      }
       return Status::OK();
     };
     Status st;
-    for (size_t i = 0; i < s.src_pages.size() && st.ok(); ++i) {
-      st = add(Kind::kKV, s.src_pages[i], s.dst_pages[i], s.page_seeds[i]);
+    const size_t n = s.src_pages.size();
+    for (size_t i = 0; i < n && st.ok() && sizes.kv_record > 0; ++i) {
+      st = add(Kind::kKV, s.src_pages[i], s.dst_pages[i], s.page_seeds[i], true, true);
     }
-    if (st.ok() && s.src_state) st = add(Kind::kMamba, *s.src_state, *s.dst_state, s.state_seed);
+    for (size_t i = 0; i < n && st.ok() && sizes.window_record > 0; ++i) {
+      const bool loads = i >= n - sizes.LoadedWindowPages(n);
+      const bool saves = i >= n - sizes.SavedWindowPages(n);
+      st = add(Kind::kWindowKV, s.src_pages[i], s.dst_pages[i], s.window_seeds[i], loads, saves);
+    }
+    if (st.ok() && s.src_state) {
+      st = add(Kind::kMamba, *s.src_state, *s.dst_state, s.state_seed, true, true);
+    }
     load_ops_.push_back(std::move(load));
     save_ops_.push_back(std::move(save));
     if (!st.ok()) return st;
@@ -177,6 +195,7 @@ void MoverPeer::Release() {
     }
     ops->clear();
   }
+  save_seeds_.clear();
   slots_.clear();
 }
 
@@ -205,11 +224,10 @@ Status MoverPeer::Round(Op op, Samples* out) {
 
 StatusOr<std::string> MoverPeer::VerifySaved() {
   for (size_t t = 0; t < slots_.size(); ++t) {
-    const ThreadSlots& s = slots_[t];
     const Operation& op = save_ops_[t];
     for (size_t i = 0; i < op.units.size(); ++i) {
       const CacheTransferUnit& u = op.units[i];
-      const uint64_t seed = i < s.page_seeds.size() ? s.page_seeds[i] : s.state_seed;
+      const uint64_t seed = save_seeds_[t][i];
       const size_t bad =
           FirstMismatch(seed, {arena_->SlotPayload(u.dst.slot), layout_.RecordBytes(u.kind)});
       if (bad != std::string::npos) {
@@ -254,7 +272,10 @@ StatusOr<std::unique_ptr<LimitPeer>> LimitPeer::Create(bool gpu, std::byte* devi
 
 LimitPeer::~LimitPeer() = default;
 
-Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
+Status LimitPeer::Round(Op op, uint32_t threads, uint64_t load_bytes, uint64_t save_bytes,
+                        Samples* out) {
+  // Thread slices of the larger size; each direction copies its own bytes.
+  const uint64_t bytes = std::max(load_bytes, save_bytes);
   const uint64_t need = 2 * uint64_t{threads} * bytes;
   if (need > device_bytes_ || need > host_->size()) {
     return Status::Internal("limit: " + HumanBytes(need) + " exceed its buffers");
@@ -267,7 +288,8 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
     const bool both = op == Op::kBoth;
     Samples round;
     round.threads = threads;
-    round.bytes = bytes;
+    round.bytes = load_bytes;
+    round.save_bytes = save_bytes;
     CACHEPAWL_RETURN_IF_ERROR(RunRound(
         both ? 2 * threads : threads,
         [&](uint32_t i, ThreadTimes& times) -> Status {
@@ -275,11 +297,11 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
           const bool load = both ? i < n : op == Op::kLoad;
           times.start = Clock::now();
           if (load) {
-            std::memcpy(device_ + (n + t) * bytes, host + t * bytes, bytes);
+            std::memcpy(device_ + (n + t) * bytes, host + t * bytes, load_bytes);
             times.load_end = Clock::now();
             times.load = true;
           } else {
-            std::memcpy(host + (n + t) * bytes, device_ + t * bytes, bytes);
+            std::memcpy(host + (n + t) * bytes, device_ + t * bytes, save_bytes);
             times.save_end = Clock::now();
             times.save = true;
           }
@@ -307,14 +329,14 @@ Status LimitPeer::Round(Op op, uint32_t threads, uint64_t bytes, Samples* out) {
         times.start = Clock::now();
         if (load) {
           CACHEPAWL_RETURN_IF_ERROR(
-              cuda::CheckCuda(cudaMemcpyAsync(device_ + (n + t) * bytes, host + t * bytes, bytes,
-                                              cudaMemcpyHostToDevice, s_load),
+              cuda::CheckCuda(cudaMemcpyAsync(device_ + (n + t) * bytes, host + t * bytes,
+                                              load_bytes, cudaMemcpyHostToDevice, s_load),
                               "load cudaMemcpyAsync"));
         }
         if (save) {
           CACHEPAWL_RETURN_IF_ERROR(
-              cuda::CheckCuda(cudaMemcpyAsync(host + (n + t) * bytes, device_ + t * bytes, bytes,
-                                              cudaMemcpyDeviceToHost, s_save),
+              cuda::CheckCuda(cudaMemcpyAsync(host + (n + t) * bytes, device_ + t * bytes,
+                                              save_bytes, cudaMemcpyDeviceToHost, s_save),
                               "save cudaMemcpyAsync"));
         }
         bool wait_load = load, wait_save = save;

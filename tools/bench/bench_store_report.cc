@@ -60,6 +60,8 @@ nlohmann::json ReportJson(const Config& c, const Report& r, const RunInfo& info)
                             {"model", c.layouts[i].model},
                             {"page_size_tokens", c.layouts[i].page_size_tokens},
                             {"kv_page_bytes", s.page_record},
+                            {"window_kv_bytes", s.window_record},
+                            {"window_pages", s.window_pages},
                             {"state_bytes", s.state_record}});
   }
   j["rows"] = nlohmann::json::array();
@@ -179,7 +181,16 @@ void PrintTables(const Config& c, const Report& r, const RunInfo& info, std::ost
     out << "\n"
         << name << " (" << c.layouts[li].model << "): KV page " << HumanBytes(s.page_record)
         << " of " << c.layouts[li].page_size_tokens << " tokens, "
-        << (s.ssm ? "state " + HumanBytes(s.state_record) : std::string("no state")) << "\n";
+        << (s.ssm ? "state " + HumanBytes(s.state_record) : std::string("no state"));
+    if (s.window_pages > 0) {
+      // What "bytes/req" then counts: a Load's windowed KV is the last pages' only.
+      out << "; windowed layers' KV " << HumanBytes(s.window_record)
+          << " a page, loaded for the last " << s.window_pages << " pages of a request, saved for "
+          << (s.window_every_page ? "every page" : "those")
+          << " (bytes/req: a Save's for save rows, "
+          << "a Load's otherwise)";
+    }
+    out << "\n";
     out << std::left << std::setw(11) << "pool" << std::setw(5) << "tier" << std::setw(5) << "op"
         << std::right << std::setw(6) << "pages" << std::setw(4) << "thr" << std::setw(11)
         << "bytes/req" << std::setw(11) << "p50 us" << std::setw(11) << "p99 us" << std::setw(8)

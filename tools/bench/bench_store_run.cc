@@ -190,7 +190,10 @@ StatusOr<std::vector<ThreadSlots>> LayoutRun::Slots(bool owned, OwnedSlots* held
         CACHEPAWL_ASSIGN_OR_RETURN(s.dst_state, held->Take(Kind::kMamba));
       }
     }
-    for (uint64_t i = 0; i < pages; ++i) s.page_seeds.push_back(RecordSeed(seed, t, i, Kind::kKV));
+    for (uint64_t i = 0; i < pages; ++i) {
+      s.page_seeds.push_back(RecordSeed(seed, t, i, Kind::kKV));
+      s.window_seeds.push_back(RecordSeed(seed, t, i, Kind::kWindowKV));
+    }
     s.state_seed = RecordSeed(seed, t, pages, Kind::kMamba);
     all.push_back(std::move(s));
   }
@@ -210,8 +213,16 @@ std::vector<Prefix> LayoutRun::Prefixes(uint32_t threads, uint64_t pages, uint64
 
 Status LayoutRun::FillHostTier(Store& store, uint64_t bytes, std::span<const uint64_t> pages,
                                std::span<const uint64_t> warm) {
-  const uint64_t total = bytes / sizes_.page_slot + 1;
-  const uint64_t batch = std::clamp<uint64_t>(total / 4, 1, 1024);
+  // A page of a probe Save (no state) leaves its kKV record and its windowed record: a Save
+  // keeps every page's without state layers, with them its last window_pages' (so a batch is no
+  // longer than that).
+  uint64_t per_page = sizes_.page_slot, max_batch = 1024;
+  if (sizes_.window_record > 0) {
+    per_page += sizes_.window_slot;
+    if (!sizes_.window_every_page) max_batch = std::clamp<uint64_t>(sizes_.window_pages, 1, 1024);
+  }
+  const uint64_t total = bytes / std::max<uint64_t>(per_page, 1) + 1;
+  const uint64_t batch = std::clamp<uint64_t>(total / 4, 1, max_batch);
   std::vector<uint64_t> device(batch);
   std::vector<uint32_t> tokens(batch * layout_.page_size_tokens);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i);
@@ -281,12 +292,16 @@ Status LayoutRun::LookupAndLock(Store& store, size_t t, Prefix& pre, uint64_t pa
   const bool all_there =
       m.reusable_pages == pages &&
       std::all_of(m.page_tiers.begin(), m.page_tiers.end(), [&](Tier x) { return x == tier; }) &&
+      std::all_of(m.window_tiers.begin(), m.window_tiers.end(),
+                  [&](Tier x) { return x == tier; }) &&
+      m.window_tiers.size() == sizes_.LoadedWindowPages(pages) &&
       (!sizes_.ssm || m.state_tier == tier);
   if (!all_there) {
     return Status::Internal("thread " + std::to_string(t) + "'s prefix is not all in the " +
                             std::string(TierName(tier)) +
                             " tier: " + std::to_string(m.reusable_pages) + " of " +
-                            std::to_string(pages) + " pages reusable (state in " +
+                            std::to_string(pages) + " pages reusable, windowed KV of " +
+                            std::to_string(m.window_tiers.size()) + " (state in " +
                             (m.state_tier ? std::string(TierName(*m.state_tier)) : "none") + ")");
   }
   CACHEPAWL_ASSIGN_OR_RETURN(locks->held.emplace_back(), store.Lock(m, pages));
@@ -311,7 +326,7 @@ Status LayoutRun::LoadRound(Store& store, PoolView& view, const std::vector<Thre
                             std::vector<Prefix>& pre, const std::string& save_tag, bool verify,
                             Samples* out, Row* row) {
   const uint32_t n = static_cast<uint32_t>(slots.size());
-  CACHEPAWL_RETURN_IF_ERROR(PoisonDestinations(view, slots, sizes_.page_record));
+  CACHEPAWL_RETURN_IF_ERROR(PoisonDestinations(view, slots, sizes_));
   std::vector<Prefix> fresh = pre;
   const uint64_t round = ++rounds_;
   CACHEPAWL_RETURN_IF_ERROR(RunRound(
@@ -346,7 +361,7 @@ Status LayoutRun::LoadRound(Store& store, PoolView& view, const std::vector<Thre
 Status LayoutRun::Check(PoolView& view, const std::vector<ThreadSlots>& slots, Row* row,
                         const std::string& when) {
   CACHEPAWL_ASSIGN_OR_RETURN(const std::vector<std::string> bad,
-                             VerifyDestinations(view, slots, sizes_.page_record));
+                             VerifyDestinations(view, slots, sizes_));
   for (size_t t = 0; t < bad.size(); ++t) {
     ++row->verified_loads;
     if (!bad[t].empty()) {
@@ -369,7 +384,7 @@ Row LayoutRun::MakeRow(const std::string& pool, const std::string& tier, Op op, 
   r.pages = p;
   r.threads = t;
   r.state = sizes_.ssm;
-  r.bytes = sizes_.RequestBytes(p);
+  r.bytes = op == Op::kSave ? sizes_.SaveBytes(p) : sizes_.LoadBytes(p);
   r.iters = iters;
   r.p50_us = Percentile(s.latency_us, 50);
   r.p99_us = Percentile(s.latency_us, 99);

@@ -69,18 +69,6 @@ StatusOr<ModelLayout> ResolveBenchLayout(const std::string& name) {
         "--scenarios mamba-1,mamba-16` measures state transfers, `cachepawl replay --layout " +
         name + "` the store serving them)");
   }
-  for (const AttentionLayerSpec& a : l.attention_layers) {
-    if (a.sliding_window > 0) {
-      // A Load brings a sliding layer's KV of the window's pages only, and the bench checks
-      // and counts whole device pages: it would report the other pages' windowed KV as wrong.
-      return Status::InvalidArgument(
-          "--layouts: '" + name + "' (layer " + std::to_string(a.layer_index) +
-          " keeps a sliding window of " + std::to_string(a.sliding_window) +
-          " tokens; bench store does not measure layouts with sliding-window layers yet: "
-          "`cachepawl replay --layout " +
-          name + "` runs the store on them, every byte checked)");
-    }
-  }
   return l;
 }
 
@@ -92,7 +80,14 @@ Sizes SizesOf(const ModelLayout& layout) {
   Sizes s;
   s.ssm = layout.has_ssm();
   s.page_record = layout.KvPageBytes();
-  s.page_slot = RecordSlotBytes(layout, Kind::kKV);
+  s.kv_record = layout.RecordBytes(Kind::kKV);
+  s.page_slot = layout.Stores(Kind::kKV) ? RecordSlotBytes(layout, Kind::kKV) : 0;
+  if (layout.Stores(Kind::kWindowKV)) {
+    s.window_record = layout.RecordBytes(Kind::kWindowKV);
+    s.window_slot = RecordSlotBytes(layout, Kind::kWindowKV);
+    s.window_pages = layout.WindowPages();
+    s.window_every_page = !layout.has_ssm();
+  }
   if (s.ssm) {
     s.state_record = layout.MambaSlotBytes();
     s.state_slot = RecordSlotBytes(layout, Kind::kMamba);
@@ -341,12 +336,15 @@ double Percentile(std::vector<double> v, double p) {
 double Samples::Gbps(bool both) const {
   const double s = Percentile(round_s, 50);
   if (s <= 0) return 0;
-  return static_cast<double>(threads) * static_cast<double>(bytes) * (both ? 2 : 1) / s / 1e9;
+  const double per_request =
+      static_cast<double>(bytes) + (both ? static_cast<double>(SaveBytes()) : 0);
+  return static_cast<double>(threads) * per_request / s / 1e9;
 }
 
 double Samples::DirectionGbps(bool load) const {
   const double s = Percentile(load ? load_s : save_s, 50);
-  return s > 0 ? static_cast<double>(threads) * static_cast<double>(bytes) / s / 1e9 : 0;
+  const double per_request = static_cast<double>(load ? bytes : SaveBytes());
+  return s > 0 ? static_cast<double>(threads) * per_request / s / 1e9 : 0;
 }
 
 }  // namespace cachepawl::tools::bench_store

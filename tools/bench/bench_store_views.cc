@@ -31,34 +31,44 @@ std::string Describe(Kind kind, uint64_t slot, uint64_t byte, std::byte got, uin
 class OwnedView final : public PoolView {
  public:
   OwnedView(Store* store, const ModelLayout& layout, HostBuffers* buffers)
-      : store_(store), layout_(layout), buffers_(buffers) {}
+      : store_(store), layout_(layout), buffers_(buffers) {
+    // A store-owned device slot of kind kv is a whole KV page (Store::WriteDeviceRecord): with
+    // windowed layers the kKV and kWindowKV records are both pieces of it.
+    if (!layout.has_window()) return;
+    for (size_t a = 0; a < layout.attention_layers.size(); ++a) {
+      auto& pieces = pieces_[static_cast<int>(layout.AttentionKind(a))];
+      pieces.push_back(
+          {layout.KSegment(a).offset, layout.KRecordSegment(a).offset, layout.KSegment(a).bytes});
+      pieces.push_back(
+          {layout.VSegment(a).offset, layout.VRecordSegment(a).offset, layout.VSegment(a).bytes});
+    }
+  }
   Status Write(Kind kind, std::span<const uint64_t> slots,
                std::span<const uint64_t> seeds) override {
     const uint64_t n = layout_.RecordBytes(kind);
-    HostBuffers::Lease lease(buffers_);
+    HostBuffers::Lease lease(buffers_), page_lease(buffers_);
     CACHEPAWL_ASSIGN_OR_RETURN(std::byte * rec, lease.Get(n));
     for (size_t i = 0; i < slots.size(); ++i) {
       FillRecord(seeds[i], {rec, n});
-      CACHEPAWL_RETURN_IF_ERROR(store_->WriteDeviceRecord(kind, slots[i], {rec, n}));
+      CACHEPAWL_RETURN_IF_ERROR(Put(kind, slots[i], rec, page_lease));
     }
     return Status::OK();
   }
   Status Poison(Kind kind, std::span<const uint64_t> slots) override {
     const uint64_t n = layout_.RecordBytes(kind);
-    HostBuffers::Lease lease(buffers_);
+    HostBuffers::Lease lease(buffers_), page_lease(buffers_);
     CACHEPAWL_ASSIGN_OR_RETURN(std::byte * rec, lease.Get(n));
     std::memset(rec, kPoison, n);
-    for (uint64_t s : slots)
-      CACHEPAWL_RETURN_IF_ERROR(store_->WriteDeviceRecord(kind, s, {rec, n}));
+    for (uint64_t s : slots) CACHEPAWL_RETURN_IF_ERROR(Put(kind, s, rec, page_lease));
     return Status::OK();
   }
   StatusOr<std::string> Verify(Kind kind, std::span<const uint64_t> slots,
                                std::span<const uint64_t> seeds) override {
     const uint64_t n = layout_.RecordBytes(kind);
-    HostBuffers::Lease lease(buffers_);
+    HostBuffers::Lease lease(buffers_), page_lease(buffers_);
     CACHEPAWL_ASSIGN_OR_RETURN(std::byte * rec, lease.Get(n));
     for (size_t i = 0; i < slots.size(); ++i) {
-      CACHEPAWL_RETURN_IF_ERROR(store_->ReadDeviceRecord(kind, slots[i], {rec, n}));
+      CACHEPAWL_RETURN_IF_ERROR(Get(kind, slots[i], rec, page_lease));
       const size_t bad = FirstMismatch(seeds[i], {rec, n});
       if (bad != std::string::npos) return Describe(kind, slots[i], bad, rec[bad], seeds[i]);
     }
@@ -66,9 +76,43 @@ class OwnedView final : public PoolView {
   }
 
  private:
+  struct Piece {
+    uint64_t page_offset, record_offset, bytes;
+  };
+  bool Whole(Kind kind) const { return kind == Kind::kMamba || !layout_.has_window(); }
+  // The record of `kind` (RecordBytes(kind) at `rec`) into device slot `slot`.
+  Status Put(Kind kind, uint64_t slot, const std::byte* rec, HostBuffers::Lease& page_lease) {
+    if (Whole(kind)) {
+      return store_->WriteDeviceRecord(kind, slot, {rec, layout_.RecordBytes(kind)});
+    }
+    const uint64_t n = layout_.KvPageBytes();
+    CACHEPAWL_ASSIGN_OR_RETURN(std::byte * page, page_lease.Get(n));
+    // Read, modify, write: the bench's workers write a page's two kinds concurrently.
+    std::lock_guard<std::mutex> lock(put_mu_);
+    CACHEPAWL_RETURN_IF_ERROR(store_->ReadDeviceRecord(Kind::kKV, slot, {page, n}));
+    for (const Piece& p : pieces_[static_cast<int>(kind)]) {
+      std::memcpy(page + p.page_offset, rec + p.record_offset, p.bytes);
+    }
+    return store_->WriteDeviceRecord(Kind::kKV, slot, {page, n});
+  }
+  Status Get(Kind kind, uint64_t slot, std::byte* rec, HostBuffers::Lease& page_lease) {
+    if (Whole(kind)) {
+      return store_->ReadDeviceRecord(kind, slot, {rec, layout_.RecordBytes(kind)});
+    }
+    const uint64_t n = layout_.KvPageBytes();
+    CACHEPAWL_ASSIGN_OR_RETURN(std::byte * page, page_lease.Get(n));
+    CACHEPAWL_RETURN_IF_ERROR(store_->ReadDeviceRecord(Kind::kKV, slot, {page, n}));
+    for (const Piece& p : pieces_[static_cast<int>(kind)]) {
+      std::memcpy(rec + p.record_offset, page + p.page_offset, p.bytes);
+    }
+    return Status::OK();
+  }
+
   Store* const store_;
   const ModelLayout layout_;
   HostBuffers* const buffers_;
+  std::vector<Piece> pieces_[kNumKinds];  // windowed layouts: each kind's pieces of a KV page
+  std::mutex put_mu_;                     // one read-modify-write of a page at a time
 };
 
 // Straight to bench memory: one segment per tensor a record is split over (layer-first) or the
@@ -79,12 +123,30 @@ class BenchView final : public PoolView {
             HostBuffers* buffers)
       : layout_(layout), gpu_(gpu), buffers_(buffers) {
     const DevicePoolDescription& d = block ? pool.block : pool.layer_first;
-    auto& kv = segs_[static_cast<int>(Kind::kKV)];
     auto& st = segs_[static_cast<int>(Kind::kMamba)];
+    // Each attention layer's K and V go to the record of its kind (kKV, or kWindowKV for a
+    // windowed layer), at their record offsets.
+    auto add_layer = [&](size_t a, std::byte* k, uint64_t k_stride, std::byte* v,
+                         uint64_t v_stride) {
+      auto& kind = segs_[static_cast<int>(layout.AttentionKind(a))];
+      kind.push_back(
+          {k, k_stride, layout.KRecordSegment(a).offset, layout.KRecordSegment(a).bytes});
+      kind.push_back(
+          {v, v_stride, layout.VRecordSegment(a).offset, layout.VRecordSegment(a).bytes});
+    };
     if (block) {
       if (!d.attention.empty()) {
-        kv.push_back(
-            {d.K(0, 0) - layout.KSegment(0).offset, layout.KvPageBytes(), 0, layout.KvPageBytes()});
+        std::byte* page = d.K(0, 0) - layout.KSegment(0).offset;
+        const uint64_t stride = layout.KvPageBytes();
+        if (!layout.has_window()) {
+          // The whole page is the kKV record: one segment.
+          segs_[static_cast<int>(Kind::kKV)].push_back({page, stride, 0, stride});
+        } else {
+          for (size_t a = 0; a < d.attention.size(); ++a) {
+            add_layer(a, page + layout.KSegment(a).offset, stride, page + layout.VSegment(a).offset,
+                      stride);
+          }
+        }
       }
       if (!d.ssm.empty()) {
         st.push_back({d.Conv(0, 0) - layout.ConvSegment(0).offset, layout.MambaSlotBytes(), 0,
@@ -93,10 +155,8 @@ class BenchView final : public PoolView {
       return;
     }
     for (size_t a = 0; a < d.attention.size(); ++a) {
-      kv.push_back({d.attention[a].k_base, d.attention[a].k_page_stride, layout.KSegment(a).offset,
-                    layout.KSegment(a).bytes});
-      kv.push_back({d.attention[a].v_base, d.attention[a].v_page_stride, layout.VSegment(a).offset,
-                    layout.VSegment(a).bytes});
+      add_layer(a, d.attention[a].k_base, d.attention[a].k_page_stride, d.attention[a].v_base,
+                d.attention[a].v_page_stride);
     }
     for (size_t s = 0; s < d.ssm.size(); ++s) {
       st.push_back({d.ssm[s].conv_base, d.ssm[s].conv_slot_stride, layout.ConvSegment(s).offset,
@@ -288,18 +348,27 @@ struct SlotPiece {
 };
 
 // Every thread's sources or destinations, in pieces of at most kPieceBytes of records (a state
-// is a piece of its own), so that one thread's request is checked by several workers.
-std::vector<SlotPiece> Pieces(const std::vector<ThreadSlots>& all, uint64_t page_bytes,
-                              bool sources) {
-  const size_t per = std::max<uint64_t>(1, kPieceBytes / std::max<uint64_t>(page_bytes, 1));
+// is a piece of its own), so that one thread's request is checked by several workers: every
+// page's kKV record, the windowed records (of every page; `loaded_window_only`: of the pages a
+// Load brings them to, the last Sizes::LoadedWindowPages), the state.
+std::vector<SlotPiece> Pieces(const std::vector<ThreadSlots>& all, const Sizes& sizes, bool sources,
+                              bool loaded_window_only) {
+  const size_t per = std::max<uint64_t>(1, kPieceBytes / std::max<uint64_t>(sizes.page_record, 1));
   std::vector<SlotPiece> out;
   for (size_t t = 0; t < all.size(); ++t) {
     const ThreadSlots& s = all[t];
     std::span<const uint64_t> pages = sources ? s.src_pages : s.dst_pages;
-    for (size_t i = 0; i < pages.size(); i += per) {
-      const size_t n = std::min(per, pages.size() - i);
-      out.push_back({t, Kind::kKV, pages.subspan(i, n),
-                     std::span<const uint64_t>(s.page_seeds).subspan(i, n)});
+    auto add = [&](Kind kind, size_t from, std::span<const uint64_t> seeds) {
+      for (size_t i = from; i < pages.size(); i += per) {
+        const size_t n = std::min(per, pages.size() - i);
+        out.push_back({t, kind, pages.subspan(i, n), seeds.subspan(i, n)});
+      }
+    };
+    if (sizes.kv_record > 0) add(Kind::kKV, 0, s.page_seeds);
+    if (sizes.window_record > 0) {
+      add(Kind::kWindowKV,
+          loaded_window_only ? pages.size() - sizes.LoadedWindowPages(pages.size()) : 0,
+          s.window_seeds);
     }
     const std::optional<uint64_t>& state = sources ? s.src_state : s.dst_state;
     if (state) out.push_back({t, Kind::kMamba, {&*state, 1}, {&s.state_seed, 1}});
@@ -309,24 +378,24 @@ std::vector<SlotPiece> Pieces(const std::vector<ThreadSlots>& all, uint64_t page
 
 }  // namespace
 
-Status WriteSources(PoolView& view, const std::vector<ThreadSlots>& all, uint64_t page_bytes) {
-  const auto pieces = Pieces(all, page_bytes, true);
+Status WriteSources(PoolView& view, const std::vector<ThreadSlots>& all, const Sizes& sizes) {
+  const auto pieces = Pieces(all, sizes, true, false);
   return ParallelFor(pieces.size(), [&](size_t i) {
     return view.Write(pieces[i].kind, pieces[i].slots, pieces[i].seeds);
   });
 }
 
-Status PoisonDestinations(PoolView& view, const std::vector<ThreadSlots>& all,
-                          uint64_t page_bytes) {
-  const auto pieces = Pieces(all, page_bytes, false);
+Status PoisonDestinations(PoolView& view, const std::vector<ThreadSlots>& all, const Sizes& sizes) {
+  const auto pieces = Pieces(all, sizes, false, false);
   return ParallelFor(pieces.size(),
                      [&](size_t i) { return view.Poison(pieces[i].kind, pieces[i].slots); });
 }
 
 StatusOr<std::vector<std::string>> VerifyDestinations(PoolView& view,
                                                       const std::vector<ThreadSlots>& all,
-                                                      uint64_t page_bytes) {
-  const auto pieces = Pieces(all, page_bytes, false);
+                                                      const Sizes& sizes) {
+  // A Load leaves the windowed records of the pages before the window alone (still poisoned).
+  const auto pieces = Pieces(all, sizes, false, true);
   std::vector<std::string> bad(pieces.size());
   CACHEPAWL_RETURN_IF_ERROR(ParallelFor(pieces.size(), [&](size_t i) -> Status {
     CACHEPAWL_ASSIGN_OR_RETURN(bad[i],
