@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "store/store.h"
 #include "tests/common/test_util.h"
@@ -253,6 +255,30 @@ TEST_F(ReplayCliTest, GptOssReplaysThroughItsSlidingAndFullLayers) {
 TEST_F(ReplayCliTest, DeepseekV3ReplaysThroughItsLatents) {
   // The deepseek-v3 preset: 61 MLA layers, one latent of 576 values per token, no V, no state.
   EXPECT_FALSE(ReplayAttentionOnlyPreset("deepseek-v3", "20", 1124352).is_null());
+}
+
+TEST_F(ReplayCliTest, TheNewerHybridPresetsReplayThroughTheirPagesAndStates) {
+  // Kimi Linear (MLA beside Kimi Delta Attention), MiniMax-M1 (softmax beside lightning
+  // attention), Qwen3.5-122B (GQA beside Gated DeltaNet): pages and states both loaded, every
+  // byte right. Their states are 41-147 MiB, so the tiers are larger than the other replays'.
+  const std::vector<std::tuple<const char*, uint64_t, uint64_t>> presets = {
+      {"kimi-linear-48b-a3b", 129024, 43417600},
+      {"minimax-m1", 655360, 146800640},
+      {"qwen3.5-122b-a10b", 393216, 153649152}};
+  for (const auto& [preset, page, state] : presets) {
+    CliResult r =
+        RunCli({"replay", "--workload", "chat", "--layout", preset, "--requests", "20",
+                "--device-bytes", "1G", "--host-bytes", "2G", "--disk-bytes", "2G", "--json"});
+    ASSERT_EQ(r.code, 0) << preset << ": " << r.err << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["ok"], true) << preset;
+    EXPECT_EQ(j["kv_page_bytes"], page) << preset;
+    EXPECT_EQ(j["mamba_state_bytes"], state) << preset;
+    EXPECT_GT(j["loaded_pages"].get<uint64_t>(), 0u) << preset;
+    EXPECT_GT(j["loaded_states"].get<uint64_t>(), 0u) << preset;
+    EXPECT_EQ(j["wrong_bytes"], 0) << preset;
+    EXPECT_EQ(j["store_errors"], 0) << preset;
+  }
 }
 
 TEST_F(ReplayCliTest, ConcurrencyFourReportsItsThroughputAndEveryByteRight) {
