@@ -228,21 +228,25 @@ class CudaBackend final : public TransferBackend {
 
   bool EnqueuesOnly() const override { return true; }
 
+  bool CanDispatchHere() const override {
+    int current = -1;
+    return cudaGetDevice(&current) == cudaSuccess && current == device_ &&
+           cudaPeekAtLastError() == cudaSuccess;
+  }
+
+  void OnDispatcherThread() override {
+    const Status st = CheckCuda(cudaSetDevice(device_), "cudaSetDevice");
+    if (!st.ok()) spdlog::warn("device mover: dispatcher thread: {}", st.ToString());
+  }
+
   void Dispatch(std::unique_ptr<PlannedOperation> op) override {
     const uint64_t enqueue_start = profile::Now();
     Dir& d = dirs_[static_cast<int>(op->direction)];
     Pending p;
     p.status = op->pre_status;
     p.op = std::move(op);
-    // The calling thread (the dispatcher, or a submitting thread of the engine's, whose current
-    // GPU may be another) enqueues on this mover's GPU, and gets its own back afterwards.
-    int caller_device = -1;
-    if (p.status.ok()) {
-      p.status = CheckCuda(cudaGetDevice(&caller_device), "cudaGetDevice");
-      if (p.status.ok() && caller_device != device_) {
-        p.status = CheckCuda(cudaSetDevice(device_), "cudaSetDevice");
-      }
-    }
+    // The calling thread has this mover's GPU current: the dispatcher (OnDispatcherThread), or
+    // a submitting thread CanDispatchHere() admitted.
     if (p.status.ok()) {
       p.status = p.op->direction == Direction::kSave ? EnqueueSave(d, p) : EnqueueLoad(d, p);
     }
@@ -252,7 +256,9 @@ class CudaBackend final : public TransferBackend {
       p.cpu_release = true;
       if (p.status.ok()) p.status = fin;
     }
-    if (caller_device >= 0 && caller_device != device_) (void)cudaSetDevice(caller_device);
+    // A failed call's error is this operation's (reported through its status): it must not be
+    // left for the next CUDA call of the thread (an engine's, when dispatched inline).
+    if (!p.status.ok()) (void)cudaGetLastError();
     const uint64_t seq = p.op->seq;
     profile::Add(profile::Stage::kMoverEnqueue, enqueue_start);
     p.enqueued_at = profile::Now();
@@ -305,10 +311,12 @@ class CudaBackend final : public TransferBackend {
     DeviceBuffer staging;
     // Per chunk: its bytes are ready for the next stage / free again.
     std::vector<Event> produced, consumed;
-    std::vector<bool> chunk_used;  // dispatcher thread only
-    uint32_t next_chunk = 0;       // dispatcher thread only
+    // The next three: only the holder of the direction's dispatch turn (the dispatcher or an
+    // inline submitter, handed over under DeviceMover's queue mutex) touches them.
+    std::vector<bool> chunk_used;
+    uint32_t next_chunk = 0;
     // Kernels were launched on `kernel` since the copy stream last waited for that stream: an
-    // operation that ends on the copy stream must join it first (dispatcher thread only).
+    // operation that ends on the copy stream must join it first.
     bool kernel_tail = false;
     // The next chunk of the ring.
     std::pair<uint32_t, std::byte*> TakeChunk(uint64_t chunk_bytes) {

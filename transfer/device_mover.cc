@@ -156,6 +156,7 @@ DeviceMover::~DeviceMover() {
 
 void DeviceMover::DispatchLoop(int direction) {
   DirectionQueue& q = *queues_[direction];
+  backend_->OnDispatcherThread();
   for (;;) {
     std::unique_ptr<PlannedOperation> op;
     {
@@ -330,7 +331,8 @@ Fence DeviceMover::Submit(Operation op) {
     std::function<Status(void*)> waiter = backend_->StreamWaiter(planned->direction, planned->seq);
     if (waiter) internal::FenceAccess::SetStreamWaiter(fence, std::move(waiter));
     q.submitted.fetch_add(1, std::memory_order_relaxed);
-    inline_turn = inline_dispatch_ && !q.dispatching && q.pending.empty();
+    inline_turn =
+        inline_dispatch_ && !q.dispatching && q.pending.empty() && backend_->CanDispatchHere();
     if (inline_turn) {
       q.dispatching = true;
     } else {
@@ -341,15 +343,21 @@ Fence DeviceMover::Submit(Operation op) {
     q.cv.notify_one();
     return fence;
   }
-  // This thread holds the turn: nothing of this direction is queued before the operation.
+  // This thread holds the turn: nothing of this direction is queued before the operation. The
+  // turn is handed back however DispatchOne ends (an exception must not wedge the direction).
+  struct HandBack {
+    DirectionQueue& q;
+    ~HandBack() {
+      bool more = false;
+      {
+        std::lock_guard<std::mutex> lock(q.mu);
+        q.dispatching = false;
+        more = !q.pending.empty() || q.stop;
+      }
+      if (more) q.cv.notify_one();
+    }
+  } hand_back{q};
   DispatchOne(std::move(planned));
-  bool more = false;
-  {
-    std::lock_guard<std::mutex> lock(q.mu);
-    q.dispatching = false;
-    more = !q.pending.empty() || q.stop;
-  }
-  if (more) q.cv.notify_one();
   return fence;
 }
 

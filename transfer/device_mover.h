@@ -124,10 +124,12 @@ struct DeviceMoverOptions {
   uint32_t completion_spin_us = 20000;
   uint32_t wait_spin_us = 2000;
   // GPU mode: Submit enqueues an operation's copies and kernels on the calling thread when its
-  // direction has nothing queued nor being enqueued, instead of waking the direction's
-  // dispatcher thread (the caller pays the enqueue: tens of microseconds). Order is kept either
-  // way. false: always the dispatcher. CPU mode always hands operations to the dispatcher (there
-  // the dispatch is the memcpy itself), and so does a mover with a fault_injection seam.
+  // direction has nothing queued nor being enqueued and the thread already has the mover's GPU
+  // current with no CUDA error pending, instead of waking the direction's dispatcher thread (the
+  // caller pays the enqueue: tens of microseconds; its current device is never changed). Order is
+  // kept either way. false: always the dispatcher. CPU mode always hands operations to the
+  // dispatcher (there the dispatch is the memcpy itself), and so does a mover with a
+  // fault_injection seam.
   bool inline_dispatch = true;
   // Tests only: called on the dispatcher thread before each operation runs (it may block there
   // while the submitting thread goes on: no operation is dispatched inline); a non-OK status

@@ -26,8 +26,15 @@ class TransferBackend {
   // whole) exactly once, after the op's memory accesses ended, in submission order per direction.
   virtual void Dispatch(std::unique_ptr<PlannedOperation> op) = 0;
   // True when Dispatch only enqueues work (it never waits for the transfer), so a submitting
-  // thread may call it itself.
+  // thread may call it itself, when CanDispatchHere() says so for that thread.
   virtual bool EnqueuesOnly() const { return false; }
+  // Whether the calling (submitting) thread may call Dispatch itself now: CUDA: this mover's GPU
+  // is already its current device and it has no CUDA error pending (the mover never changes an
+  // engine thread's device, and an engine's error must not fail the mover's launch).
+  virtual bool CanDispatchHere() const { return false; }
+  // Called once on each direction's dispatcher thread before its first Dispatch (CUDA: makes
+  // the mover's GPU current there).
+  virtual void OnDispatcherThread() {}
   // Blocks until every dispatched operation has completed.
   virtual void Drain() = 0;
   // A function that makes a CUDA stream wait until operation `seq` of `direction` completed;

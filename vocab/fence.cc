@@ -72,18 +72,23 @@ bool Fence::Ready() const {
 Status Fence::Wait(std::chrono::milliseconds timeout) const {
   if (!state_) return Status::OK();
   // Polls first when the producer asked for it (a GPU operation of a millisecond or two: a
-  // sleeping waiter's wake-up would add tens of microseconds to it), then sleeps.
+  // sleeping waiter's wake-up would add tens of microseconds to it), then sleeps; the whole wait,
+  // polling included, is bounded by `timeout`.
+  std::chrono::milliseconds left = timeout;
   const uint32_t spin_us = state_->wait_spin_us.load(std::memory_order_relaxed);
   if (spin_us > 0 && !state_->fired.load(std::memory_order_acquire)) {
     using Clock = std::chrono::steady_clock;
-    const Clock::time_point until = Clock::now() + std::min<std::chrono::microseconds>(
-                                                       std::chrono::microseconds(spin_us), timeout);
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point until =
+        start + std::min<std::chrono::microseconds>(std::chrono::microseconds(spin_us), timeout);
     while (!state_->fired.load(std::memory_order_acquire) && Clock::now() < until) {
       std::this_thread::yield();
     }
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    left = spent < timeout ? timeout - spent : std::chrono::milliseconds(0);
   }
   std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
+  if (!state_->cv.wait_for(lock, left, [&] { return state_->done; })) {
     return Status::TimedOut("fence did not fire within " + std::to_string(timeout.count()) + " ms");
   }
   return state_->status;

@@ -196,8 +196,11 @@ class _Wheel:
 
 
 def _package_files() -> List[Path]:
+    """The package's modules (its subpackages' too) and py.typed."""
     return sorted(
-        p for p in PACKAGE.iterdir() if p.is_file() and (p.suffix == ".py" or p.name == "py.typed")
+        p
+        for p in PACKAGE.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and (p.suffix == ".py" or p.name == "py.typed")
     )
 
 
@@ -223,7 +226,7 @@ def build_wheel(
     wheel = _Wheel(out)
     try:
         for f in _package_files():
-            wheel.add(f"{NAME}/{f.name}", f.read_bytes())
+            wheel.add(f"{NAME}/{f.relative_to(PACKAGE).as_posix()}", f.read_bytes())
         wheel.add(f"{NAME}/libcachepawl.so", library.read_bytes())
         if program is not None:
             wheel.add(f"{NAME}/cachepawl", program.read_bytes(), executable=True)
