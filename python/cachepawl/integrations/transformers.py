@@ -227,15 +227,13 @@ class CacheBridge:
         """The cache of the longest reusable prefix of `tokens` (at most len(tokens) - 1 tokens,
         at most max_pages pages) and its length in tokens; (an empty cache, 0) on a miss."""
         tokens = list(tokens)
-        match = self.store.lookup(tokens, namespace=namespace)
-        usable = (len(tokens) - 1) // self.page if tokens else 0
+        # At least one token is left to the model, and at most max_pages pages are loaded: the
+        # lookup covers only that prefix, so that a hybrid model's match ends at a state within it.
+        usable = min((len(tokens) - 1) // self.page if tokens else 0, self.max_pages)
+        if usable == 0:
+            return new_cache(self.model), 0
+        match = self.store.lookup(tokens[: usable * self.page], namespace=namespace)
         pages = match.reusable_pages
-        if self.recurrent:
-            # The state exists at the match's depth only.
-            if pages > usable or pages > self.max_pages:
-                pages = 0
-        else:
-            pages = min(pages, usable, self.max_pages)
         if pages == 0:
             return new_cache(self.model), 0
         with self._lock, self.store.lock(match, pages):
