@@ -42,7 +42,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         f"(pip install 'transformers==5.17.*'): {e}"
     ) from e
 
-from .. import Layout, Store
+from .. import Busy, Layout, NotFound, Store
 
 #: The transformers release this module hooks into (its cache classes' attributes).
 TRANSFORMERS_VERSION = "5.17"
@@ -67,8 +67,13 @@ def new_cache(model: Any) -> Any:
     return transformers.DynamicCache(config=model.config)
 
 
-def model_layout(model: Any, page_size_tokens: int = 16, state_dtype: str = "fp32") -> Layout:
-    """The layout of `model`'s cache (``Layout.from_hf_config`` of its config, its dtype)."""
+def model_layout(model: Any, page_size_tokens: int = 16, state_dtype: str = "fp32",
+                 name: Optional[str] = None) -> Layout:
+    """The layout of `model`'s cache (``Layout.from_hf_config`` of its config, its dtype).
+
+    `name` (default: the config's ``_name_or_path``, i.e. what ``from_pretrained`` was given) is
+    the layout's model name, part of its fingerprint: it keeps two models of the same shapes but
+    other weights apart in one store folder, so give every process the same one (a hub id)."""
     dtype = _NAMES.get(getattr(model, "dtype", torch.bfloat16))
     if dtype is None:
         raise ValueError(f"model.dtype: {model.dtype} (expected bfloat16, float16 or float32)")
@@ -78,6 +83,7 @@ def model_layout(model: Any, page_size_tokens: int = 16, state_dtype: str = "fp3
         state_dtype=state_dtype,
         convention="transformers",
         page_size_tokens=page_size_tokens,
+        model=name,
     )
 
 
@@ -107,7 +113,9 @@ class CacheBridge:
         if not isinstance(max_pages, int) or isinstance(max_pages, bool) or max_pages < 1:
             raise ValueError(f"max_pages: {max_pages!r} (expected an int >= 1)")
         layout = store.layout
-        mine = model_layout(model, layout.page_size_tokens, _state_dtype(layout))
+        # The cache's geometry must be the store's (the name is the store's: whoever opened it
+        # chose the model it serves).
+        mine = model_layout(model, layout.page_size_tokens, _state_dtype(layout), layout.model)
         if mine.fingerprint != layout.fingerprint:
             raise ValueError(
                 f"the store's layout ({layout.model}, {layout.fingerprint.hex()[:16]}) is not "
@@ -155,7 +163,14 @@ class CacheBridge:
         tokens saved (P pages, or 0)."""
         tokens = list(tokens)
         if self.attention:
-            seq = int(cache.get_seq_length())
+            # The first attention layer's count (a MiniMaxCache's layer 0 may be a lightning one).
+            first = self.attention[0]["layer_index"]
+            layers = getattr(cache, "layers", [])
+            if first >= len(layers) or getattr(layers[first], "keys", None) is None:
+                return 0  # nothing cached yet
+            if layers[first].keys.shape[0] != 1:
+                raise ValueError(f"cache: batch {layers[first].keys.shape[0]} (one sequence only)")
+            seq = int(layers[first].get_seq_length())
         else:  # no attention layer to count the tokens: they are the cache's
             seq = len(tokens)
         if len(tokens) < seq:
@@ -178,12 +193,12 @@ class CacheBridge:
                     kw = dict(state_slot=0, state_depth_tokens=pages * self.page)
                 slots = list(range(hi - lo)) if self.attention else []
                 self.store.save(tokens[: hi * self.page], slots, namespace=namespace,
-                                first_page=lo if slots else 0, **kw).wait(timeout=600)
+                                first_page=lo if slots else 0, **kw).wait()
             if first_page == pages and with_state:  # only the state is new
                 self._put_state(cache)
                 self._sync()
                 self.store.save(tokens[:seq], [], namespace=namespace, first_page=0,
-                                state_slot=0, state_depth_tokens=seq).wait(timeout=600)
+                                state_slot=0, state_depth_tokens=seq).wait()
         return pages * self.page
 
     def _sync(self) -> None:
@@ -229,18 +244,27 @@ class CacheBridge:
         tokens = list(tokens)
         # At least one token is left to the model, and at most max_pages pages are loaded: the
         # lookup covers only that prefix, so that a hybrid model's match ends at a state within it.
-        usable = min((len(tokens) - 1) // self.page if tokens else 0, self.max_pages)
+        usable = (len(tokens) - 1) // self.page if tokens else 0
+        if self.attention:  # (a model without attention layers loads no pages)
+            usable = min(usable, self.max_pages)
         if usable == 0:
             return new_cache(self.model), 0
         match = self.store.lookup(tokens[: usable * self.page], namespace=namespace)
         pages = match.reusable_pages
         if pages == 0:
             return new_cache(self.model), 0
-        with self._lock, self.store.lock(match, pages):
-            slots = list(range(pages)) if self.attention else []
-            state = 0 if self.recurrent else None
-            self.store.load(match, slots, state).wait(timeout=600)
-            return self._to_cache(pages), pages * self.page
+        try:
+            with self._lock, self.store.lock(match, pages):
+                slots = list(range(pages)) if self.attention else []
+                state = 0 if self.recurrent else None
+                self.store.load(match, slots, state).wait()
+                cache = self._to_cache(pages)
+                # The cache's copies out of the pool finish before the next load may refill it
+                # (the store's copy streams do not wait for this stream).
+                self._sync()
+                return cache, pages * self.page
+        except (NotFound, Busy):  # evicted or dropped meanwhile, or being read: a miss
+            return new_cache(self.model), 0
 
     def _to_cache(self, pages: int) -> Any:
         cache = new_cache(self.model)
