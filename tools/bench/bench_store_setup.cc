@@ -121,7 +121,8 @@ uint64_t OwnedPoolNeed(const Sizes& s, uint32_t threads, uint64_t pages) {
   return (2 * threads * pages + 2 * threads * group + group) * unit;
 }
 uint64_t BenchPoolNeed(const Sizes& s, uint32_t threads, uint64_t pages) {
-  return 2 * uint64_t{threads} * s.RequestBytes(pages);
+  // Whole KV pages (every layer, windowed ones included) and the states, as MakeBenchPool.
+  return 2 * uint64_t{threads} * (pages * s.page_record + s.state_record);
 }
 
 }  // namespace

@@ -109,6 +109,16 @@ int RunTpCommand(const CLI::App& app, const Config& c, uint32_t tp_size,
     return usage("--tp-size: --pages gives " + std::to_string(c.pages.size()) +
                  " values (give one)");
   }
+  for (const AttentionLayerSpec& a : c.layouts[0].attention_layers) {
+    if (a.sliding_window > 0) {
+      // The rank processes check and count whole KV pages (one record a page).
+      return usage("--tp-size: '" + c.layout_names[0] + "' (layer " +
+                   std::to_string(a.layer_index) + " keeps a sliding window of " +
+                   std::to_string(a.sliding_window) +
+                   " tokens; the tensor-parallel bench does not measure layouts with "
+                   "sliding-window layers yet: `cachepawl bench store` without --tp-size does)");
+    }
+  }
   if (auto rank = ShardLayout(c.layouts[0], tp_size, 0); !rank.ok()) {
     return usage("--tp-size " + std::to_string(tp_size) + ": " + rank.status().message());
   }
