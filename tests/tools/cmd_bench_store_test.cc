@@ -53,6 +53,8 @@ TEST(CmdBenchStoreTest, ArgumentErrorsExitTwoNamingTheValue) {
       {{"--host-free-target", "12q"}, "--host-free-target: '12q'"},
       {{"--host-free-target", "1T"}, "--host-free-target: 1099511627776"},
       {{"--watchdog", "soon"}, "--watchdog: 'soon'"},
+      {{"--mover-polling", "maybe"}, "--mover-polling: 'maybe' (expected on or off)"},
+      {{"--load-split-pages", "2000000"}, "--load-split-pages: 2000000"},
       {{"--tp-size", "0"}, "--tp-size: 0 (must be 1 to 8)"},
       {{"--tp-size", "9"}, "--tp-size: 9 (must be 1 to 8)"},
       {{"--tp-size", "2", "--processes", "1"}, "--tp-size with --processes"},
